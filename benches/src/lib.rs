@@ -1,0 +1,1 @@
+//! Criterion benches of the dsh-rs crates; see `benches/benches/`.

@@ -1,0 +1,113 @@
+//! The backend and session traits.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{ExitStatus, OutputStream, PtyError, ScrollbackHandle, Signal, SpawnSpec, TermSize};
+
+/// Something that can start programs in new pseudo-terminals.
+///
+/// The traits use `async-trait` rather than native `async fn` in traits
+/// because hosts hold backends and sessions as trait objects
+/// (`Arc<dyn PtyBackend>`, `Box<dyn PtySession>`) chosen at run time, and
+/// native async trait methods are not object safe. One boxed future per call
+/// is noise next to a terminal round trip.
+#[async_trait]
+pub trait PtyBackend: Send + Sync + fmt::Debug {
+    /// A short name for logs and errors, e.g. `"native-unix"`.
+    fn name(&self) -> &'static str;
+
+    /// Starts `spec.program` in a new pseudo-terminal, as the leader of a new
+    /// session with the terminal as its controlling terminal.
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError>;
+}
+
+/// Which process group owns a session's terminal, and what it is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreground {
+    /// The foreground process group id.
+    pub pgid: i32,
+    /// `true` when the foreground group is the session's own program (for a
+    /// shell: it is at its prompt or running a builtin, no job is in front).
+    pub is_leader: bool,
+    /// `true` when a process of the foreground group is blocked reading the
+    /// terminal: a command waiting for input. Best effort (Linux reads
+    /// `/proc/<pid>/syscall` and `/proc/<pid>/wchan`); always `false` where
+    /// that cannot be seen.
+    pub waiting_for_input: bool,
+}
+
+/// A program running in a pseudo-terminal.
+///
+/// Dropping a session kills its whole process tree (`SIGKILL`, no grace) and
+/// reaps the program; use [`PtySession::kill_tree`] for a graceful end.
+#[async_trait]
+pub trait PtySession: Send + Sync + fmt::Debug {
+    /// The program's process id (also its session and process group id).
+    fn pid(&self) -> Option<u32>;
+
+    /// Writes all of `data` to the terminal, as if typed.
+    ///
+    /// Fails with [`PtyError::WriteAfterExit`] once the program has exited.
+    async fn write_all(&self, data: &[u8]) -> Result<(), PtyError>;
+
+    /// Takes the output stream. It can be taken once; later calls return `None`.
+    fn take_output(&mut self) -> Option<OutputStream>;
+
+    /// The scrollback that records every output chunk with absolute offsets.
+    fn scrollback(&self) -> ScrollbackHandle;
+
+    /// Changes the terminal size; the foreground group receives `SIGWINCH`.
+    fn resize(&self, size: TermSize) -> Result<(), PtyError>;
+
+    /// Sends `signal` to the terminal's foreground process group (to the
+    /// program itself when nothing else is in front).
+    fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError>;
+
+    /// Which process group owns the terminal and whether it waits for input.
+    fn foreground(&self) -> Result<Foreground, PtyError>;
+
+    /// Ends every process of the terminal session: `SIGTERM` (and `SIGHUP` to
+    /// the leader, since interactive shells ignore `SIGTERM`), up to `grace`
+    /// for them to leave, then `SIGKILL` to what remains; then reaps the
+    /// program and returns its exit record.
+    ///
+    /// A process that left the session on purpose (`setsid`) is not reached.
+    async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError>;
+
+    /// The exit record, if the program has exited (and was reaped).
+    fn status(&self) -> Option<ExitStatus>;
+
+    /// Waits until the program exits and returns its exit record. Exit is
+    /// detected by waiting on the process, not by end-of-file on the terminal.
+    async fn wait(&self) -> ExitStatus;
+}
+
+/// The best backend for this platform: the native backend on Unix, the
+/// `portable-pty` backend elsewhere.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), dsh_pty::PtyError> {
+/// let backend = dsh_pty::default_backend();
+/// let mut session = backend.spawn(dsh_pty::SpawnSpec::new("bash")).await?;
+/// session.write_all(b"exit 3\n").await?;
+/// assert_eq!(session.wait().await.code(), Some(3));
+/// # Ok(()) }
+/// ```
+pub fn default_backend() -> Arc<dyn PtyBackend> {
+    #[cfg(unix)]
+    {
+        Arc::new(crate::NativeBackend::new())
+    }
+    #[cfg(all(not(unix), feature = "portable"))]
+    {
+        Arc::new(crate::PortableBackend::new())
+    }
+    #[cfg(all(not(unix), not(feature = "portable")))]
+    {
+        compile_error!("dsh-pty needs the `portable` feature on non-Unix platforms")
+    }
+}

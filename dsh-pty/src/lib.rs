@@ -1,0 +1,101 @@
+//! Pseudo-terminal sessions for agent shells.
+//!
+//! This crate starts a program (usually an interactive shell) in a real
+//! pseudo-terminal and lets async code talk to it as a byte stream, while
+//! getting right the things agent harnesses tend to get wrong:
+//!
+//! * **How it ended.** Exit is detected by *waiting on the process*, not by
+//!   end-of-file on the terminal, so a shell that exits while a background job
+//!   still holds the terminal is reported at once. The [`ExitStatus`] carries
+//!   the exit code *or* the signal, named the conventional way (`SIGKILL`).
+//! * **Nothing left behind.** [`PtySession::kill_tree`] ends every process of
+//!   the terminal session (job-control groups and double-forked children
+//!   included) with `SIGTERM`, a bounded grace, then `SIGKILL`, and reaps the
+//!   program. Dropping a session does the same without the grace.
+//! * **Output you can page back through.** Every chunk is recorded in a
+//!   bounded [`Scrollback`] addressed by absolute byte offsets from the start
+//!   of the session; pages can be read backwards from any offset, and a
+//!   request for bytes that were dropped says so instead of returning others.
+//! * **A hook for confinement.** [`PreExec`] actions run in the child between
+//!   `fork` and `exec`, which is how the sandbox crate applies Landlock.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use dsh_pty::{PtySession, SpawnSpec, default_backend};
+//!
+//! # async fn demo() -> Result<(), dsh_pty::PtyError> {
+//! let backend = default_backend();
+//! let spec = SpawnSpec::new("bash")
+//!     .args(["--norc", "--noprofile"])
+//!     .env("TERM", "dumb")
+//!     .echo(false);
+//! let mut session = backend.spawn(spec).await?;
+//! let mut output = session.take_output().expect("first take");
+//!
+//! session.write_all(b"echo hello; exit 7\n").await?;
+//! let mut seen = Vec::new();
+//! while let Some(chunk) = output.recv().await {
+//!     seen.extend_from_slice(&chunk);
+//! }
+//! assert!(String::from_utf8_lossy(&seen).contains("hello"));
+//! assert_eq!(session.wait().await.code(), Some(7));
+//!
+//! // The raw bytes stay available, addressed by offset.
+//! let sb = session.scrollback();
+//! let last_page = sb.page_before(sb.end_offset(), 10, 4096).expect("retained");
+//! assert_eq!(last_page.end, sb.end_offset());
+//! # Ok(()) }
+//! ```
+//!
+//! # Backends
+//!
+//! | backend | platforms | cost per session | confinement hooks |
+//! |---|---|---|---|
+//! | [`NativeBackend`] | Unix | two tokio tasks, no thread | yes |
+//! | [`PortableBackend`] (feature `portable`, on by default) | Linux, macOS, Windows ConPTY | two threads + a tokio task | no (refused) |
+//!
+//! [`default_backend`] picks the native backend on Unix: it keeps the signal
+//! number of the exit (portable-pty turns it into `strsignal` text), owns the
+//! process-group setup, and registers a non-blocking master with tokio
+//! (`AsyncFd`) so thousands of idle sessions cost no threads.
+//!
+//! # Platform notes
+//!
+//! * Linux: the session's members are found in `/proc`, and foreground
+//!   inspection reads `/proc/<pid>/syscall` to tell a command blocked reading
+//!   the terminal. Tested here.
+//! * macOS and other Unixes: the same code without `/proc`: the tree kill
+//!   reaches the leader's process group and the foreground group only, and
+//!   [`Foreground::waiting_for_input`] is always `false`. Compiled, not tested here.
+//! * Windows: the [`PortableBackend`] over ConPTY; `kill_tree` kills the
+//!   program through portable-pty. Compiled behind `cfg`, not tested here.
+//! * Processes reparented to `init` after the tree kill are reaped by `init`
+//!   (or the host's subreaper), not by this crate: only the program itself is
+//!   this process's child.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod backend;
+mod error;
+mod exit;
+mod output;
+#[cfg(feature = "portable")]
+mod portable;
+mod pump;
+mod scrollback;
+mod signal;
+mod spec;
+#[cfg(unix)]
+mod unix;
+
+pub use backend::{Foreground, PtyBackend, PtySession, default_backend};
+pub use error::PtyError;
+pub use exit::ExitStatus;
+pub use output::OutputStream;
+#[cfg(feature = "portable")]
+pub use portable::{PortableBackend, PortableSession};
+pub use scrollback::{Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits};
+pub use signal::{Signal, signal_name};
+pub use spec::{PreExec, SpawnSpec, TermSize};
+#[cfg(unix)]
+pub use unix::{NativeBackend, NativeSession};

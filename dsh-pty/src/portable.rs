@@ -1,0 +1,407 @@
+//! The `portable-pty` backend: Linux, macOS and Windows (ConPTY).
+//!
+//! `portable-pty` offers blocking reads and a blocking wait, so a session of
+//! this backend costs two threads (a reader and, on Unix, a `waitpid` waiter;
+//! on Windows, a `wait` waiter) besides the tokio pump task. The reader thread
+//! ends when the terminal closes, which [`PtySession::kill_tree`] and dropping
+//! the session bring about. It does not run [`PreExec`](crate::PreExec) hooks:
+//! a spec with hooks is refused rather than run unconfined.
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use tokio::sync::{mpsc, watch};
+
+use crate::pump::{self, ChunkSource, PumpWiring};
+use crate::{
+    ExitStatus, Foreground, OutputStream, PtyBackend, PtyError, PtySession, ScrollbackHandle,
+    Signal, SpawnSpec, TermSize,
+};
+
+const NAME: &str = "portable-pty";
+
+/// The `portable-pty` backend (see the [crate docs](crate#backends)).
+#[derive(Debug, Clone, Default)]
+pub struct PortableBackend {
+    _private: (),
+}
+
+impl PortableBackend {
+    /// The backend.
+    pub fn new() -> Self {
+        PortableBackend::default()
+    }
+}
+
+fn pty_size(size: TermSize) -> PtySize {
+    PtySize {
+        rows: size.rows,
+        cols: size.cols,
+        pixel_width: 0,
+        pixel_height: 0,
+    }
+}
+
+fn other(what: &'static str, err: impl std::fmt::Display) -> PtyError {
+    PtyError::io(what, std::io::Error::other(err.to_string()))
+}
+
+#[async_trait]
+impl PtyBackend for PortableBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
+        if !spec.get_pre_exec().is_empty() {
+            return Err(PtyError::Unsupported {
+                backend: NAME,
+                what: "pre-exec confinement hooks",
+            });
+        }
+        spec.check_cwd()?;
+        #[cfg(unix)]
+        if !spec.program_exists() {
+            return Err(PtyError::ProgramNotFound {
+                program: spec.program_lossy(),
+            });
+        }
+        let pair = native_pty_system()
+            .openpty(pty_size(spec.get_size()))
+            .map_err(|e| PtyError::OpenPty(std::io::Error::other(e.to_string())))?;
+        #[cfg(unix)]
+        if let Some(fd) = pair.master.as_raw_fd() {
+            set_modes(fd, spec.get_echo(), spec.get_output_processing())?;
+        }
+        let mut cmd = CommandBuilder::new(spec.program());
+        cmd.args(spec.get_args());
+        if spec.is_env_cleared() {
+            cmd.env_clear();
+        }
+        for (key, value) in spec.get_env() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            }
+        }
+        match spec.get_cwd() {
+            Some(dir) => cmd.cwd(dir),
+            None => {
+                if let Ok(dir) = std::env::current_dir() {
+                    cmd.cwd(dir);
+                }
+            }
+        }
+        let child = pair.slave.spawn_command(cmd).map_err(|e| {
+            let text = e.to_string();
+            match e.downcast::<std::io::Error>() {
+                Ok(io) if io.kind() == std::io::ErrorKind::NotFound => PtyError::ProgramNotFound {
+                    program: spec.program_lossy(),
+                },
+                Ok(io) => PtyError::Spawn {
+                    program: spec.program_lossy(),
+                    source: io,
+                },
+                Err(_) if text.contains("Unable to spawn") && text.contains("exist") => {
+                    PtyError::ProgramNotFound {
+                        program: spec.program_lossy(),
+                    }
+                }
+                Err(_) => PtyError::Spawn {
+                    program: spec.program_lossy(),
+                    source: std::io::Error::other(text),
+                },
+            }
+        })?;
+        drop(pair.slave);
+        let pid = child.process_id();
+        #[cfg(not(unix))]
+        let killer = child.clone_killer();
+        let reader = pair
+            .master
+            .try_clone_reader()
+            .map_err(|e| other("cloning the terminal reader", e))?;
+        let writer = pair
+            .master
+            .take_writer()
+            .map_err(|e| other("taking the terminal writer", e))?;
+
+        let (status_tx, status_rx) = watch::channel(None);
+        let (closed_tx, closed_rx) = watch::channel(false);
+        let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
+        let (raw_tx, raw_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
+        let scrollback = ScrollbackHandle::new(spec.get_scrollback());
+
+        spawn_waiter(child, status_tx)?;
+        std::thread::Builder::new()
+            .name("dsh-pty-reader".into())
+            .spawn(move || read_loop(reader, raw_tx))
+            .map_err(|e| PtyError::io("starting the reader thread", e))?;
+        tokio::spawn(pump::run(
+            ChannelSource(raw_rx),
+            PumpWiring {
+                tx: out_tx,
+                scrollback: scrollback.clone(),
+                status: status_rx.clone(),
+                closed: closed_rx,
+                drain_grace: spec.get_drain_grace(),
+            },
+        ));
+        Ok(Box::new(PortableSession {
+            pid,
+            master: Mutex::new(pair.master),
+            writer: Arc::new(Mutex::new(writer)),
+            #[cfg(not(unix))]
+            killer: Mutex::new(killer),
+            status: status_rx,
+            closed: closed_tx,
+            output: Some(OutputStream::new(out_rx)),
+            scrollback,
+        }))
+    }
+}
+
+#[cfg(unix)]
+fn set_modes(fd: std::os::fd::RawFd, echo: bool, opost: bool) -> Result<(), PtyError> {
+    use nix::sys::termios::{self, LocalFlags, OutputFlags, SetArg};
+    // SAFETY: the master descriptor stays open for the whole call (`pair` owns it).
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    // On a pty master, termios requests apply to the terminal's slave side.
+    let mut modes = termios::tcgetattr(fd).map_err(|e| PtyError::OpenPty(e.into()))?;
+    modes.local_flags.set(LocalFlags::ECHO, echo);
+    modes.output_flags.set(OutputFlags::OPOST, opost);
+    termios::tcsetattr(fd, SetArg::TCSANOW, &modes).map_err(|e| PtyError::OpenPty(e.into()))
+}
+
+fn read_loop(mut reader: Box<dyn Read + Send>, tx: mpsc::Sender<Bytes>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if tx.blocking_send(Bytes::copy_from_slice(&buf[..n])).is_err() {
+                    return;
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(unix)]
+fn spawn_waiter(
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    status_tx: watch::Sender<Option<ExitStatus>>,
+) -> Result<(), PtyError> {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    let pid = child
+        .process_id()
+        .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?;
+    std::thread::Builder::new()
+        .name("dsh-pty-waiter".into())
+        .spawn(move || {
+            // `portable-pty` reports signals as `strsignal` text; waiting here
+            // keeps the signal number. `child` is kept (never waited) so that
+            // nothing else reaps the pid first.
+            let _child = child;
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            let status = loop {
+                match waitpid(pid, None) {
+                    Ok(WaitStatus::Exited(_, code)) => break ExitStatus::from_code(code),
+                    Ok(WaitStatus::Signaled(_, sig, _)) => {
+                        break ExitStatus::from_signal(sig as i32);
+                    }
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break ExitStatus::unknown(),
+                }
+            };
+            let _ = status_tx.send(Some(status));
+        })
+        .map(drop)
+        .map_err(|e| PtyError::io("starting the waiter thread", e))
+}
+
+#[cfg(not(unix))]
+fn spawn_waiter(
+    mut child: Box<dyn portable_pty::Child + Send + Sync>,
+    status_tx: watch::Sender<Option<ExitStatus>>,
+) -> Result<(), PtyError> {
+    std::thread::Builder::new()
+        .name("dsh-pty-waiter".into())
+        .spawn(move || {
+            let status = match child.wait() {
+                Ok(st) => ExitStatus::from_code(st.exit_code() as i32),
+                Err(_) => ExitStatus::unknown(),
+            };
+            let _ = status_tx.send(Some(status));
+        })
+        .map(drop)
+        .map_err(|e| PtyError::io("starting the waiter thread", e))
+}
+
+struct ChannelSource(mpsc::Receiver<Bytes>);
+
+impl ChunkSource for ChannelSource {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        self.0.recv().await
+    }
+}
+
+/// A session of the [`PortableBackend`].
+pub struct PortableSession {
+    pid: Option<u32>,
+    master: Mutex<Box<dyn MasterPty + Send>>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    #[cfg(not(unix))]
+    killer: Mutex<Box<dyn portable_pty::ChildKiller + Send + Sync>>,
+    status: watch::Receiver<Option<ExitStatus>>,
+    closed: watch::Sender<bool>,
+    output: Option<OutputStream>,
+    scrollback: ScrollbackHandle,
+}
+
+impl std::fmt::Debug for PortableSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PortableSession")
+            .field("pid", &self.pid)
+            .field("status", &*self.status.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PortableSession {
+    fn lock_master(&self) -> std::sync::MutexGuard<'_, Box<dyn MasterPty + Send>> {
+        self.master.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl PtySession for PortableSession {
+    fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    async fn write_all(&self, data: &[u8]) -> Result<(), PtyError> {
+        if self.status.borrow().is_some() {
+            return Err(PtyError::WriteAfterExit);
+        }
+        let writer = Arc::clone(&self.writer);
+        let data = data.to_vec();
+        tokio::task::spawn_blocking(move || {
+            let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
+            w.write_all(&data).and_then(|()| w.flush())
+        })
+        .await
+        .map_err(|e| other("writing to the terminal", e))?
+        .map_err(|e| PtyError::io("writing to the terminal", e))
+    }
+
+    fn take_output(&mut self) -> Option<OutputStream> {
+        self.output.take()
+    }
+
+    fn scrollback(&self) -> ScrollbackHandle {
+        self.scrollback.clone()
+    }
+
+    fn resize(&self, size: TermSize) -> Result<(), PtyError> {
+        self.lock_master()
+            .resize(pty_size(size))
+            .map_err(|e| other("resizing the terminal", e))
+    }
+
+    #[cfg(unix)]
+    fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError> {
+        use nix::sys::signal::{Signal as NixSignal, killpg};
+        let sig = NixSignal::try_from(signal.number())
+            .map_err(|e| PtyError::io("converting the signal", e))?;
+        let pgid = self
+            .lock_master()
+            .process_group_leader()
+            .or(self.pid.map(|p| p as i32))
+            .ok_or(PtyError::Closed)?;
+        killpg(nix::unistd::Pid::from_raw(pgid), sig)
+            .map_err(|e| PtyError::io("signalling the foreground process group", e))
+    }
+
+    #[cfg(not(unix))]
+    fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError> {
+        match signal {
+            Signal::Kill | Signal::Terminate => self
+                .killer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .kill()
+                .map_err(|e| PtyError::io("killing the process", e)),
+            _ => Err(PtyError::Unsupported {
+                backend: NAME,
+                what: "this signal on this platform",
+            }),
+        }
+    }
+
+    fn foreground(&self) -> Result<Foreground, PtyError> {
+        let master = self.lock_master();
+        let pgid = master.process_group_leader().ok_or(PtyError::Unsupported {
+            backend: NAME,
+            what: "foreground inspection on this platform",
+        })?;
+        #[cfg(unix)]
+        let waiting_for_input = master
+            .tty_name()
+            .is_some_and(|tty| crate::unix::procfs_group_waits_on_tty(pgid, &tty));
+        #[cfg(not(unix))]
+        let waiting_for_input = false;
+        Ok(Foreground {
+            pgid,
+            is_leader: Some(pgid as u32) == self.pid,
+            waiting_for_input,
+        })
+    }
+
+    async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
+        #[cfg(unix)]
+        let st = match self.pid {
+            Some(pid) => {
+                let mut status = self.status.clone();
+                crate::unix::tree::kill_session(pid as i32, grace, &mut status).await
+            }
+            None => self.wait().await,
+        };
+        #[cfg(not(unix))]
+        let st = {
+            let _ = grace;
+            let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
+            self.wait().await
+        };
+        let _ = self.closed.send(true);
+        Ok(st)
+    }
+
+    fn status(&self) -> Option<ExitStatus> {
+        *self.status.borrow()
+    }
+
+    async fn wait(&self) -> ExitStatus {
+        let mut status = self.status.clone();
+        let reaped = status.wait_for(Option::is_some).await.ok().and_then(|s| *s);
+        reaped.unwrap_or_else(ExitStatus::unknown)
+    }
+}
+
+impl Drop for PortableSession {
+    fn drop(&mut self) {
+        let _ = self.closed.send(true);
+        #[cfg(unix)]
+        if let Some(pid) = self.pid {
+            crate::unix::tree::signal_session(pid as i32, nix::sys::signal::Signal::SIGKILL);
+        }
+        #[cfg(not(unix))]
+        let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
+    }
+}

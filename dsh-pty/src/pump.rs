@@ -1,0 +1,83 @@
+//! The per-session output pump shared by every backend: it moves chunks from
+//! the terminal into the scrollback and the output stream, and ends the stream
+//! at end-of-file or a bounded grace after the program exited.
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::{ExitStatus, ScrollbackHandle};
+
+/// Capacity of a session's output channel, in chunks.
+pub(crate) const OUTPUT_CHANNEL_CHUNKS: usize = 64;
+
+/// Where a backend's raw output comes from.
+pub(crate) trait ChunkSource: Send {
+    /// The next chunk, or `None` at end-of-file or on a read error.
+    fn next_chunk(&mut self) -> impl Future<Output = Option<Bytes>> + Send;
+}
+
+/// The pump's wiring.
+pub(crate) struct PumpWiring {
+    pub(crate) tx: mpsc::Sender<Bytes>,
+    pub(crate) scrollback: ScrollbackHandle,
+    pub(crate) status: watch::Receiver<Option<ExitStatus>>,
+    pub(crate) closed: watch::Receiver<bool>,
+    pub(crate) drain_grace: Duration,
+}
+
+/// Runs until end-of-file, until `drain_grace` after the program exited, or
+/// until the session is closed.
+pub(crate) async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
+    let PumpWiring {
+        tx,
+        scrollback,
+        mut status,
+        mut closed,
+        drain_grace,
+    } = wiring;
+    let mut tx = Some(tx);
+    let mut deadline: Option<Instant> = status
+        .borrow()
+        .is_some()
+        .then(|| Instant::now() + drain_grace);
+    loop {
+        let chunk = tokio::select! {
+            biased;
+            _ = closed.changed() => break,
+            chunk = source.next_chunk() => chunk,
+            changed = status.changed(), if deadline.is_none() => {
+                if changed.is_err() || status.borrow().is_some() {
+                    deadline = Some(Instant::now() + drain_grace);
+                }
+                continue;
+            }
+            _ = sleep_until(deadline), if deadline.is_some() => break,
+        };
+        let Some(chunk) = chunk else { break };
+        scrollback.push_bytes(chunk.clone());
+        if let Some(sender) = &tx {
+            tokio::select! {
+                biased;
+                _ = closed.changed() => break,
+                sent = sender.send(chunk) => {
+                    if sent.is_err() {
+                        // Nobody listens any more; keep recording the scrollback.
+                        tx = None;
+                    }
+                }
+            }
+        }
+    }
+    tracing::trace!("output pump finished");
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

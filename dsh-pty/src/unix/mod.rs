@@ -1,0 +1,370 @@
+//! The native Unix backend: `posix_openpt`, a child that becomes a session
+//! leader with the terminal as its controlling terminal, a non-blocking master
+//! registered with tokio, and the child reaped by tokio's process driver.
+//! A session costs two tokio tasks (output pump, exit waiter) and no thread.
+
+mod procfs;
+mod pty;
+pub(crate) mod tree;
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use nix::errno::Errno;
+use nix::sys::signal::{Signal as NixSignal, killpg};
+use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, watch};
+
+use crate::pump::{self, ChunkSource, PumpWiring};
+use crate::{
+    ExitStatus, Foreground, OutputStream, PtyBackend, PtyError, PtySession, ScrollbackHandle,
+    Signal, SpawnSpec, TermSize,
+};
+
+/// Signals whose disposition the child resets to the default before `exec`,
+/// in case this process ignores or handles them.
+const RESET_SIGNALS: [libc::c_int; 9] = [
+    libc::SIGCHLD,
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGALRM,
+    libc::SIGPIPE,
+    libc::SIGTSTP,
+    libc::SIGTTOU,
+];
+
+/// The native Unix backend (see the [crate docs](crate#backends)).
+///
+/// ```no_run
+/// use dsh_pty::{NativeBackend, PtyBackend, SpawnSpec};
+/// # async fn demo() -> Result<(), dsh_pty::PtyError> {
+/// let mut session = NativeBackend::new().spawn(SpawnSpec::new("sh")).await?;
+/// session.write_all(b"kill -9 $$\n").await?;
+/// assert_eq!(session.wait().await.signal_name(), Some("SIGKILL"));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct NativeBackend {
+    _private: (),
+}
+
+impl NativeBackend {
+    /// The backend.
+    pub fn new() -> Self {
+        NativeBackend::default()
+    }
+}
+
+#[async_trait]
+impl PtyBackend for NativeBackend {
+    fn name(&self) -> &'static str {
+        "native-unix"
+    }
+
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
+        spawn_native(spec).map(|s| Box::new(s) as Box<dyn PtySession>)
+    }
+}
+
+fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
+    spec.check_cwd()?;
+    let pair = pty::open(
+        spec.get_size(),
+        spec.get_echo(),
+        spec.get_output_processing(),
+    )?;
+    let stdio = |fd: &OwnedFd| -> Result<Stdio, PtyError> {
+        fd.try_clone()
+            .map(Stdio::from)
+            .map_err(PtyError::OpenPty)
+    };
+    let mut cmd = tokio::process::Command::new(spec.program());
+    cmd.args(spec.get_args())
+        .stdin(stdio(&pair.slave)?)
+        .stdout(stdio(&pair.slave)?)
+        .stderr(stdio(&pair.slave)?)
+        .kill_on_drop(false);
+    if spec.is_env_cleared() {
+        cmd.env_clear();
+    }
+    for (key, value) in spec.get_env() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    if let Some(dir) = spec.get_cwd() {
+        cmd.current_dir(dir);
+    }
+
+    // A hook failure is told apart from an exec failure through this pipe:
+    // the child writes one byte before reporting the hook's error.
+    let hooks = spec.get_pre_exec().to_vec();
+    let confine_pipe = if hooks.is_empty() {
+        None
+    } else {
+        Some(
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| PtyError::OpenPty(e.into()))?,
+        )
+    };
+    let confine_tx = confine_pipe.as_ref().map(|(_, tx)| tx.as_raw_fd());
+    // SAFETY: the closure runs between fork and exec. It only makes
+    // async-signal-safe calls (signal, sigprocmask, setsid, ioctl, write) and
+    // runs the hooks, whose `PreExec` contract requires the same of them. It
+    // allocates nothing: `hooks` was cloned before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            for sig in RESET_SIGNALS {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            #[allow(clippy::cast_lossless, clippy::useless_conversion)]
+            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for hook in &hooks {
+                if let Err(err) = hook.pre_exec() {
+                    if let Some(fd) = confine_tx {
+                        libc::write(fd, b"!".as_ptr().cast(), 1);
+                    }
+                    return Err(err);
+                }
+            }
+            Ok(())
+        });
+    }
+
+    let spawned = cmd.spawn();
+    drop(cmd); // closes the parent's copies of the slave
+    let child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            if let Some((rx, tx)) = confine_pipe {
+                drop(tx);
+                let mut byte = [0u8; 1];
+                if nix::unistd::read(rx.as_raw_fd(), &mut byte) == Ok(1) {
+                    return Err(PtyError::Confine(err));
+                }
+            }
+            if err.kind() == std::io::ErrorKind::NotFound {
+                return Err(PtyError::ProgramNotFound {
+                    program: spec.program_lossy(),
+                });
+            }
+            return Err(PtyError::Spawn {
+                program: spec.program_lossy(),
+                source: err,
+            });
+        }
+    };
+    drop(pair.slave);
+    let pid = child
+        .id()
+        .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?
+        as i32;
+    // SAFETY: the `AsyncFd` owns the descriptor for its whole life and the
+    // descriptor is never replaced (`get_mut` is not used), so it stays valid
+    // until tokio deregisters it on drop.
+    let master = unsafe { AsyncFd::register(pair.master) }
+        .map_err(|e| PtyError::io("registering the terminal with tokio", e.into_parts().1))?;
+    let master = Arc::new(master);
+
+    let (status_tx, status_rx) = watch::channel(None);
+    let (closed_tx, closed_rx) = watch::channel(false);
+    let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
+    let scrollback = ScrollbackHandle::new(spec.get_scrollback());
+
+    tokio::spawn(async move {
+        let mut child = child;
+        let status = match child.wait().await {
+            Ok(st) => ExitStatus::from(st),
+            Err(err) => {
+                tracing::warn!(pid, %err, "waiting for the pty child failed");
+                ExitStatus::unknown()
+            }
+        };
+        tracing::debug!(pid, %status, "pty child exited");
+        let _ = status_tx.send(Some(status));
+    });
+    tokio::spawn(pump::run(
+        MasterReader {
+            fd: Arc::clone(&master),
+            buf: vec![0u8; 64 * 1024],
+        },
+        PumpWiring {
+            tx: out_tx,
+            scrollback: scrollback.clone(),
+            status: status_rx.clone(),
+            closed: closed_rx,
+            drain_grace: spec.get_drain_grace(),
+        },
+    ));
+    tracing::debug!(pid, program = %spec.program_lossy(), "pty session spawned");
+
+    Ok(NativeSession {
+        pid,
+        master,
+        tty_path: pair.tty_path,
+        status: status_rx,
+        closed: closed_tx,
+        output: Some(OutputStream::new(out_rx)),
+        scrollback,
+        write_lock: tokio::sync::Mutex::new(()),
+    })
+}
+
+struct MasterReader {
+    fd: Arc<AsyncFd<OwnedFd>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkSource for MasterReader {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            let mut guard = self.fd.readable().await.ok()?;
+            let buf = &mut self.buf;
+            match guard.try_io(|fd| {
+                nix::unistd::read(fd.get_ref().as_raw_fd(), buf).map_err(std::io::Error::from)
+            }) {
+                Ok(Ok(0)) => return None,
+                Ok(Ok(n)) => return Some(Bytes::copy_from_slice(&self.buf[..n])),
+                Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                // EIO: every process closed the terminal (Linux's end-of-file).
+                Ok(Err(_)) => return None,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
+/// A session of the [`NativeBackend`].
+#[derive(Debug)]
+pub struct NativeSession {
+    pid: i32,
+    master: Arc<AsyncFd<OwnedFd>>,
+    tty_path: PathBuf,
+    status: watch::Receiver<Option<ExitStatus>>,
+    closed: watch::Sender<bool>,
+    output: Option<OutputStream>,
+    scrollback: ScrollbackHandle,
+    write_lock: tokio::sync::Mutex<()>,
+}
+
+impl NativeSession {
+    /// The path of the terminal's slave side, e.g. `/dev/pts/3`.
+    pub fn tty_path(&self) -> &std::path::Path {
+        &self.tty_path
+    }
+}
+
+#[async_trait]
+impl PtySession for NativeSession {
+    fn pid(&self) -> Option<u32> {
+        Some(self.pid as u32)
+    }
+
+    async fn write_all(&self, mut data: &[u8]) -> Result<(), PtyError> {
+        let _serial = self.write_lock.lock().await;
+        while !data.is_empty() {
+            if self.status.borrow().is_some() {
+                return Err(PtyError::WriteAfterExit);
+            }
+            let mut guard = self
+                .master
+                .writable()
+                .await
+                .map_err(|e| PtyError::io("waiting to write to the terminal", e))?;
+            match guard
+                .try_io(|fd| nix::unistd::write(fd.get_ref(), data).map_err(std::io::Error::from))
+            {
+                Ok(Ok(n)) => data = &data[n..],
+                Ok(Err(err)) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(err)) if err.raw_os_error() == Some(libc::EIO) => {
+                    return Err(PtyError::WriteAfterExit);
+                }
+                Ok(Err(err)) => return Err(PtyError::io("writing to the terminal", err)),
+                Err(_would_block) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn take_output(&mut self) -> Option<OutputStream> {
+        self.output.take()
+    }
+
+    fn scrollback(&self) -> ScrollbackHandle {
+        self.scrollback.clone()
+    }
+
+    fn resize(&self, size: TermSize) -> Result<(), PtyError> {
+        pty::set_size(self.master.get_ref(), size)
+    }
+
+    fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError> {
+        let sig = NixSignal::try_from(signal.number())
+            .map_err(|e| PtyError::io("converting the signal", e))?;
+        let pgid = nix::unistd::tcgetpgrp(self.master.get_ref().as_fd())
+            .unwrap_or(Pid::from_raw(self.pid));
+        match killpg(pgid, sig) {
+            Ok(()) => Ok(()),
+            Err(Errno::ESRCH) => Err(PtyError::Closed),
+            Err(err) => Err(PtyError::io("signalling the foreground process group", err)),
+        }
+    }
+
+    fn foreground(&self) -> Result<Foreground, PtyError> {
+        let pgid = nix::unistd::tcgetpgrp(self.master.get_ref().as_fd())
+            .map_err(|e| PtyError::io("reading the terminal's foreground process group", e))?
+            .as_raw();
+        Ok(Foreground {
+            pgid,
+            is_leader: pgid == self.pid,
+            waiting_for_input: procfs::group_waits_on_tty(pgid, &self.tty_path),
+        })
+    }
+
+    async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
+        let mut status = self.status.clone();
+        let st = tree::kill_session(self.pid, grace, &mut status).await;
+        let _ = self.closed.send(true);
+        Ok(st)
+    }
+
+    fn status(&self) -> Option<ExitStatus> {
+        *self.status.borrow()
+    }
+
+    async fn wait(&self) -> ExitStatus {
+        let mut status = self.status.clone();
+        let reaped = status.wait_for(Option::is_some).await.ok().and_then(|s| *s);
+        reaped.unwrap_or_else(ExitStatus::unknown)
+    }
+}
+
+impl Drop for NativeSession {
+    fn drop(&mut self) {
+        let _ = self.closed.send(true);
+        if self.status.borrow().is_none() || tree::session_alive(self.pid) {
+            // No grace on drop: nothing can await here. The exit waiter task
+            // reaps the leader as soon as it dies.
+            tree::signal_session(self.pid, NixSignal::SIGKILL);
+        }
+    }
+}
+
+pub(crate) use procfs::group_waits_on_tty as procfs_group_waits_on_tty;

@@ -1,0 +1,156 @@
+//! What `/proc` tells about a terminal session's processes (Linux); elsewhere
+//! these answers are empty and callers fall back to process groups.
+
+use std::path::Path;
+
+/// One line of `/proc/<pid>/stat`, the fields this crate needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    pub(crate) pid: i32,
+    pub(crate) state: u8,
+    pub(crate) pgrp: i32,
+    pub(crate) session: i32,
+}
+
+impl ProcStat {
+    /// Zombies and dead entries are already gone as far as signals go.
+    pub(crate) fn is_alive(&self) -> bool {
+        !matches!(self.state, b'Z' | b'X' | b'x')
+    }
+}
+
+/// Parses the text of `/proc/<pid>/stat`. The command name may itself hold
+/// spaces and parentheses, so fields are counted from the last `)`.
+pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        state,
+        pgrp,
+        session,
+    })
+}
+
+/// Every process visible in `/proc` (empty where there is no procfs).
+pub(crate) fn all_processes() -> Vec<ProcStat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let entry = entry.ok()?;
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let text = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        parse_stat(pid, &text)
+    })
+    .collect()
+}
+
+/// Live processes of the terminal session `sid`, excluding this process.
+pub(crate) fn session_members(sid: i32) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    all_processes()
+        .into_iter()
+        .filter(|p| p.session == sid && p.pid != me && p.is_alive())
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// `true` when some live process of group `pgid` is blocked in a read of the
+/// terminal at `tty`.
+pub(crate) fn group_waits_on_tty(pgid: i32, tty: &Path) -> bool {
+    all_processes()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid && p.state == b'S')
+        .any(|p| blocked_reading(p.pid, tty))
+}
+
+/// Reads `/proc/<pid>/syscall`: "NR arg0 arg1 ..." while blocked in a system
+/// call. A read-family call whose descriptor is the terminal is a wait for input.
+fn blocked_reading(pid: i32, tty: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/syscall")) else {
+        return false;
+    };
+    let mut fields = text.split_ascii_whitespace();
+    let Some(nr) = fields.next().and_then(|f| f.parse::<i64>().ok()) else {
+        return false;
+    };
+    let Some(fd) = fields
+        .next()
+        .and_then(|f| i64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
+    else {
+        return false;
+    };
+    let fd_is_tty = |fd: i64| {
+        std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|target| target == tty)
+    };
+    if is_read_syscall(nr) {
+        return fd_is_tty(fd);
+    }
+    // select/poll family (line editors such as readline wait this way): the
+    // descriptors are behind a pointer, so count it as a wait for input when
+    // the process's standard input is the terminal and it sleeps in the call.
+    is_poll_syscall(nr) && fd_is_tty(0)
+}
+
+#[cfg(target_os = "linux")]
+fn is_read_syscall(nr: i64) -> bool {
+    [libc::SYS_read, libc::SYS_readv, libc::SYS_pread64].contains(&nr)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_read_syscall(_nr: i64) -> bool {
+    false
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn is_poll_syscall(nr: i64) -> bool {
+    [
+        libc::SYS_select,
+        libc::SYS_poll,
+        libc::SYS_pselect6,
+        libc::SYS_ppoll,
+    ]
+    .contains(&nr)
+}
+
+#[cfg(all(target_os = "linux", not(target_arch = "x86_64")))]
+fn is_poll_syscall(nr: i64) -> bool {
+    [libc::SYS_pselect6, libc::SYS_ppoll].contains(&nr)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_poll_syscall(_nr: i64) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_awkward_command_names() {
+        let text = "4242 (a) b (c)) S 1 4242 4240 34816 4242 4194560 0 0";
+        assert_eq!(
+            parse_stat(4242, text),
+            Some(ProcStat {
+                pid: 4242,
+                state: b'S',
+                pgrp: 4242,
+                session: 4240
+            })
+        );
+        assert_eq!(parse_stat(1, "garbage"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sees_this_process() {
+        let me = std::process::id() as i32;
+        assert!(all_processes().iter().any(|p| p.pid == me && p.is_alive()));
+    }
+}

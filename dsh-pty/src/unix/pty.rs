@@ -1,0 +1,107 @@
+//! Allocating a pseudo-terminal pair and setting its modes.
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::path::PathBuf;
+
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::pty::{PtyMaster, grantpt, posix_openpt, unlockpt};
+use nix::sys::stat::Mode;
+use nix::sys::termios::{self, LocalFlags, OutputFlags, SetArg};
+
+use crate::{PtyError, TermSize};
+
+/// A freshly allocated terminal: the master side (non-blocking, close-on-exec)
+/// and the slave side (close-on-exec; the child gets duplicates as 0, 1, 2).
+pub(crate) struct PtyPair {
+    pub(crate) master: OwnedFd,
+    pub(crate) slave: OwnedFd,
+    pub(crate) tty_path: PathBuf,
+}
+
+pub(crate) fn open(size: TermSize, echo: bool, opost: bool) -> Result<PtyPair, PtyError> {
+    let master =
+        posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY).map_err(|e| PtyError::OpenPty(e.into()))?;
+    // Close-on-exec right away: no other child spawned by this process may
+    // inherit the master (it would keep the terminal open and hide EOF).
+    set_cloexec(&master)?;
+    grantpt(&master).map_err(|e| PtyError::OpenPty(e.into()))?;
+    unlockpt(&master).map_err(|e| PtyError::OpenPty(e.into()))?;
+    let tty_path = slave_name(&master)?;
+    let slave: OwnedFd = nix::fcntl::open(
+        &tty_path,
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map(|fd| {
+        // SAFETY: `open` just returned this descriptor and nothing else owns it.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    })
+    .map_err(|e| PtyError::OpenPty(e.into()))?;
+
+    let mut modes = termios::tcgetattr(&slave).map_err(|e| PtyError::OpenPty(e.into()))?;
+    modes.local_flags.set(LocalFlags::ECHO, echo);
+    modes.output_flags.set(OutputFlags::OPOST, opost);
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos"))]
+    modes.input_flags.insert(termios::InputFlags::IUTF8);
+    termios::tcsetattr(&slave, SetArg::TCSANOW, &modes).map_err(|e| PtyError::OpenPty(e.into()))?;
+
+    // SAFETY: `into_raw_fd` hands over sole ownership of the open descriptor.
+    let master = unsafe { OwnedFd::from_raw_fd(master.into_raw_fd()) };
+    set_size(&master, size)?;
+    let flags =
+        fcntl(master.as_raw_fd(), FcntlArg::F_GETFL).map_err(|e| PtyError::OpenPty(e.into()))?;
+    fcntl(
+        master.as_raw_fd(),
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .map_err(|e| PtyError::OpenPty(e.into()))?;
+    Ok(PtyPair {
+        master,
+        slave,
+        tty_path,
+    })
+}
+
+fn set_cloexec(fd: &PtyMaster) -> Result<(), PtyError> {
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map(drop)
+        .map_err(|e| PtyError::OpenPty(e.into()))
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn slave_name(master: &PtyMaster) -> Result<PathBuf, PtyError> {
+    nix::pty::ptsname_r(master)
+        .map(PathBuf::from)
+        .map_err(|e| PtyError::OpenPty(e.into()))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn slave_name(master: &PtyMaster) -> Result<PathBuf, PtyError> {
+    // SAFETY: `ptsname` returns a pointer into static storage; spawns are
+    // serialised by `PTSNAME_LOCK` so no other thread of this crate races it.
+    static PTSNAME_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = PTSNAME_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    unsafe { nix::pty::ptsname(master) }
+        .map(PathBuf::from)
+        .map_err(|e| PtyError::OpenPty(e.into()))
+}
+
+/// Sets the window size of the terminal behind `fd` (master or slave).
+pub(crate) fn set_size(fd: &impl AsFd, size: TermSize) -> Result<(), PtyError> {
+    let ws = libc::winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize` from the pointer, which is valid
+    // for the duration of the call; the descriptor is borrowed and open.
+    let rc = unsafe { libc::ioctl(fd.as_fd().as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+    if rc == -1 {
+        return Err(PtyError::io(
+            "resizing the terminal",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}

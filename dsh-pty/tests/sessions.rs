@@ -1,0 +1,395 @@
+//! Real bash in a real PTY, through every backend available here.
+#![cfg(unix)]
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_pty::{
+    NativeBackend, OutputStream, PtyBackend, PtyError, PtySession, ScrollbackError,
+    ScrollbackLimits, Signal, SpawnSpec, TermSize,
+};
+
+/// A generous bound for things that should take milliseconds on a shared machine.
+const BOUND: Duration = Duration::from_secs(20);
+
+fn backends() -> Vec<Arc<dyn PtyBackend>> {
+    vec![
+        Arc::new(NativeBackend::new()),
+        Arc::new(dsh_pty::PortableBackend::new()),
+    ]
+}
+
+fn bash() -> SpawnSpec {
+    SpawnSpec::new("bash")
+        .args(["--norc", "--noprofile", "--noediting"])
+        .env("TERM", "dumb")
+        .env("PS1", "")
+        .env("PS2", "")
+        .echo(false)
+}
+
+/// Reads until `needle` has been seen; returns everything read.
+async fn read_until(out: &mut OutputStream, needle: &str) -> String {
+    let mut seen = Vec::new();
+    tokio::time::timeout(BOUND, async {
+        while !String::from_utf8_lossy(&seen).contains(needle) {
+            match out.recv().await {
+                Some(chunk) => seen.extend_from_slice(&chunk),
+                None => break,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {needle:?}; saw {:?}", String::from_utf8_lossy(&seen)));
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+async fn read_to_end(out: &mut OutputStream) -> String {
+    let mut seen = Vec::new();
+    tokio::time::timeout(BOUND, async {
+        while let Some(chunk) = out.recv().await {
+            seen.extend_from_slice(&chunk);
+        }
+    })
+    .await
+    .expect("output did not end");
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            let rest = &s[s.rfind(')').unwrap() + 1..];
+            !rest.trim_start().starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+fn session_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .collect();
+        if rest[3] == pid.to_string() && rest[0] != "Z" {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_round_trip() {
+    for backend in backends() {
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        assert!(s.take_output().is_none(), "output can be taken once");
+        s.write_all(b"echo round-$((20+22))-trip\n").await.unwrap();
+        let text = read_until(&mut out, "round-42-trip").await;
+        assert!(!text.contains("$((20+22))"), "{}: echo is off", backend.name());
+        s.kill_tree(Duration::from_millis(100)).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_code_is_reported() {
+    for backend in backends() {
+        let s = backend.spawn(bash()).await.unwrap();
+        s.write_all(b"exit 7\n").await.unwrap();
+        let st = tokio::time::timeout(BOUND, s.wait()).await.unwrap();
+        assert_eq!(st.code(), Some(7), "{}", backend.name());
+        assert_eq!(st.signal(), None);
+        assert_eq!(s.status(), Some(st));
+        assert!(matches!(
+            s.write_all(b"echo\n").await,
+            Err(PtyError::WriteAfterExit)
+        ));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_is_reported_as_sigkill() {
+    for backend in backends() {
+        let s = backend.spawn(bash()).await.unwrap();
+        s.write_all(b"kill -9 $$\n").await.unwrap();
+        let st = tokio::time::timeout(BOUND, s.wait()).await.unwrap();
+        assert_eq!(st.signal_name(), Some("SIGKILL"), "{}", backend.name());
+        assert_eq!(st.code(), None);
+        assert_eq!(st.to_string(), "killed by signal SIGKILL");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_tree_ends_background_jobs_and_double_forks() {
+    for backend in backends() {
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        let sid = s.pid().unwrap() as i32;
+        // A job, a HUP-immune job, and a double-forked orphan.
+        s.write_all(
+            b"sleep 1000 & (trap '' HUP TERM; exec sleep 1001) & ( (sleep 1002 &) ) ; echo started\n",
+        )
+        .await
+        .unwrap();
+        read_until(&mut out, "started").await;
+        // Wait (bounded) until all three sleeps exist.
+        tokio::time::timeout(BOUND, async {
+            while session_of(sid).len() < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the jobs never started");
+        let members = session_of(sid);
+        let st = s.kill_tree(Duration::from_millis(300)).await.unwrap();
+        assert!(st.signal().is_some() || st.code().is_some(), "{}: {st}", backend.name());
+        assert_eq!(session_of(sid), Vec::<i32>::new(), "{}", backend.name());
+        for pid in members {
+            assert!(!alive(pid), "{}: pid {pid} survived", backend.name());
+        }
+        assert!(s.status().is_some());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_is_seen_while_a_background_job_holds_the_terminal() {
+    for backend in backends() {
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        let sid = s.pid().unwrap() as i32;
+        s.write_all(b"(trap '' HUP; sleep 1000) & echo bye; exit 0\n")
+            .await
+            .unwrap();
+        let st = tokio::time::timeout(BOUND, s.wait()).await.unwrap();
+        assert_eq!(st.code(), Some(0), "{}", backend.name());
+        // The job still holds the terminal, so there is no end-of-file; the
+        // exit was seen by waiting on the shell, and the stream ends after the grace.
+        let members = session_of(sid);
+        assert!(!members.is_empty(), "{}: the job should still run", backend.name());
+        let text = read_to_end(&mut out).await;
+        assert!(text.contains("bye"), "{text:?}");
+        s.kill_tree(Duration::from_millis(100)).await.unwrap();
+        assert!(session_of(sid).is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resize_is_seen_by_stty() {
+    for backend in backends() {
+        let mut s = backend
+            .spawn(bash().size(TermSize { rows: 30, cols: 100 }))
+            .await
+            .unwrap();
+        let mut out = s.take_output().unwrap();
+        s.write_all(b"echo first $(stty size)\n").await.unwrap();
+        read_until(&mut out, "first 30 100").await;
+        s.resize(TermSize { rows: 51, cols: 132 }).unwrap();
+        s.write_all(b"echo second $(stty size)\n").await.unwrap();
+        read_until(&mut out, "second 51 132").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrollback_pages_back_exactly_and_reports_dropped_offsets() {
+    let backend = NativeBackend::new();
+    let spec = bash().output_processing(false).scrollback(ScrollbackLimits {
+        max_bytes: 64 * 1024,
+        max_lines: 100_000,
+    });
+    let mut s = backend.spawn(spec).await.unwrap();
+    let mut out = s.take_output().unwrap();
+    s.write_all(b"seq 1 500; echo END\n").await.unwrap();
+    let text = read_until(&mut out, "END\n").await;
+    let sb = s.scrollback();
+    let end = sb.end_offset();
+    assert_eq!(end, text.len() as u64);
+    // Page back 7 lines at a time and reassemble.
+    let mut pages = Vec::new();
+    let mut at = end;
+    while at > 0 {
+        let page = sb.page_before(at, 7, 1 << 20).unwrap();
+        assert!(page.data.iter().filter(|&&b| b == b'\n').count() <= 7);
+        at = page.start;
+        pages.push(page.data);
+    }
+    pages.reverse();
+    assert_eq!(String::from_utf8(pages.concat()).unwrap(), text);
+
+    // Now overflow the 64 KiB bound: the first offsets are gone, explicitly.
+    s.write_all(b"seq 1 100000; echo END2\n").await.unwrap();
+    read_until(&mut out, "END2\n").await;
+    let earliest = sb.start_offset();
+    assert!(earliest > 0);
+    assert_eq!(
+        sb.page_before(10, 1, 100),
+        Err(ScrollbackError::Dropped {
+            requested: 10,
+            earliest
+        })
+    );
+    assert!(matches!(sb.read_range(0, 10), Err(ScrollbackError::Dropped { .. })));
+    let last = sb.page_before(sb.end_offset(), 1, 100).unwrap();
+    assert_eq!(last.data, b"END2\n");
+    assert!(sb.lock().retained_bytes() <= 64 * 1024);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawn_errors_are_precise() {
+    for backend in backends() {
+        let err = backend
+            .spawn(SpawnSpec::new("/definitely/not/a/program"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, PtyError::ProgramNotFound { ref program } if program == "/definitely/not/a/program"),
+            "{}: {err:?}",
+            backend.name()
+        );
+        let err = backend
+            .spawn(bash().cwd("/definitely/not/a/dir"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "working directory does not exist: /definitely/not/a/dir"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_cwd_and_args_reach_the_program() {
+    let dir = std::env::temp_dir();
+    for backend in backends() {
+        let mut s = backend
+            .spawn(
+                bash()
+                    .env("DSH_PROBE", "probe-value")
+                    .env_remove("HOME")
+                    .cwd(&dir),
+            )
+            .await
+            .unwrap();
+        let mut out = s.take_output().unwrap();
+        s.write_all(b"echo \"[$DSH_PROBE|${HOME-unset}|$PWD]\"\n")
+            .await
+            .unwrap();
+        let want = format!("[probe-value|unset|{}]", dir.display());
+        read_until(&mut out, &want).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_inspection_sees_commands_waiting_for_input() {
+    for backend in backends() {
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        let shell = s.pid().unwrap() as i32;
+        s.write_all(b"echo ready\n").await.unwrap();
+        read_until(&mut out, "ready").await;
+
+        // `sleep` is in front but not reading.
+        s.write_all(b"sleep 1000\n").await.unwrap();
+        let fg = wait_for(&*s, |fg| !fg.is_leader).await;
+        assert!(!fg.waiting_for_input, "{}: {fg:?}", backend.name());
+        s.signal_foreground(Signal::Interrupt).unwrap();
+        wait_for(&*s, |fg| fg.is_leader).await;
+
+        // `cat` is in front and reading the terminal.
+        s.write_all(b"cat\n").await.unwrap();
+        let fg = wait_for(&*s, |fg| !fg.is_leader && fg.waiting_for_input).await;
+        assert_ne!(fg.pgid, shell);
+        s.write_all(b"\x04").await.unwrap(); // Ctrl-D ends cat
+        wait_for(&*s, |fg| fg.is_leader).await;
+
+        // The `read` builtin: the shell itself waits for input.
+        s.write_all(b"read x; echo \"got=$x\"\n").await.unwrap();
+        wait_for(&*s, |fg| fg.is_leader && fg.waiting_for_input).await;
+        s.write_all(b"typed\n").await.unwrap();
+        read_until(&mut out, "got=typed").await;
+    }
+}
+
+async fn wait_for(
+    s: &dyn PtySession,
+    pred: impl Fn(&dsh_pty::Foreground) -> bool,
+) -> dsh_pty::Foreground {
+    tokio::time::timeout(BOUND, async {
+        loop {
+            let fg = s.foreground().unwrap();
+            if pred(&fg) {
+                return fg;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("foreground never reached the expected state")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_reaches_the_foreground_job_not_the_shell() {
+    for backend in backends() {
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        s.write_all(b"sleep 1000\n").await.unwrap();
+        wait_for(&*s, |fg| !fg.is_leader).await;
+        s.signal_foreground(Signal::Interrupt).unwrap();
+        wait_for(&*s, |fg| fg.is_leader).await;
+        s.write_all(b"echo \"status=$?\"\n").await.unwrap();
+        read_until(&mut out, "status=130").await;
+        assert!(s.status().is_none(), "the shell survives Ctrl-C");
+    }
+}
+
+#[derive(Debug)]
+struct SetEnvMarker;
+// SAFETY: `pre_exec` only calls `umask`, an async-signal-safe system call.
+unsafe impl dsh_pty::PreExec for SetEnvMarker {
+    fn pre_exec(&self) -> std::io::Result<()> {
+        // SAFETY: umask is async-signal-safe and has no preconditions.
+        unsafe { libc_umask(0o027) };
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Refuse;
+// SAFETY: returns a prebuilt error without allocating (`from_raw_os_error`).
+unsafe impl dsh_pty::PreExec for Refuse {
+    fn pre_exec(&self) -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(1))
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "umask"]
+    fn libc_umask(mask: u32) -> u32;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_exec_hooks_run_in_the_child_and_their_failure_is_reported() {
+    let backend = NativeBackend::new();
+    let mut s = backend
+        .spawn(bash().pre_exec(Arc::new(SetEnvMarker)))
+        .await
+        .unwrap();
+    let mut out = s.take_output().unwrap();
+    s.write_all(b"echo mask=$(umask)\n").await.unwrap();
+    read_until(&mut out, "mask=0027").await;
+
+    let err = backend.spawn(bash().pre_exec(Arc::new(Refuse))).await.unwrap_err();
+    assert!(matches!(err, PtyError::Confine(_)), "{err:?}");
+
+    let err = dsh_pty::PortableBackend::new()
+        .spawn(bash().pre_exec(Arc::new(Refuse)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PtyError::Unsupported { .. }), "{err:?}");
+}

@@ -1,0 +1,1 @@
+//! Runnable examples of the dsh-rs crates; see `examples/examples/`.

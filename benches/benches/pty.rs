@@ -128,13 +128,16 @@ impl Tokio {
 
 fn round_trip_command(i: u64) -> (String, Vec<u8>) {
     (
-        format!("printf 'RT%s\\n' {i}\n"),
-        format!("RT{i}\n").into_bytes(),
+        format!("printf 'RT%s:\\n' {i}\n"),
+        format!("RT{i}:").into_bytes(),
     )
 }
 
 fn backends() -> Vec<Arc<dyn PtyBackend>> {
-    vec![Arc::new(NativeBackend::new()), Arc::new(PortableBackend::new())]
+    vec![
+        Arc::new(NativeBackend::new()),
+        Arc::new(PortableBackend::new()),
+    ]
 }
 
 fn round_trip(c: &mut Criterion) {
@@ -180,13 +183,13 @@ fn throughput(c: &mut Criterion) {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(15));
     group.throughput(Throughput::Bytes(SEQ_BYTES));
-    let command = format!("{SEQ}; printf 'DO%s\\n' NE\n");
+    let command = format!("{SEQ}; printf 'DO%s:\\n' NE\n");
 
     for opost in [true, false] {
         let label = if opost { "opost" } else { "raw-output" };
         let mut raw = Raw::spawn(opost);
         group.bench_function(format!("raw_openpty_blocking/{label}"), |b| {
-            b.iter(|| raw.run(&command, b"DONE\n"))
+            b.iter(|| raw.run(&command, b"DONE:"))
         });
         drop(raw);
         for backend in backends() {
@@ -196,7 +199,7 @@ fn throughput(c: &mut Criterion) {
                     rt.block_on(async {
                         let start = Instant::now();
                         for _ in 0..iters {
-                            s.run(&command, b"DONE\n").await;
+                            s.run(&command, b"DONE:").await;
                         }
                         start.elapsed()
                     })

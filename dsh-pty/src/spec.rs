@@ -268,13 +268,20 @@ impl SpawnSpec {
             };
             return is_exec(&path);
         }
-        let from_spec = self.env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
+        let from_spec = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
         let path = match from_spec {
             Some(v) => v,
             None if self.env_clear => None,
             None => std::env::var_os("PATH"),
         };
-        path.is_some_and(|path| std::env::split_paths(&path).any(|dir| is_exec(&dir.join(&self.program))))
+        path.is_some_and(|path| {
+            std::env::split_paths(&path).any(|dir| is_exec(&dir.join(&self.program)))
+        })
     }
 
     pub(crate) fn program_lossy(&self) -> String {

@@ -76,5 +76,9 @@ async fn two_hundred_sessions_leave_nothing_behind() {
         open_fds()
     );
     let metrics = tokio::runtime::Handle::current().metrics();
-    assert_eq!(metrics.num_alive_tasks(), 0, "every pump and waiter task ended");
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        0,
+        "every pump and waiter task ended"
+    );
 }

@@ -41,7 +41,12 @@ async fn read_until(out: &mut OutputStream, needle: &str) -> String {
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("timed out waiting for {needle:?}; saw {:?}", String::from_utf8_lossy(&seen)));
+    .unwrap_or_else(|_| {
+        panic!(
+            "timed out waiting for {needle:?}; saw {:?}",
+            String::from_utf8_lossy(&seen)
+        )
+    });
     String::from_utf8_lossy(&seen).into_owned()
 }
 
@@ -93,7 +98,11 @@ async fn echo_round_trip() {
         assert!(s.take_output().is_none(), "output can be taken once");
         s.write_all(b"echo round-$((20+22))-trip\n").await.unwrap();
         let text = read_until(&mut out, "round-42-trip").await;
-        assert!(!text.contains("$((20+22))"), "{}: echo is off", backend.name());
+        assert!(
+            !text.contains("$((20+22))"),
+            "{}: echo is off",
+            backend.name()
+        );
         s.kill_tree(Duration::from_millis(100)).await.unwrap();
     }
 }
@@ -149,7 +158,11 @@ async fn kill_tree_ends_background_jobs_and_double_forks() {
         .expect("the jobs never started");
         let members = session_of(sid);
         let st = s.kill_tree(Duration::from_millis(300)).await.unwrap();
-        assert!(st.signal().is_some() || st.code().is_some(), "{}: {st}", backend.name());
+        assert!(
+            st.signal().is_some() || st.code().is_some(),
+            "{}: {st}",
+            backend.name()
+        );
         assert_eq!(session_of(sid), Vec::<i32>::new(), "{}", backend.name());
         for pid in members {
             assert!(!alive(pid), "{}: pid {pid} survived", backend.name());
@@ -172,7 +185,11 @@ async fn exit_is_seen_while_a_background_job_holds_the_terminal() {
         // The job still holds the terminal, so there is no end-of-file; the
         // exit was seen by waiting on the shell, and the stream ends after the grace.
         let members = session_of(sid);
-        assert!(!members.is_empty(), "{}: the job should still run", backend.name());
+        assert!(
+            !members.is_empty(),
+            "{}: the job should still run",
+            backend.name()
+        );
         let text = read_to_end(&mut out).await;
         assert!(text.contains("bye"), "{text:?}");
         s.kill_tree(Duration::from_millis(100)).await.unwrap();
@@ -184,13 +201,20 @@ async fn exit_is_seen_while_a_background_job_holds_the_terminal() {
 async fn resize_is_seen_by_stty() {
     for backend in backends() {
         let mut s = backend
-            .spawn(bash().size(TermSize { rows: 30, cols: 100 }))
+            .spawn(bash().size(TermSize {
+                rows: 30,
+                cols: 100,
+            }))
             .await
             .unwrap();
         let mut out = s.take_output().unwrap();
         s.write_all(b"echo first $(stty size)\n").await.unwrap();
         read_until(&mut out, "first 30 100").await;
-        s.resize(TermSize { rows: 51, cols: 132 }).unwrap();
+        s.resize(TermSize {
+            rows: 51,
+            cols: 132,
+        })
+        .unwrap();
         s.write_all(b"echo second $(stty size)\n").await.unwrap();
         read_until(&mut out, "second 51 132").await;
     }
@@ -199,10 +223,12 @@ async fn resize_is_seen_by_stty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scrollback_pages_back_exactly_and_reports_dropped_offsets() {
     let backend = NativeBackend::new();
-    let spec = bash().output_processing(false).scrollback(ScrollbackLimits {
-        max_bytes: 64 * 1024,
-        max_lines: 100_000,
-    });
+    let spec = bash()
+        .output_processing(false)
+        .scrollback(ScrollbackLimits {
+            max_bytes: 64 * 1024,
+            max_lines: 100_000,
+        });
     let mut s = backend.spawn(spec).await.unwrap();
     let mut out = s.take_output().unwrap();
     s.write_all(b"seq 1 500; echo END\n").await.unwrap();
@@ -234,7 +260,10 @@ async fn scrollback_pages_back_exactly_and_reports_dropped_offsets() {
             earliest
         })
     );
-    assert!(matches!(sb.read_range(0, 10), Err(ScrollbackError::Dropped { .. })));
+    assert!(matches!(
+        sb.read_range(0, 10),
+        Err(ScrollbackError::Dropped { .. })
+    ));
     let last = sb.page_before(sb.end_offset(), 1, 100).unwrap();
     assert_eq!(last.data, b"END2\n");
     assert!(sb.lock().retained_bytes() <= 64 * 1024);
@@ -384,7 +413,10 @@ async fn pre_exec_hooks_run_in_the_child_and_their_failure_is_reported() {
     s.write_all(b"echo mask=$(umask)\n").await.unwrap();
     read_until(&mut out, "mask=0027").await;
 
-    let err = backend.spawn(bash().pre_exec(Arc::new(Refuse))).await.unwrap_err();
+    let err = backend
+        .spawn(bash().pre_exec(Arc::new(Refuse)))
+        .await
+        .unwrap_err();
     assert!(matches!(err, PtyError::Confine(_)), "{err:?}");
 
     let err = dsh_pty::PortableBackend::new()

@@ -82,9 +82,7 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
         spec.get_output_processing(),
     )?;
     let stdio = |fd: &OwnedFd| -> Result<Stdio, PtyError> {
-        fd.try_clone()
-            .map(Stdio::from)
-            .map_err(PtyError::OpenPty)
+        fd.try_clone().map(Stdio::from).map_err(PtyError::OpenPty)
     };
     let mut cmd = tokio::process::Command::new(spec.program());
     cmd.args(spec.get_args())

@@ -1,0 +1,209 @@
+//! Turning the model's JSON arguments into a typed request, with a precise
+//! error for every wrong shape.
+
+use serde_json::{Map, Value};
+
+use crate::EditorError;
+
+/// One validated tool call. Optional parameters are `None` when absent or
+/// `null`; whether a command *requires* one is checked later, after the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Request {
+    View {
+        path: String,
+        view_range: Option<Result<(i64, i64), EditorError>>,
+    },
+    Create {
+        path: String,
+        file_text: Option<String>,
+    },
+    StrReplace {
+        path: String,
+        old_str: Option<String>,
+        new_str: Option<String>,
+    },
+    Insert {
+        path: String,
+        insert_line: Option<i64>,
+        new_str: Option<String>,
+    },
+}
+
+impl Request {
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            Request::View { path, .. }
+            | Request::Create { path, .. }
+            | Request::StrReplace { path, .. }
+            | Request::Insert { path, .. } => path,
+        }
+    }
+
+    pub(crate) fn command(&self) -> &'static str {
+        match self {
+            Request::View { .. } => "view",
+            Request::Create { .. } => "create",
+            Request::StrReplace { .. } => "str_replace",
+            Request::Insert { .. } => "insert",
+        }
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    obj.get(name).filter(|v| !v.is_null())
+}
+
+fn string(obj: &Map<String, Value>, name: &'static str) -> Result<Option<String>, EditorError> {
+    match field(obj, name) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(EditorError::WrongType {
+            name,
+            expected: "a string",
+            got: type_name(other),
+        }),
+    }
+}
+
+fn integer(obj: &Map<String, Value>, name: &'static str) -> Result<Option<i64>, EditorError> {
+    match field(obj, name) {
+        None => Ok(None),
+        Some(v) => v.as_i64().map(Some).ok_or(EditorError::WrongType {
+            name,
+            expected: "an integer",
+            got: type_name(v),
+        }),
+    }
+}
+
+/// `view_range`'s own shape error is part of the contract, and reported only
+/// when viewing a file, so it is carried in the request.
+fn view_range(obj: &Map<String, Value>) -> Option<Result<(i64, i64), EditorError>> {
+    let v = field(obj, "view_range")?;
+    Some(match v.as_array().map(Vec::as_slice) {
+        Some([a, b]) => match (a.as_i64(), b.as_i64()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err(EditorError::RangeShape),
+        },
+        _ => Err(EditorError::RangeShape),
+    })
+}
+
+/// Parses the arguments of one call.
+pub(crate) fn parse(args: &Value) -> Result<Request, EditorError> {
+    let obj = args.as_object().ok_or(EditorError::NotAnObject)?;
+    let command = string(obj, "command")?.ok_or(EditorError::MissingParameter("command"))?;
+    let path = string(obj, "path")?.ok_or(EditorError::MissingParameter("path"))?;
+    match command.as_str() {
+        "view" => Ok(Request::View {
+            path,
+            view_range: view_range(obj),
+        }),
+        "create" => Ok(Request::Create {
+            path,
+            file_text: string(obj, "file_text")?,
+        }),
+        "str_replace" => Ok(Request::StrReplace {
+            path,
+            old_str: string(obj, "old_str")?,
+            new_str: string(obj, "new_str")?,
+        }),
+        "insert" => {
+            let new_str = match string(obj, "new_str")? {
+                Some(s) => Some(s),
+                // One popular model sends `insert_text`; errors still say `new_str`.
+                None => string(obj, "insert_text").map_err(|_| EditorError::WrongType {
+                    name: "new_str",
+                    expected: "a string",
+                    got: obj.get("insert_text").map_or("null", type_name),
+                })?,
+            };
+            Ok(Request::Insert {
+                path,
+                insert_line: integer(obj, "insert_line")?,
+                new_str,
+            })
+        }
+        _ => Err(EditorError::UnknownCommand(command)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn precise_errors_for_wrong_shapes() {
+        let cases = [
+            (
+                json!([1]),
+                "The tool arguments must be a JSON object with at least `command` and `path`.",
+            ),
+            (json!({"path": "/a"}), "Parameter `command` is required."),
+            (json!({"command": "view"}), "Parameter `path` is required."),
+            (
+                json!({"command": 3, "path": "/a"}),
+                "Parameter `command` must be a string, but got an integer.",
+            ),
+            (
+                json!({"command": "delete", "path": "/a"}),
+                "Unrecognized command `delete`. The allowed commands for the str_replace_editor tool are: `view`, `create`, `str_replace`, `insert`.",
+            ),
+            (
+                json!({"command": "insert", "path": "/a", "insert_line": "3"}),
+                "Parameter `insert_line` must be an integer, but got a string.",
+            ),
+            (
+                json!({"command": "insert", "path": "/a", "insert_line": 1.5}),
+                "Parameter `insert_line` must be an integer, but got a number.",
+            ),
+            (
+                json!({"command": "create", "path": "/a", "file_text": ["x"]}),
+                "Parameter `file_text` must be a string, but got an array.",
+            ),
+            (
+                json!({"command": "insert", "path": "/a", "insert_text": 5}),
+                "Parameter `new_str` must be a string, but got an integer.",
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(parse(&args).unwrap_err().to_string(), want, "{args}");
+        }
+    }
+
+    #[test]
+    fn nulls_are_absent_and_insert_text_is_an_alias() {
+        let r = parse(&json!({"command": "insert", "path": "/a", "insert_line": 0, "new_str": null, "insert_text": "x"})).unwrap();
+        assert_eq!(
+            r,
+            Request::Insert {
+                path: "/a".into(),
+                insert_line: Some(0),
+                new_str: Some("x".into())
+            }
+        );
+        let r =
+            parse(&json!({"command": "view", "path": "/a", "view_range": [1, "2"], "extra": 1}))
+                .unwrap();
+        assert_eq!(
+            r,
+            Request::View {
+                path: "/a".into(),
+                view_range: Some(Err(EditorError::RangeShape))
+            }
+        );
+    }
+}

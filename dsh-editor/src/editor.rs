@@ -1,0 +1,464 @@
+//! The tool: configuration, schema, and `execute`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::args::{self, Request};
+use crate::fs::{FileKind, Fs, FsError, Metadata};
+use crate::text::{DecodeError, Document};
+use crate::{EditorError, listing, ops};
+
+/// The tool's name in schemas.
+pub const TOOL_NAME: &str = "str_replace_editor";
+
+/// Appended, without a separator, to output cut at `max_output_chars`.
+pub const CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+
+/// The default tool description.
+pub const DEFAULT_DESCRIPTION: &str = "View, create and edit files.\n\
+* `view` on a file shows its lines numbered like `cat -n` (optionally only `view_range`); on a directory it lists files and directories up to 2 levels deep, without hidden ones.\n\
+* `create` writes a new file; it cannot overwrite an existing path.\n\
+* `str_replace` replaces `old_str` with `new_str`. `old_str` must match exactly one place in the file, character for character, whitespace included: add surrounding lines to make it unique.\n\
+* `insert` inserts `new_str` after line `insert_line` (0 = at the top).\n\
+* Paths must be absolute. Long output is clipped and marked with `<response clipped>`.";
+
+/// The editor's settings.
+///
+/// ```
+/// use dsh_editor::EditorConfig;
+/// let config = EditorConfig { max_output_chars: 8000, ..EditorConfig::default() };
+/// assert!(config.validate().is_ok());
+/// assert!(EditorConfig { max_output_chars: 0, ..config }.validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditorConfig {
+    /// Output longer than this many characters is clipped (default 16,000).
+    pub max_output_chars: usize,
+    /// Files larger than this many bytes are neither viewed nor edited (default 64 MiB).
+    pub max_file_bytes: u64,
+    /// The tool description in the schema.
+    pub description: String,
+}
+
+impl Default for EditorConfig {
+    fn default() -> Self {
+        EditorConfig {
+            max_output_chars: 16_000,
+            max_file_bytes: 64 * 1024 * 1024,
+            description: DEFAULT_DESCRIPTION.to_owned(),
+        }
+    }
+}
+
+/// An invalid [`EditorConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A bound is zero.
+    #[error("editor config: `{0}` must be a positive integer")]
+    NotPositive(&'static str),
+    /// The description is empty.
+    #[error("editor config: `description` must be a non-empty string")]
+    EmptyDescription,
+}
+
+impl EditorConfig {
+    /// Checks that bounds are positive and the description non-empty.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_output_chars == 0 {
+            return Err(ConfigError::NotPositive("max_output_chars"));
+        }
+        if self.max_file_bytes == 0 {
+            return Err(ConfigError::NotPositive("max_file_bytes"));
+        }
+        if self.description.trim().is_empty() {
+            return Err(ConfigError::EmptyDescription);
+        }
+        Ok(())
+    }
+}
+
+/// The `str_replace_editor` tool over a filesystem `F`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use dsh_editor::{Editor, fs::MemFs};
+/// use serde_json::json;
+///
+/// let editor = Editor::new(MemFs::new());
+/// let created = editor
+///     .execute(&json!({"command": "create", "path": "/notes.txt", "file_text": "one\ntwo\n"}))
+///     .await;
+/// assert_eq!(created.unwrap(), "New file created successfully at: /notes.txt");
+///
+/// editor
+///     .execute(&json!({"command": "str_replace", "path": "/notes.txt", "old_str": "two", "new_str": "2"}))
+///     .await
+///     .unwrap();
+/// let view = editor.execute(&json!({"command": "view", "path": "/notes.txt"})).await.unwrap();
+/// assert_eq!(
+///     view,
+///     "Here's the content of /notes.txt with line numbers (which has a total of 3 lines):\n     1  one\n     2  2\n     3  \n"
+/// );
+///
+/// let err = editor.execute(&json!({"command": "view", "path": "notes.txt"})).await.unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "The path notes.txt is not an absolute path, it should start with `/`. Maybe you meant /notes.txt?"
+/// );
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct Editor<F> {
+    fs: F,
+    config: EditorConfig,
+}
+
+impl<F: Fs> Editor<F> {
+    /// An editor over `fs` with the default configuration.
+    pub fn new(fs: F) -> Self {
+        Editor {
+            fs,
+            config: EditorConfig::default(),
+        }
+    }
+
+    /// An editor over `fs` with `config`, once it is validated.
+    pub fn with_config(fs: F, config: EditorConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Editor { fs, config })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EditorConfig {
+        &self.config
+    }
+
+    /// The filesystem.
+    pub fn fs(&self) -> &F {
+        &self.fs
+    }
+
+    /// The tool's definition: `{"name", "description", "parameters"}`, where
+    /// `parameters` is the JSON Schema of the arguments.
+    pub fn schema(&self) -> Value {
+        json!({
+            "name": TOOL_NAME,
+            "description": self.config.description,
+            "parameters": parameters_schema(),
+        })
+    }
+
+    /// Runs one tool call. `Ok` holds the text for the model; so does the
+    /// error's `Display`. Nothing on disk changes unless the call succeeds.
+    pub async fn execute(&self, args: &Value) -> Result<String, EditorError> {
+        let started = Instant::now();
+        let request = args::parse(args);
+        let (command, path) = match &request {
+            Ok(r) => (r.command(), r.path().to_owned()),
+            Err(_) => ("invalid", String::new()),
+        };
+        let span = tracing::info_span!("str_replace_editor", command, path = %path);
+        let _enter = span.enter();
+        let result = match request {
+            Ok(request) => self.run(request).await,
+            Err(e) => Err(e),
+        };
+        tracing::info!(
+            duration_us = started.elapsed().as_micros() as u64,
+            outcome = if result.is_ok() { "ok" } else { "error" },
+            error = result.as_ref().err().map(tracing::field::display),
+            "tool call finished"
+        );
+        result
+    }
+
+    async fn run(&self, request: Request) -> Result<String, EditorError> {
+        let display = request.path().to_owned();
+        check_absolute(&display)?;
+        let path = Path::new(&display);
+        match request {
+            Request::View { view_range, .. } => {
+                let meta = self.existing(path, &display).await?;
+                match meta.kind {
+                    FileKind::Directory if view_range.is_some() => {
+                        Err(EditorError::RangeOnDirectory)
+                    }
+                    FileKind::Directory => Ok(self.view_dir(&display).await),
+                    FileKind::File => {
+                        let (doc, _) = self.load(path, &display, &meta).await?;
+                        let range = view_range.transpose()?;
+                        self.view_file(&display, doc.text(), range)
+                    }
+                    FileKind::Other => Err(EditorError::NotRegular(display)),
+                }
+            }
+            Request::Create { file_text, .. } => {
+                match self.fs.stat(path).await {
+                    Ok(_) => return Err(EditorError::CreateExists(display)),
+                    Err(FsError::NotFound(_)) => {}
+                    Err(e) => return Err(fs_error(e, &display)),
+                }
+                let text = file_text.ok_or(EditorError::CreateNoText)?;
+                self.fs
+                    .create_new(path, text.into_bytes())
+                    .await
+                    .map_err(|e| match e {
+                        FsError::AlreadyExists(_) => EditorError::CreateExists(display.clone()),
+                        e => fs_error(e, &display),
+                    })?;
+                Ok(format!("New file created successfully at: {display}"))
+            }
+            Request::StrReplace {
+                old_str, new_str, ..
+            } => {
+                let meta = self.editable(path, &display).await?;
+                let old = old_str.ok_or(EditorError::ReplaceNoOld)?;
+                if old.is_empty() {
+                    return Err(EditorError::ReplaceEmptyOld);
+                }
+                let (doc, version) = self.load(path, &display, &meta).await?;
+                let needle = doc.normalize_input(&old);
+                let new = new_str.unwrap_or_default();
+                let replacement = doc.normalize_input(&new);
+                let hits = ops::find_all(doc.text(), &needle);
+                match hits.as_slice() {
+                    [] => Err(EditorError::ReplaceNotFound { old, path: display }),
+                    [at] => {
+                        let edited = ops::splice(doc.text(), *at, needle.len(), &replacement);
+                        self.store(path, &display, &doc, edited, &version).await
+                    }
+                    _ => Err(EditorError::ReplaceAmbiguous {
+                        lines: ops::line_numbers(doc.text(), &hits),
+                        old,
+                    }),
+                }
+            }
+            Request::Insert {
+                insert_line,
+                new_str,
+                ..
+            } => {
+                let meta = self.editable(path, &display).await?;
+                let line = insert_line.ok_or(EditorError::InsertNoLine)?;
+                let new = new_str.ok_or(EditorError::InsertNoText)?;
+                let (doc, version) = self.load(path, &display, &meta).await?;
+                let lines = ops::line_count(doc.text());
+                let inserted = doc.normalize_input(&new);
+                let edited = usize::try_from(line)
+                    .ok()
+                    .and_then(|after| ops::insert_after(doc.text(), after, &inserted))
+                    .ok_or(EditorError::InsertRange { line, lines })?;
+                self.store(path, &display, &doc, edited, &version).await
+            }
+        }
+    }
+
+    async fn existing(&self, path: &Path, display: &str) -> Result<Metadata, EditorError> {
+        self.fs.stat(path).await.map_err(|e| match e {
+            FsError::NotFound(_) => EditorError::Missing(display.to_owned()),
+            e => fs_error(e, display),
+        })
+    }
+
+    /// A path that an edit command may work on: an existing regular file.
+    async fn editable(&self, path: &Path, display: &str) -> Result<Metadata, EditorError> {
+        let meta = self.existing(path, display).await?;
+        match meta.kind {
+            FileKind::File => Ok(meta),
+            FileKind::Directory => Err(EditorError::DirectoryNotView(display.to_owned())),
+            FileKind::Other => Err(EditorError::NotRegular(display.to_owned())),
+        }
+    }
+
+    async fn load(
+        &self,
+        path: &Path,
+        display: &str,
+        meta: &Metadata,
+    ) -> Result<(Document, crate::fs::Version), EditorError> {
+        if meta.len > self.config.max_file_bytes {
+            return Err(EditorError::TooLarge {
+                path: display.to_owned(),
+                len: meta.len,
+                max: self.config.max_file_bytes,
+            });
+        }
+        let (bytes, version) = self.fs.read(path).await.map_err(|e| fs_error(e, display))?;
+        let doc = Document::decode(bytes)
+            .map_err(|DecodeError::Binary| EditorError::Binary(display.to_owned()))?;
+        Ok((doc, version))
+    }
+
+    async fn store(
+        &self,
+        path: &Path,
+        display: &str,
+        doc: &Document,
+        edited: String,
+        version: &crate::fs::Version,
+    ) -> Result<String, EditorError> {
+        let unrepresentable = |u: crate::text::Unrepresentable| EditorError::Unrepresentable {
+            path: display.to_owned(),
+            encoding: u.encoding,
+            ch: u.ch,
+        };
+        let bytes = doc.with_text(edited).encode().map_err(unrepresentable)?;
+        self.fs
+            .replace(path, bytes, version)
+            .await
+            .map_err(|e| fs_error(e, display))?;
+        Ok(format!("The file {display} has been edited successfully."))
+    }
+
+    fn view_file(
+        &self,
+        display: &str,
+        text: &str,
+        range: Option<(i64, i64)>,
+    ) -> Result<String, EditorError> {
+        let lines = ops::line_count(text);
+        let budget = self.config.max_output_chars.saturating_mul(4);
+        let mut out = match range {
+            None => format!(
+                "Here's the content of {display} with line numbers (which has a total of {lines} lines):\n"
+            ),
+            Some((a, b)) => format!(
+                "Here's the content of {display} with line numbers (which has a total of {lines} lines) with view_range=[{a}, {b}]:\n"
+            ),
+        };
+        let (first, last) = match range {
+            None => (1, lines),
+            Some(range) => check_range(range, lines)?,
+        };
+        ops::number_lines(text, first, last, &mut out, budget);
+        Ok(self.clip(out))
+    }
+
+    async fn view_dir(&self, display: &str) -> String {
+        let root = display.trim_end_matches('/');
+        let root = if root.is_empty() { "/" } else { root };
+        let mut out = format!(
+            "Here're the files and directories up to 2 levels deep in {display}, excluding hidden items, node_modules, and Python cache directories:\n"
+        );
+        let budget = self.config.max_output_chars.saturating_mul(4);
+        listing::list(&self.fs, root, &mut out, budget).await;
+        out.push('\n');
+        self.clip(out)
+    }
+
+    fn clip(&self, mut out: String) -> String {
+        if let Some((cut, _)) = out.char_indices().nth(self.config.max_output_chars) {
+            out.truncate(cut);
+            out.push_str(CLIP_NOTE);
+        }
+        out
+    }
+}
+
+/// Checks `view_range` against a file of `lines` lines; returns 1-based inclusive bounds.
+fn check_range((a, b): (i64, i64), lines: usize) -> Result<(usize, usize), EditorError> {
+    let n = lines as i64;
+    if a < 1 || a > n {
+        return Err(EditorError::RangeFirst {
+            first: a,
+            second: b,
+            lines,
+        });
+    }
+    if b == -1 {
+        return Ok((a as usize, lines));
+    }
+    if b > n {
+        return Err(EditorError::RangeSecondTooLarge {
+            first: a,
+            second: b,
+            lines,
+        });
+    }
+    if b < a {
+        return Err(EditorError::RangeSecondBeforeFirst {
+            first: a,
+            second: b,
+        });
+    }
+    Ok((a as usize, b as usize))
+}
+
+#[cfg(not(windows))]
+fn check_absolute(path: &str) -> Result<(), EditorError> {
+    if path.starts_with('/') {
+        return Ok(());
+    }
+    Err(EditorError::RelativePath {
+        path: path.to_owned(),
+        suggestion: format!("/{path}"),
+    })
+}
+
+#[cfg(windows)]
+fn check_absolute(path: &str) -> Result<(), EditorError> {
+    if Path::new(path).is_absolute() {
+        return Ok(());
+    }
+    Err(EditorError::RelativePath {
+        path: path.to_owned(),
+        suggestion: format!("C:\\{}", path.trim_start_matches(['\\', '/'])),
+    })
+}
+
+fn fs_error(e: FsError, display: &str) -> EditorError {
+    let display = display.to_owned();
+    match e {
+        FsError::NotFound(_) => EditorError::Missing(display),
+        FsError::AlreadyExists(_) => EditorError::CreateExists(display),
+        FsError::Changed(_) => EditorError::Changed(display),
+        FsError::PermissionDenied(_) => EditorError::PermissionDenied(display),
+        FsError::Refused { message, .. } => EditorError::Refused(message),
+        FsError::Io { source, .. } => EditorError::Io {
+            path: display,
+            reason: source.to_string(),
+        },
+    }
+}
+
+/// The JSON Schema of the tool's arguments.
+pub fn parameters_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "enum": ["view", "create", "str_replace", "insert"],
+                "description": "The command to run: `view`, `create`, `str_replace` or `insert`."
+            },
+            "path": {
+                "type": "string",
+                "description": "Absolute path to a file or directory, e.g. `/repo/file.py` or `/repo`."
+            },
+            "file_text": {
+                "type": "string",
+                "description": "Required for `create`: the content of the new file."
+            },
+            "insert_line": {
+                "type": "integer",
+                "description": "Required for `insert`: `new_str` is inserted after this line (0 inserts at the top)."
+            },
+            "new_str": {
+                "type": "string",
+                "description": "For `str_replace`: the replacement text (omit it to delete `old_str`). For `insert`: the text to insert (required)."
+            },
+            "old_str": {
+                "type": "string",
+                "description": "Required for `str_replace`: the exact text to replace. It must occur exactly once in the file."
+            },
+            "view_range": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "description": "Optional for `view` of a file: [first, last] line numbers, 1-based and inclusive; last = -1 means to the end of the file."
+            }
+        },
+        "required": ["command", "path"]
+    })
+}

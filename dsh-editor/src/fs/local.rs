@@ -1,0 +1,292 @@
+//! The real filesystem.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use super::{DirEntry, FileKind, Fs, FsError, Metadata, Version};
+
+/// The local filesystem, through `std::fs` on tokio's blocking pool.
+///
+/// Writes are atomic: the new content goes to a temporary file in the same
+/// directory as the target, is flushed to disk (`fsync`), given the target's
+/// permission bits, and renamed over the target; the directory is then synced.
+/// A crash at any point leaves either the old file or the new one, never a
+/// truncated mix (a temporary `.NAME.dsh-*` file may be left beside it).
+///
+/// * A symbolic link is written *through*: the link stays a link, its target
+///   gets the new content.
+/// * A file with several hard links gets a new inode: the other links keep
+///   the old content (an in-place write could not be atomic).
+/// * [`Fs::create_new`] creates missing parent directories and gives the new
+///   file the mode `0o666` minus the process umask, as `open(2)` would.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), dsh_editor::fs::FsError> {
+/// use dsh_editor::fs::{Fs, LocalFs};
+/// let fs = LocalFs::new();
+/// let path = std::path::Path::new("/tmp/dsh-demo/hello.txt");
+/// fs.create_new(path, b"hello\n".to_vec()).await?;
+/// let (bytes, version) = fs.read(path).await?;
+/// fs.replace(path, b"bye\n".to_vec(), &version).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct LocalFs {
+    _private: (),
+}
+
+impl LocalFs {
+    /// The local filesystem.
+    pub fn new() -> Self {
+        LocalFs::default()
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
+) -> Result<T, FsError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| FsError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+}
+
+fn kind_of(ft: std::fs::FileType) -> FileKind {
+    if ft.is_file() {
+        FileKind::File
+    } else if ft.is_dir() {
+        FileKind::Directory
+    } else {
+        FileKind::Other
+    }
+}
+
+#[cfg(unix)]
+fn version_of(meta: &std::fs::Metadata) -> Version {
+    use std::os::unix::fs::MetadataExt;
+    Version(vec![
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime() as u64,
+        meta.mtime_nsec() as u64,
+        meta.ctime() as u64,
+        meta.ctime_nsec() as u64,
+    ])
+}
+
+#[cfg(not(unix))]
+fn version_of(meta: &std::fs::Metadata) -> Version {
+    let nanos = |t: std::io::Result<std::time::SystemTime>| {
+        t.ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    Version(vec![
+        meta.len(),
+        nanos(meta.modified()),
+        nanos(meta.created()),
+    ])
+}
+
+#[cfg(unix)]
+fn mode_of(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    Some(meta.permissions().mode() & 0o7777)
+}
+
+#[cfg(not(unix))]
+fn mode_of(_meta: &std::fs::Metadata) -> Option<u32> {
+    None
+}
+
+fn stat_sync(path: &Path) -> Result<Metadata, FsError> {
+    let link = std::fs::symlink_metadata(path).map_err(|e| FsError::from_io(path, e))?;
+    let is_symlink = link.file_type().is_symlink();
+    let meta = if is_symlink {
+        match std::fs::metadata(path) {
+            Ok(m) => m,
+            // A dangling link: it exists, but is nothing the editor can use.
+            Err(_) => {
+                return Ok(Metadata {
+                    kind: FileKind::Other,
+                    is_symlink,
+                    len: 0,
+                    mode: None,
+                    version: version_of(&link),
+                });
+            }
+        }
+    } else {
+        link
+    };
+    Ok(Metadata {
+        kind: kind_of(meta.file_type()),
+        is_symlink,
+        len: meta.len(),
+        mode: mode_of(&meta),
+        version: version_of(&meta),
+    })
+}
+
+/// The process umask, read without changing it where the platform allows.
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+fn temp_in(dir: &Path, name: &std::ffi::OsStr) -> Result<tempfile::NamedTempFile, FsError> {
+    let prefix = format!(".{}.dsh-", name.to_string_lossy());
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempfile_in(dir)
+        .map_err(|e| FsError::from_io(dir, e))
+}
+
+fn sync_dir(dir: &Path) {
+    // Best effort: some filesystems refuse to fsync a directory.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+fn split_parent(path: &Path) -> Result<(PathBuf, std::ffi::OsString), FsError> {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => Ok((dir.to_owned(), name.to_owned())),
+        _ => Err(FsError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
+        }),
+    }
+}
+
+fn replace_sync(path: &Path, data: &[u8], expected: &Version) -> Result<Version, FsError> {
+    // Write through links: the target is what gets replaced.
+    let target = std::fs::canonicalize(path).map_err(|e| FsError::from_io(path, e))?;
+    let before = std::fs::metadata(&target).map_err(|e| FsError::from_io(path, e))?;
+    if version_of(&before) != *expected {
+        return Err(FsError::Changed(path.to_owned()));
+    }
+    let (dir, name) = split_parent(&target)?;
+    let mut tmp = temp_in(&dir, &name)?;
+    let io = |e| FsError::from_io(path, e);
+    tmp.write_all(data).map_err(io)?;
+    std::fs::set_permissions(tmp.path(), before.permissions()).map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // Keep the owner where we may (as root); elsewhere chown fails harmlessly.
+        let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(before.uid()), Some(before.gid()));
+    }
+    tmp.as_file().sync_all().map_err(io)?;
+    // Last look before the rename: a change made while we wrote wins.
+    let now = std::fs::metadata(&target).map_err(io)?;
+    if version_of(&now) != *expected {
+        return Err(FsError::Changed(path.to_owned()));
+    }
+    let file = tmp
+        .persist(&target)
+        .map_err(|e| FsError::from_io(path, e.error))?;
+    sync_dir(&dir);
+    let after = file.metadata().map_err(io)?;
+    Ok(version_of(&after))
+}
+
+fn create_sync(path: &Path, data: &[u8]) -> Result<(), FsError> {
+    let (dir, name) = split_parent(path)?;
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Err(FsError::AlreadyExists(path.to_owned()));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| FsError::from_io(&dir, e))?;
+    let mut tmp = temp_in(&dir, &name)?;
+    let io = |e| FsError::from_io(path, e);
+    tmp.write_all(data).map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            tmp.path(),
+            std::fs::Permissions::from_mode(0o666 & !umask()),
+        )
+        .map_err(io)?;
+    }
+    tmp.as_file().sync_all().map_err(io)?;
+    // No-clobber: fails if something appeared at `path` meanwhile.
+    tmp.persist_noclobber(path)
+        .map_err(|e| FsError::from_io(path, e.error))?;
+    sync_dir(&dir);
+    Ok(())
+}
+
+#[async_trait]
+impl Fs for LocalFs {
+    async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        let p = path.to_owned();
+        blocking(path, move || stat_sync(&p)).await
+    }
+
+    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+        let p = path.to_owned();
+        blocking(path, move || {
+            let mut file = std::fs::File::open(&p).map_err(|e| FsError::from_io(&p, e))?;
+            let meta = file.metadata().map_err(|e| FsError::from_io(&p, e))?;
+            let mut buf = Vec::with_capacity(meta.len() as usize);
+            std::io::Read::read_to_end(&mut file, &mut buf).map_err(|e| FsError::from_io(&p, e))?;
+            Ok((buf, version_of(&meta)))
+        })
+        .await
+    }
+
+    async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        let p = path.to_owned();
+        blocking(path, move || {
+            let entries = std::fs::read_dir(&p).map_err(|e| FsError::from_io(&p, e))?;
+            let mut out = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|e| FsError::from_io(&p, e))?;
+                let Ok(ft) = entry.file_type() else { continue };
+                let is_symlink = ft.is_symlink();
+                let kind = if is_symlink {
+                    std::fs::metadata(entry.path())
+                        .map_or(FileKind::Other, |m| kind_of(m.file_type()))
+                } else {
+                    kind_of(ft)
+                };
+                out.push(DirEntry {
+                    name: entry.file_name(),
+                    kind,
+                    is_symlink,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
+        let p = path.to_owned();
+        blocking(path, move || create_sync(&p, &data)).await
+    }
+
+    async fn replace(
+        &self,
+        path: &Path,
+        data: Vec<u8>,
+        expected: &Version,
+    ) -> Result<Version, FsError> {
+        let p = path.to_owned();
+        let expected = expected.clone();
+        blocking(path, move || replace_sync(&p, &data, &expected)).await
+    }
+}

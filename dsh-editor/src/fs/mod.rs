@@ -1,0 +1,182 @@
+//! The filesystem the editor works on: a small async trait and two
+//! implementations, [`LocalFs`] (the real filesystem) and [`MemFs`] (in memory).
+
+mod local;
+mod mem;
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub use local::LocalFs;
+pub use mem::MemFs;
+
+/// What a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// Anything else (device, socket, fifo, dangling link, ...).
+    Other,
+}
+
+/// A token that changes whenever a file's content may have changed.
+///
+/// [`LocalFs`] builds it from device, inode, size, modification and status
+/// change times; [`MemFs`] from a counter. Two equal versions mean "nothing
+/// observable changed" as far as the filesystem can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version(pub(crate) Vec<u64>);
+
+impl Version {
+    /// A version from parts chosen by an [`Fs`] implementation.
+    pub fn from_parts(parts: impl IntoIterator<Item = u64>) -> Self {
+        Version(parts.into_iter().collect())
+    }
+}
+
+/// What `stat` tells about a path (following symbolic links).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// What the path (or the target of its links) is.
+    pub kind: FileKind,
+    /// `true` if the path itself is a symbolic link.
+    pub is_symlink: bool,
+    /// Size in bytes.
+    pub len: u64,
+    /// Permission bits (Unix mode), where the filesystem has them.
+    pub mode: Option<u32>,
+    /// The version token of the content.
+    pub version: Version,
+}
+
+/// One entry of a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's file name.
+    pub name: OsString,
+    /// What it is (links followed).
+    pub kind: FileKind,
+    /// `true` if the entry is a symbolic link.
+    pub is_symlink: bool,
+}
+
+/// Why a filesystem operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsError {
+    /// Nothing exists at the path.
+    #[error("{} does not exist", .0.display())]
+    NotFound(PathBuf),
+    /// Something already exists at the path (create-new).
+    #[error("{} already exists", .0.display())]
+    AlreadyExists(PathBuf),
+    /// The file changed since the version the caller read.
+    #[error("{} changed since it was read", .0.display())]
+    Changed(PathBuf),
+    /// The operating system refused access.
+    #[error("permission denied: {}", .0.display())]
+    PermissionDenied(PathBuf),
+    /// A policy layer refused the operation; the message is shown to the model verbatim.
+    #[error("{message}")]
+    Refused {
+        /// The path concerned.
+        path: PathBuf,
+        /// The exact model-visible message.
+        message: String,
+    },
+    /// Any other I/O error.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path concerned.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl FsError {
+    /// Maps an `io::Error` on `path` to the matching variant.
+    pub fn from_io(path: &Path, source: io::Error) -> Self {
+        match source.kind() {
+            io::ErrorKind::NotFound => FsError::NotFound(path.to_owned()),
+            io::ErrorKind::AlreadyExists => FsError::AlreadyExists(path.to_owned()),
+            io::ErrorKind::PermissionDenied => FsError::PermissionDenied(path.to_owned()),
+            _ => FsError::Io {
+                path: path.to_owned(),
+                source,
+            },
+        }
+    }
+}
+
+/// The filesystem operations the editor needs. Paths are absolute.
+///
+/// Implementations decide what "atomic" means for their storage, but must
+/// keep the contract of each method: a failed write changes nothing, and
+/// [`Fs::replace`] never overwrites a change it was not shown.
+///
+/// The trait uses `async-trait` so that it can be used as `dyn Fs` (a host
+/// picks the filesystem at run time; the sandbox crate wraps any `Fs`).
+#[async_trait]
+pub trait Fs: Send + Sync {
+    /// Metadata of `path`, following symbolic links.
+    async fn stat(&self, path: &Path) -> Result<Metadata, FsError>;
+
+    /// The whole content of the file at `path` and the version it was read at.
+    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError>;
+
+    /// The entries of the directory at `path`, in no particular order.
+    async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError>;
+
+    /// Creates a new file with `data`, creating missing parent directories.
+    /// Fails with [`FsError::AlreadyExists`] if anything exists at `path`.
+    async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError>;
+
+    /// Atomically replaces the content of the file at `path` with `data`, if
+    /// its version is still `expected`; otherwise fails with
+    /// [`FsError::Changed`] and changes nothing. Keeps the file's permissions,
+    /// and writes through a symbolic link to its target.
+    async fn replace(
+        &self,
+        path: &Path,
+        data: Vec<u8>,
+        expected: &Version,
+    ) -> Result<Version, FsError>;
+}
+
+macro_rules! forward_fs {
+    ($($ty:ty),*) => {$(
+        #[async_trait]
+        impl<F: Fs + ?Sized> Fs for $ty {
+            async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+                (**self).stat(path).await
+            }
+            async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+                (**self).read(path).await
+            }
+            async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+                (**self).read_dir(path).await
+            }
+            async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
+                (**self).create_new(path, data).await
+            }
+            async fn replace(
+                &self,
+                path: &Path,
+                data: Vec<u8>,
+                expected: &Version,
+            ) -> Result<Version, FsError> {
+                (**self).replace(path, data, expected).await
+            }
+        }
+    )*};
+}
+
+forward_fs!(Arc<F>, Box<F>);

@@ -1,0 +1,93 @@
+//! `str_replace_editor`: the file tool of LLM coding agents, over any
+//! filesystem, that never damages a file.
+//!
+//! The tool has four commands — `view`, `create`, `str_replace`, `insert` —
+//! and answers every call with the exact text the model sees: the result on
+//! success, and on failure an [`EditorError`] whose `Display` is a sentence
+//! the model can act on. It works over the [`fs::Fs`] trait, so the same
+//! tool runs on the real filesystem ([`fs::LocalFs`]), in memory
+//! ([`fs::MemFs`]), or behind a policy layer such as the sandbox crate's.
+//!
+//! # Example
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use dsh_editor::{Editor, fs::LocalFs};
+//! use serde_json::json;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("main.py");
+//! std::fs::write(&path, "def main():\n\tprint('hi')\n").unwrap();
+//!
+//! let editor = Editor::new(LocalFs::new());
+//! let path = path.to_str().unwrap();
+//! let reply = editor
+//!     .execute(&json!({
+//!         "command": "str_replace",
+//!         "path": path,
+//!         "old_str": "\tprint('hi')",
+//!         "new_str": "\tprint('hello')",
+//!     }))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(reply, format!("The file {path} has been edited successfully."));
+//! // The tab survived.
+//! assert_eq!(std::fs::read_to_string(path).unwrap(), "def main():\n\tprint('hello')\n");
+//! # });
+//! ```
+//!
+//! # What is never damaged
+//!
+//! * **Bytes outside the edit.** Tabs, trailing whitespace, a missing final
+//!   newline, a UTF-8 byte-order mark are kept as they are.
+//! * **Line endings.** A file that uses `\r\n` throughout stays so: the
+//!   model's `\n` line breaks in `old_str`, `new_str` and `insert` text are
+//!   read and written as `\r\n` there. Files with mixed endings are matched
+//!   literally.
+//! * **Encodings.** UTF-8 (with or without BOM) and UTF-16 with a BOM are
+//!   decoded and written back in the same encoding. Other bytes without NUL
+//!   are read as windows-1252, in which every byte is one character, so
+//!   editing them is lossless; a character that encoding cannot hold is
+//!   refused. Files with NUL bytes are binary: `view` does not dump them and
+//!   edits are refused.
+//! * **The file itself.** [`fs::LocalFs`] writes atomically (temporary file,
+//!   `fsync`, rename), keeps the permission bits, writes through symbolic
+//!   links, and refuses to overwrite a change made since the file was read.
+//!
+//! # Messages
+//!
+//! The contract messages (see [`EditorError`] for every variant):
+//!
+//! | case | text |
+//! |---|---|
+//! | relative path | ``The path X is not an absolute path, it should start with `/`. Maybe you meant /X?`` |
+//! | missing path | `The path X does not exist. Please provide a valid path.` |
+//! | directory, not view | ``The path X is a directory and only the `view` command can be used on directories`` |
+//! | view header | `Here's the content of X with line numbers (which has a total of N lines):` |
+//! | view line | `format!("{:>6}  {}", n, line)` |
+//! | clip note | [`CLIP_NOTE`], appended directly after `max_output_chars` characters |
+//! | create ok | `New file created successfully at: X` |
+//! | edit ok | `The file X has been edited successfully.` |
+//!
+//! Beyond the contract, invalid arguments get one-line errors:
+//! ``Parameter `path` is required.``,
+//! ``Parameter `insert_line` must be an integer, but got a string.``,
+//! ``Unrecognized command `delete`. The allowed commands for the str_replace_editor tool are: `view`, `create`, `str_replace`, `insert`.``,
+//! ``The tool arguments must be a JSON object with at least `command` and `path`.``;
+//! and file conditions get theirs: binary files, files above
+//! [`EditorConfig::max_file_bytes`], characters the file's encoding cannot
+//! hold, a file changed by someone else between read and write, permission
+//! denied, and a policy layer's own message passed through verbatim.
+
+mod args;
+mod editor;
+mod error;
+pub mod fs;
+mod listing;
+pub mod ops;
+pub mod text;
+
+pub use editor::{
+    CLIP_NOTE, ConfigError, DEFAULT_DESCRIPTION, Editor, EditorConfig, TOOL_NAME, parameters_schema,
+};
+pub use error::EditorError;

@@ -1,0 +1,203 @@
+//! The text operations behind the commands, on `&str`, free of I/O. Lines are
+//! the pieces of the text split on `\n`: a text ending in `\n` has an empty
+//! last line, and the empty text has one line.
+
+/// The number of lines: one more than the number of `\n`.
+pub fn line_count(text: &str) -> usize {
+    memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1
+}
+
+/// The byte offset where line `line` (1-based) starts. `line` must be in
+/// `1..=line_count(text)`.
+fn line_start(text: &str, line: usize) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    memchr::memchr_iter(b'\n', text.as_bytes())
+        .nth(line - 2)
+        .map_or(text.len(), |i| i + 1)
+}
+
+/// Lines `first..=last` (1-based, inclusive, within range), each formatted as
+/// `{:>6}  {line}` and followed by `\n`, appended to `out`.
+///
+/// Stops early once `out` holds more than `budget` bytes, since the caller
+/// clips there anyway.
+pub fn number_lines(text: &str, first: usize, last: usize, out: &mut String, budget: usize) {
+    use std::fmt::Write;
+    let start = line_start(text, first);
+    let mut rest = &text[start..];
+    for n in first..=last {
+        let (line, tail) = match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
+        };
+        let _ = writeln!(out, "{n:>6}  {line}");
+        rest = tail;
+        if out.len() > budget {
+            return;
+        }
+    }
+}
+
+/// Where `needle` occurs in `text`, without overlaps, as byte offsets.
+pub fn find_all(text: &str, needle: &str) -> Vec<usize> {
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    memchr::memmem::find_iter(text.as_bytes(), needle.as_bytes())
+        .scan(0usize, |next_free, at| {
+            // memmem reports overlapping matches; keep the non-overlapping ones.
+            Some(if at >= *next_free {
+                *next_free = at + needle.len();
+                Some(at)
+            } else {
+                None
+            })
+        })
+        .flatten()
+        .collect()
+}
+
+/// The 1-based line number of each byte offset in `offsets` (ascending).
+pub fn line_numbers(text: &str, offsets: &[usize]) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let mut line = 1;
+    let mut from = 0;
+    offsets
+        .iter()
+        .map(|&at| {
+            line += memchr::memchr_iter(b'\n', &bytes[from..at]).count();
+            from = at;
+            line
+        })
+        .collect()
+}
+
+/// `text` with the `len` bytes at `at` replaced by `with`.
+pub fn splice(text: &str, at: usize, len: usize, with: &str) -> String {
+    let mut out = String::with_capacity(text.len() - len + with.len());
+    out.push_str(&text[..at]);
+    out.push_str(with);
+    out.push_str(&text[at + len..]);
+    out
+}
+
+/// `lines` of `insert` placed after line `after` of `text` (0 = at the top),
+/// the whole joined with `\n`. `None` if `after > line_count(text)`.
+pub fn insert_after(text: &str, after: usize, insert: &str) -> Option<String> {
+    let count = line_count(text);
+    if after > count {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + insert.len() + 1);
+    if after == 0 {
+        out.push_str(insert);
+        out.push('\n');
+        out.push_str(text);
+    } else if after == count {
+        out.push_str(text);
+        out.push('\n');
+        out.push_str(insert);
+    } else {
+        // Line `after + 1` starts right after the `after`-th `\n`.
+        let at = line_start(text, after + 1);
+        out.push_str(&text[..at]);
+        out.push_str(insert);
+        out.push('\n');
+        out.push_str(&text[at..]);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn counts_lines_like_split() {
+        assert_eq!(line_count(""), 1);
+        assert_eq!(line_count("a"), 1);
+        assert_eq!(line_count("a\n"), 2);
+        assert_eq!(line_count("a\nb\nc\n"), 4);
+    }
+
+    #[test]
+    fn inserts_as_the_contract_says() {
+        assert_eq!(insert_after("a\nb\nc\n", 3, "X").unwrap(), "a\nb\nc\nX\n");
+        assert_eq!(insert_after("a\nb\nc\n", 4, "X").unwrap(), "a\nb\nc\n\nX");
+        assert_eq!(insert_after("a\nb\nc\n", 0, "X").unwrap(), "X\na\nb\nc\n");
+        assert_eq!(insert_after("a\nb", 1, "X\nY").unwrap(), "a\nX\nY\nb");
+        assert_eq!(insert_after("", 0, "X").unwrap(), "X\n");
+        assert_eq!(insert_after("", 1, "X").unwrap(), "\nX");
+        assert_eq!(insert_after("a", 2, "X"), None);
+    }
+
+    #[test]
+    fn finds_non_overlapping_matches_and_their_lines() {
+        let text = "aaaa\nx\naa";
+        let at = find_all(text, "aa");
+        assert_eq!(at, vec![0, 2, 7]);
+        assert_eq!(line_numbers(text, &at), vec![1, 1, 3]);
+    }
+
+    #[test]
+    fn numbers_lines() {
+        let mut out = String::new();
+        number_lines("a\n\tb\n", 2, 3, &mut out, usize::MAX);
+        assert_eq!(out, "     2  \tb\n     3  \n");
+    }
+
+    fn reference_insert(text: &str, after: usize, insert: &str) -> String {
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        let new: Vec<&str> = insert.split('\n').collect();
+        lines.splice(after..after, new);
+        lines.join("\n")
+    }
+
+    proptest! {
+        #[test]
+        fn insert_matches_split_splice_join(
+            text in "[ab\n]{0,20}", insert in "[xy\n]{0,6}", after in 0usize..25
+        ) {
+            let got = insert_after(&text, after, &insert);
+            if after <= text.split('\n').count() {
+                prop_assert_eq!(got.unwrap(), reference_insert(&text, after, &insert));
+            } else {
+                prop_assert_eq!(got, None);
+            }
+        }
+
+        /// Inserting at any valid line, then removing those lines, restores the text.
+        #[test]
+        fn insert_then_remove_restores(text in "[ab\t\r\n]{0,30}", insert in "[xyé\n]{0,8}", after in 0usize..1000) {
+            let after = after % (line_count(&text) + 1);
+            let edited = insert_after(&text, after, &insert).unwrap();
+            let mut lines: Vec<&str> = edited.split('\n').collect();
+            let added = insert.split('\n').count();
+            lines.drain(after..after + added);
+            prop_assert_eq!(lines.join("\n"), text);
+        }
+
+        /// Replacing a unique match and replacing back restores the text.
+        #[test]
+        fn replace_then_replace_back_restores(
+            prefix in "[ab\n]{0,20}", old in "[ab]{1,3}Q[ab]{0,3}", new in "[xyz\n\t]{0,6}Z", suffix in "[ab\n]{0,20}"
+        ) {
+            let text = format!("{prefix}{old}{suffix}");
+            let hits = find_all(&text, &old);
+            prop_assume!(hits.len() == 1);
+            let edited = splice(&text, hits[0], old.len(), &new);
+            let back = find_all(&edited, &new);
+            prop_assume!(back.len() == 1);
+            prop_assert_eq!(splice(&edited, back[0], new.len(), &old), text);
+        }
+
+        #[test]
+        fn find_all_agrees_with_match_indices(text in "[ab]{0,30}", needle in "[ab]{1,3}") {
+            let want: Vec<usize> = text.match_indices(&needle).map(|(i, _)| i).collect();
+            prop_assert_eq!(find_all(&text, &needle), want);
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! The model-visible contract, on the real filesystem and in memory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dsh_editor::fs::{Fs, LocalFs, MemFs};
+use dsh_editor::{CLIP_NOTE, Editor, EditorConfig};
+use serde_json::{Value, json};
+
+/// An editor over one filesystem, rooted at a directory of its own.
+struct Fixture {
+    editor: Editor<Arc<dyn Fs>>,
+    root: String,
+    mem: Option<Arc<MemFs>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Fixture {
+    fn local() -> Fixture {
+        Fixture::local_with(EditorConfig::default())
+    }
+
+    fn local_with(config: EditorConfig) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        // Canonical, so symlinked temp dirs don't change the paths in messages.
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        Fixture {
+            editor: Editor::with_config(Arc::new(LocalFs::new()) as Arc<dyn Fs>, config).unwrap(),
+            root: root.to_str().unwrap().to_owned(),
+            mem: None,
+            _dir: Some(dir),
+        }
+    }
+
+    fn mem() -> Fixture {
+        let mem = Arc::new(MemFs::new());
+        mem.mkdir(Path::new("/work"));
+        Fixture {
+            editor: Editor::new(Arc::clone(&mem) as Arc<dyn Fs>),
+            root: "/work".into(),
+            mem: Some(mem),
+            _dir: None,
+        }
+    }
+
+    fn both() -> [Fixture; 2] {
+        [Fixture::local(), Fixture::mem()]
+    }
+
+    fn path(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.root)
+    }
+
+    fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> String {
+        let path = self.path(rel);
+        match &self.mem {
+            Some(mem) => mem.put(Path::new(&path), bytes.as_ref()),
+            None => {
+                let p = PathBuf::from(&path);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(&p, bytes).unwrap();
+            }
+        }
+        path
+    }
+
+    fn mkdir(&self, rel: &str) -> String {
+        let path = self.path(rel);
+        match &self.mem {
+            Some(mem) => mem.mkdir(Path::new(&path)),
+            None => std::fs::create_dir_all(&path).unwrap(),
+        }
+        path
+    }
+
+    fn read(&self, path: &str) -> Vec<u8> {
+        match &self.mem {
+            Some(mem) => mem.get(Path::new(path)).unwrap(),
+            None => std::fs::read(path).unwrap(),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        if self.mem.is_some() {
+            "MemFs"
+        } else {
+            "LocalFs"
+        }
+    }
+
+    async fn ok(&self, args: Value) -> String {
+        match self.editor.execute(&args).await {
+            Ok(text) => text,
+            Err(e) => panic!("{}: {args} failed: {e}", self.name()),
+        }
+    }
+
+    async fn err(&self, args: Value) -> String {
+        match self.editor.execute(&args).await {
+            Ok(text) => panic!("{}: {args} succeeded: {text}", self.name()),
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
+#[tokio::test]
+async fn path_errors() {
+    for f in Fixture::both() {
+        assert_eq!(
+            f.err(json!({"command": "view", "path": "src/main.rs"}))
+                .await,
+            "The path src/main.rs is not an absolute path, it should start with `/`. Maybe you meant /src/main.rs?"
+        );
+        let missing = f.path("nope.txt");
+        assert_eq!(
+            f.err(json!({"command": "view", "path": missing})).await,
+            format!("The path {missing} does not exist. Please provide a valid path.")
+        );
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": missing, "old_str": "a"}))
+                .await,
+            format!("The path {missing} does not exist. Please provide a valid path.")
+        );
+        let dir = f.mkdir("d");
+        for args in [
+            json!({"command": "str_replace", "path": dir, "old_str": "a", "new_str": "b"}),
+            json!({"command": "insert", "path": dir, "insert_line": 0, "new_str": "b"}),
+        ] {
+            assert_eq!(
+                f.err(args).await,
+                format!(
+                    "The path {dir} is a directory and only the `view` command can be used on directories"
+                )
+            );
+        }
+        assert_eq!(
+            f.err(json!({"command": "view", "path": dir, "view_range": [1, 2]}))
+                .await,
+            "The `view_range` parameter is not allowed when `path` points to a directory."
+        );
+    }
+}
+
+#[tokio::test]
+async fn view_file_shows_every_line_as_it_is() {
+    for f in Fixture::both() {
+        let p = f.write("a.txt", "one\n\ttwo  \nthree\n");
+        assert_eq!(
+            f.ok(json!({"command": "view", "path": p})).await,
+            format!(
+                "Here's the content of {p} with line numbers (which has a total of 4 lines):\n     1  one\n     2  \ttwo  \n     3  three\n     4  \n"
+            )
+        );
+        let empty = f.write("empty.txt", "");
+        assert_eq!(
+            f.ok(json!({"command": "view", "path": empty})).await,
+            format!(
+                "Here's the content of {empty} with line numbers (which has a total of 1 lines):\n     1  \n"
+            )
+        );
+        assert_eq!(
+            f.ok(json!({"command": "view", "path": p, "view_range": [2, 3]}))
+                .await,
+            format!(
+                "Here's the content of {p} with line numbers (which has a total of 4 lines) with view_range=[2, 3]:\n     2  \ttwo  \n     3  three\n"
+            )
+        );
+        assert_eq!(
+            f.ok(json!({"command": "view", "path": p, "view_range": [3, -1]}))
+                .await,
+            format!(
+                "Here's the content of {p} with line numbers (which has a total of 4 lines) with view_range=[3, -1]:\n     3  three\n     4  \n"
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn view_range_errors() {
+    for f in Fixture::both() {
+        let p = f.write("a.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9");
+        let cases = [
+            (json!([1]), "Invalid `view_range`. It should be a list of two integers.".to_owned()),
+            (json!([1, "2"]), "Invalid `view_range`. It should be a list of two integers.".to_owned()),
+            (json!("1,2"), "Invalid `view_range`. It should be a list of two integers.".to_owned()),
+            (json!([0, 3]), "Invalid `view_range`: [0, 3]. Its first element `0` should be within the range of lines of the file: [1, 9]".to_owned()),
+            (json!([10, 12]), "Invalid `view_range`: [10, 12]. Its first element `10` should be within the range of lines of the file: [1, 9]".to_owned()),
+            (json!([2, 10]), "Invalid `view_range`: [2, 10]. Its second element `10` should be smaller than the number of lines in the file: `9`".to_owned()),
+            (json!([5, 3]), "Invalid `view_range`: [5, 3]. Its second element `3` should be larger or equal than its first `5`".to_owned()),
+            (json!([5, -2]), "Invalid `view_range`: [5, -2]. Its second element `-2` should be larger or equal than its first `5`".to_owned()),
+        ];
+        for (range, want) in cases {
+            assert_eq!(
+                f.err(json!({"command": "view", "path": p, "view_range": range}))
+                    .await,
+                want,
+                "{}",
+                f.name()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn view_directory_two_levels_sorted_without_hidden() {
+    for f in Fixture::both() {
+        f.write("b.txt", "");
+        f.write("a/x.rs", "");
+        f.write("a/deep/too/far.txt", "");
+        f.write("a-b", "");
+        f.write(".git/config", "");
+        f.write("node_modules/m/index.js", "");
+        f.write("pkg/__pycache__/c.pyc", "");
+        f.write("pkg/.hidden", "");
+        f.write("with space/中文 🎉.md", "");
+        let root = f.root.clone();
+        let listing = f.ok(json!({"command": "view", "path": root})).await;
+        assert_eq!(
+            listing,
+            format!(
+                "Here're the files and directories up to 2 levels deep in {root}, excluding hidden items, node_modules, and Python cache directories:\n\
+                 d\t{root}\n\
+                 d\t{root}/a\n\
+                 f\t{root}/a-b\n\
+                 d\t{root}/a/deep\n\
+                 f\t{root}/a/x.rs\n\
+                 f\t{root}/b.txt\n\
+                 d\t{root}/pkg\n\
+                 d\t{root}/with space\n\
+                 f\t{root}/with space/中文 🎉.md\n\
+                 \n"
+            ),
+            "{}",
+            f.name()
+        );
+        // A trailing slash names the same directory.
+        let slashed = f
+            .ok(json!({"command": "view", "path": format!("{root}/")}))
+            .await;
+        assert!(slashed.contains(&format!("d\t{root}/a\n")), "{slashed}");
+    }
+}
+
+#[tokio::test]
+async fn create() {
+    for f in Fixture::both() {
+        let p = f.path("new/dir/file.txt");
+        assert_eq!(
+            f.err(json!({"command": "create", "path": p})).await,
+            "Parameter `file_text` is required for command: create"
+        );
+        assert_eq!(
+            f.ok(json!({"command": "create", "path": p, "file_text": "x\ty\n"}))
+                .await,
+            format!("New file created successfully at: {p}")
+        );
+        assert_eq!(f.read(&p), b"x\ty\n");
+        assert_eq!(
+            f.err(json!({"command": "create", "path": p, "file_text": "other"}))
+                .await,
+            format!("File already exists at: {p}. Cannot overwrite files using command `create`.")
+        );
+        assert_eq!(f.read(&p), b"x\ty\n");
+        let empty = f.path("empty");
+        f.ok(json!({"command": "create", "path": empty, "file_text": ""}))
+            .await;
+        assert_eq!(f.read(&empty), b"");
+    }
+}
+
+#[tokio::test]
+async fn str_replace() {
+    for f in Fixture::both() {
+        let p = f.write("s.py", "def f():\n\treturn 1  \n# end");
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": p})).await,
+            "Parameter `old_str` is required for command: str_replace"
+        );
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": p, "old_str": ""}))
+                .await,
+            "Parameter `old_str` is empty for command: str_replace"
+        );
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": p, "old_str": "return 2"}))
+                .await,
+            format!(
+                "No replacement was performed, old_str `return 2` did not appear verbatim in {p}."
+            )
+        );
+        assert_eq!(
+            f.ok(json!({"command": "str_replace", "path": p, "old_str": "\treturn 1", "new_str": "\treturn '$&\\\\1'"})).await,
+            format!("The file {p} has been edited successfully.")
+        );
+        assert_eq!(f.read(&p), b"def f():\n\treturn '$&\\\\1'  \n# end");
+        // new_str omitted deletes.
+        f.ok(json!({"command": "str_replace", "path": p, "old_str": "\n# end"}))
+            .await;
+        assert_eq!(f.read(&p), b"def f():\n\treturn '$&\\\\1'  ");
+    }
+}
+
+#[tokio::test]
+async fn ambiguity_lists_the_line_of_every_match() {
+    for f in Fixture::both() {
+        let block = "if x:\n    y()\n";
+        let p = f.write(
+            "dup.py",
+            format!("start\n{block}mid\n\n{block}{block}end\n"),
+        );
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": p, "old_str": block, "new_str": ""}))
+                .await,
+            format!(
+                "No replacement was performed. Multiple occurrences of old_str `{block}` in lines [2, 6, 8]. Please ensure it is unique"
+            )
+        );
+        let p2 = f.write("aa.txt", "aaa\naa");
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": p2, "old_str": "aa"}))
+                .await,
+            "No replacement was performed. Multiple occurrences of old_str `aa` in lines [1, 2]. Please ensure it is unique"
+        );
+    }
+}
+
+#[tokio::test]
+async fn insert() {
+    for f in Fixture::both() {
+        let p = f.write("i.txt", "a\nb\nc\n");
+        assert_eq!(
+            f.err(json!({"command": "insert", "path": p, "new_str": "X"}))
+                .await,
+            "Parameter `insert_line` is required for command: insert"
+        );
+        assert_eq!(
+            f.err(json!({"command": "insert", "path": p, "insert_line": 1}))
+                .await,
+            "Parameter `new_str` is required for command: insert"
+        );
+        for bad in [5, -1] {
+            assert_eq!(
+                f.err(json!({"command": "insert", "path": p, "insert_line": bad, "new_str": "X"}))
+                    .await,
+                format!(
+                    "Invalid `insert_line` parameter: {bad}. It should be within the range of lines of the file: [0, 4]"
+                )
+            );
+        }
+        assert_eq!(
+            f.ok(json!({"command": "insert", "path": p, "insert_line": 3, "new_str": "X"}))
+                .await,
+            format!("The file {p} has been edited successfully.")
+        );
+        assert_eq!(f.read(&p), b"a\nb\nc\nX\n");
+        let q = f.write("j.txt", "a\nb\nc\n");
+        f.ok(json!({"command": "insert", "path": q, "insert_line": 4, "insert_text": "X"}))
+            .await;
+        assert_eq!(f.read(&q), b"a\nb\nc\n\nX");
+        f.ok(json!({"command": "insert", "path": q, "insert_line": 0, "new_str": "top\n"}))
+            .await;
+        assert_eq!(f.read(&q), b"top\n\na\nb\nc\n\nX");
+    }
+}
+
+#[tokio::test]
+async fn crlf_files_stay_crlf() {
+    for f in Fixture::both() {
+        let p = f.write("w.txt", "one\r\ntwo\r\nthree\r\n");
+        f.ok(json!({"command": "str_replace", "path": p, "old_str": "one\ntwo", "new_str": "1\n2\n2.5"})).await;
+        assert_eq!(f.read(&p), b"1\r\n2\r\n2.5\r\nthree\r\n");
+        f.ok(json!({"command": "insert", "path": p, "insert_line": 1, "new_str": "a\nb"}))
+            .await;
+        assert_eq!(f.read(&p), b"1\r\na\r\nb\r\n2\r\n2.5\r\nthree\r\n");
+        // The model sees clean lines.
+        let view = f
+            .ok(json!({"command": "view", "path": p, "view_range": [1, 2]}))
+            .await;
+        assert!(view.ends_with("     1  1\n     2  a\n"), "{view:?}");
+    }
+}
+
+#[tokio::test]
+async fn bom_whitespace_and_missing_final_newline_survive() {
+    for f in Fixture::both() {
+        let p = f.write("bom.txt", "\u{feff}alpha  \n\tbeta\t\ngamma");
+        f.ok(json!({"command": "str_replace", "path": p, "old_str": "beta", "new_str": "BETA"}))
+            .await;
+        assert_eq!(f.read(&p), "\u{feff}alpha  \n\tBETA\t\ngamma".as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn non_utf8_files_are_edited_losslessly_or_refused() {
+    for f in Fixture::both() {
+        // windows-1252: curly quotes and é.
+        let p = f.write("latin.txt", b"caf\xe9 \x93x\x94\nline2\n");
+        let view = f.ok(json!({"command": "view", "path": p})).await;
+        assert!(view.contains("     1  café \u{201C}x\u{201D}\n"), "{view}");
+        f.ok(
+            json!({"command": "str_replace", "path": p, "old_str": "line2", "new_str": "ligne é"}),
+        )
+        .await;
+        assert_eq!(f.read(&p), b"caf\xe9 \x93x\x94\nligne \xe9\n");
+        let before = f.read(&p);
+        assert_eq!(
+            f.err(
+                json!({"command": "str_replace", "path": p, "old_str": "ligne", "new_str": "行"})
+            )
+            .await,
+            format!(
+                "No edit was made: the file {p} is encoded as windows-1252, which cannot hold the character `行` (U+884C). Use only characters of that encoding, or convert the file first."
+            )
+        );
+        assert_eq!(f.read(&p), before);
+
+        // UTF-16LE with BOM.
+        let mut utf16 = vec![0xFF, 0xFE];
+        utf16.extend("hi\r\nthere\r\n".encode_utf16().flat_map(u16::to_le_bytes));
+        let u = f.write("u16.txt", &utf16);
+        f.ok(json!({"command": "str_replace", "path": u, "old_str": "there", "new_str": "wörld"}))
+            .await;
+        let mut want = vec![0xFF, 0xFE];
+        want.extend("hi\r\nwörld\r\n".encode_utf16().flat_map(u16::to_le_bytes));
+        assert_eq!(f.read(&u), want);
+    }
+}
+
+#[tokio::test]
+async fn binary_files_are_not_dumped_or_edited() {
+    for f in Fixture::both() {
+        let bytes = b"\x7fELF\x00\x01binary\nstuff".to_vec();
+        let p = f.write("bin", &bytes);
+        let want = format!(
+            "The file {p} appears to be binary (it contains NUL bytes); this tool only views and edits text files. Use the shell to inspect it, e.g. `xxd {p} | head`."
+        );
+        assert_eq!(f.err(json!({"command": "view", "path": p})).await, want);
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": p, "old_str": "stuff", "new_str": "x"}))
+                .await,
+            want
+        );
+        assert_eq!(
+            f.err(json!({"command": "insert", "path": p, "insert_line": 0, "new_str": "x"}))
+                .await,
+            want
+        );
+        assert_eq!(f.read(&p), bytes);
+    }
+}
+
+#[tokio::test]
+async fn unicode_paths_and_content() {
+    for f in Fixture::both() {
+        let p = f.write("目录/ファイル 🎉.txt", "你好，世界\nemoji 🎉🎉\n");
+        f.ok(json!({"command": "str_replace", "path": p, "old_str": "世界", "new_str": "🌍"}))
+            .await;
+        assert_eq!(f.read(&p), "你好，🌍\nemoji 🎉🎉\n".as_bytes());
+        let view = f.ok(json!({"command": "view", "path": p})).await;
+        assert!(view.contains("     1  你好，🌍\n"), "{view}");
+    }
+}
+
+#[tokio::test]
+async fn long_output_is_clipped_with_the_note() {
+    for f in Fixture::both() {
+        let text: String = (1..=16_000).map(|i| format!("line {i}\n")).collect();
+        let p = f.write("long.txt", &text);
+        let out = f.ok(json!({"command": "view", "path": p})).await;
+        assert!(out.ends_with(CLIP_NOTE), "{}", &out[out.len() - 300..]);
+        assert_eq!(out.chars().count(), 16_000 + CLIP_NOTE.chars().count());
+        assert!(out.contains("\n     1  line 1\n"));
+    }
+    // Clipping counts characters, not bytes.
+    let config = EditorConfig {
+        max_output_chars: 100,
+        ..EditorConfig::default()
+    };
+    let f = Fixture::local_with(config);
+    let p = f.write("cjk.txt", "中".repeat(500));
+    let out = f.ok(json!({"command": "view", "path": p})).await;
+    assert_eq!(out.chars().count(), 100 + CLIP_NOTE.chars().count());
+}
+
+#[tokio::test]
+async fn files_above_the_size_bound_are_refused() {
+    let config = EditorConfig {
+        max_file_bytes: 10,
+        ..EditorConfig::default()
+    };
+    let f = Fixture::local_with(config);
+    let p = f.write("big.txt", "0123456789abc");
+    assert_eq!(
+        f.err(json!({"command": "view", "path": p})).await,
+        format!(
+            "The file {p} is 13 bytes, more than this tool's limit of 10 bytes. Use the shell to work with it, e.g. `grep -n` to find lines and `sed -n 'A,Bp'` to print them."
+        )
+    );
+}
+
+#[tokio::test]
+async fn schema_is_the_contract() {
+    let editor = Editor::new(MemFs::new());
+    let schema = editor.schema();
+    assert_eq!(schema["name"], "str_replace_editor");
+    let params = &schema["parameters"];
+    assert_eq!(params["required"], json!(["command", "path"]));
+    assert_eq!(
+        params["properties"]["command"]["enum"],
+        json!(["view", "create", "str_replace", "insert"])
+    );
+    let mut names: Vec<&str> = params["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "command",
+            "file_text",
+            "insert_line",
+            "new_str",
+            "old_str",
+            "path",
+            "view_range"
+        ]
+    );
+    assert_eq!(
+        params["properties"]["view_range"]["items"]["type"],
+        "integer"
+    );
+    assert_eq!(params["properties"]["insert_line"]["type"], "integer");
+}

@@ -319,7 +319,6 @@ impl<F: Fs> Editor<F> {
         range: Option<(i64, i64)>,
     ) -> Result<String, EditorError> {
         let lines = ops::line_count(text);
-        let budget = self.config.max_output_chars.saturating_mul(4);
         let mut out = match range {
             None => format!(
                 "Here's the content of {display} with line numbers (which has a total of {lines} lines):\n"
@@ -332,7 +331,15 @@ impl<F: Fs> Editor<F> {
             None => (1, lines),
             Some(range) => check_range(range, lines)?,
         };
-        ops::number_lines(text, first, last, &mut out, budget);
+        let used = out.chars().count();
+        ops::number_lines(
+            text,
+            first,
+            last,
+            &mut out,
+            used,
+            self.config.max_output_chars,
+        );
         Ok(self.clip(out))
     }
 
@@ -342,8 +349,8 @@ impl<F: Fs> Editor<F> {
         let mut out = format!(
             "Here're the files and directories up to 2 levels deep in {display}, excluding hidden items, node_modules, and Python cache directories:\n"
         );
-        let budget = self.config.max_output_chars.saturating_mul(4);
-        listing::list(&self.fs, root, &mut out, budget).await;
+        let used = out.chars().count();
+        listing::list(&self.fs, root, &mut out, used, self.config.max_output_chars).await;
         out.push('\n');
         self.clip(out)
     }

@@ -46,29 +46,40 @@ fn push_children(heap: &mut Heap, dir: &str, entries: Vec<DirEntry>, depth: u8) 
 ///
 /// Rows are produced in sorted order from a heap, and a second-level
 /// directory is read only when the listing reaches it, so a huge tree costs
-/// one read of the root plus what fits in `budget` bytes of output.
+/// one read of the root plus what fits in `budget` characters of output
+/// (`out` already holds `used` of them).
 /// Directories reached through a symbolic link are listed as `d` but not
 /// descended into.
-pub(crate) async fn list<F: Fs + ?Sized>(fs: &F, root: &str, out: &mut String, budget: usize) {
-    out.push_str("d\t");
-    out.push_str(root);
-    out.push('\n');
+pub(crate) async fn list<F: Fs + ?Sized>(
+    fs: &F,
+    root: &str,
+    out: &mut String,
+    mut used: usize,
+    budget: usize,
+) {
+    let mut row = |out: &mut String, kind: char, path: &str| {
+        out.push(kind);
+        out.push('\t');
+        out.push_str(path);
+        out.push('\n');
+        used += path.chars().count() + 3;
+        used > budget
+    };
+    row(out, 'd', root);
     let mut heap = Heap::new();
     if let Ok(entries) = fs.read_dir(Path::new(root)).await {
         push_children(&mut heap, root, entries, 1);
     }
     while let Some(Reverse((path, kind, is_symlink, depth))) = heap.pop() {
-        out.push(row_kind(kind));
-        out.push('\t');
-        out.push_str(&path);
-        out.push('\n');
-        if out.len() > budget {
+        if row(out, row_kind(kind), &path) {
             return;
         }
-        if depth == 1 && kind == FileKind::Directory && !is_symlink {
-            if let Ok(entries) = fs.read_dir(Path::new(&path)).await {
-                push_children(&mut heap, &path, entries, 2);
-            }
+        if depth == 1
+            && kind == FileKind::Directory
+            && !is_symlink
+            && let Ok(entries) = fs.read_dir(Path::new(&path)).await
+        {
+            push_children(&mut heap, &path, entries, 2);
         }
     }
 }

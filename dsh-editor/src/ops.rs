@@ -21,9 +21,16 @@ fn line_start(text: &str, line: usize) -> usize {
 /// Lines `first..=last` (1-based, inclusive, within range), each formatted as
 /// `{:>6}  {line}` and followed by `\n`, appended to `out`.
 ///
-/// Stops early once `out` holds more than `budget` bytes, since the caller
-/// clips there anyway.
-pub fn number_lines(text: &str, first: usize, last: usize, out: &mut String, budget: usize) {
+/// Stops early once `out` holds more than `budget` characters, counting
+/// `used` characters already in it, since the caller clips there anyway.
+pub fn number_lines(
+    text: &str,
+    first: usize,
+    last: usize,
+    out: &mut String,
+    mut used: usize,
+    budget: usize,
+) {
     use std::fmt::Write;
     let start = line_start(text, first);
     let mut rest = &text[start..];
@@ -32,9 +39,11 @@ pub fn number_lines(text: &str, first: usize, last: usize, out: &mut String, bud
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, ""),
         };
+        let before = out.len();
         let _ = writeln!(out, "{n:>6}  {line}");
+        used += out[before..].chars().count();
         rest = tail;
-        if out.len() > budget {
+        if used > budget {
             return;
         }
     }
@@ -145,7 +154,7 @@ mod tests {
     #[test]
     fn numbers_lines() {
         let mut out = String::new();
-        number_lines("a\n\tb\n", 2, 3, &mut out, usize::MAX);
+        number_lines("a\n\tb\n", 2, 3, &mut out, 0, usize::MAX);
         assert_eq!(out, "     2  \tb\n     3  \n");
     }
 

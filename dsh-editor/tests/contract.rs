@@ -1,4 +1,5 @@
 //! The model-visible contract, on the real filesystem and in memory.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

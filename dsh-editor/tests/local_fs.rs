@@ -1,0 +1,379 @@
+//! What only the real filesystem can show: permissions, links, atomicity,
+//! concurrent writers, crashes, and big files and trees.
+#![cfg(unix)]
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use dsh_editor::fs::{DirEntry, Fs, FsError, LocalFs, MemFs, Metadata, Version};
+use dsh_editor::{CLIP_NOTE, Editor};
+use serde_json::json;
+
+fn tempdir() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, root.to_str().unwrap().to_owned())
+}
+
+fn names_in(dir: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn edits_keep_mode_bits_and_leave_no_temp_files() {
+    let (_d, root) = tempdir();
+    let editor = Editor::new(LocalFs::new());
+    for mode in [0o755, 0o640, 0o600] {
+        let p = format!("{root}/script-{mode:o}.sh");
+        std::fs::write(&p, "#!/bin/sh\necho old\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        editor
+            .execute(
+                &json!({"command": "str_replace", "path": p, "old_str": "old", "new_str": "new"}),
+            )
+            .await
+            .unwrap();
+        editor
+            .execute(
+                &json!({"command": "insert", "path": p, "insert_line": 1, "new_str": "set -e"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "#!/bin/sh\nset -e\necho new\n"
+        );
+        let got = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(got, mode, "{p}");
+    }
+    assert_eq!(
+        names_in(&root),
+        ["script-600.sh", "script-640.sh", "script-755.sh"]
+    );
+}
+
+#[tokio::test]
+async fn created_files_get_the_usual_mode() {
+    let (_d, root) = tempdir();
+    let editor = Editor::new(LocalFs::new());
+    let p = format!("{root}/a/b/new.txt");
+    editor
+        .execute(&json!({"command": "create", "path": p, "file_text": "x"}))
+        .await
+        .unwrap();
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+        })
+        .unwrap_or(0o022);
+    let got = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(got, 0o666 & !umask);
+}
+
+#[tokio::test]
+async fn symlinks_are_written_through_and_stay_links() {
+    let (_d, root) = tempdir();
+    std::fs::create_dir(format!("{root}/real")).unwrap();
+    let target = format!("{root}/real/config.toml");
+    std::fs::write(&target, "key = 1\n").unwrap();
+    let link = format!("{root}/config.toml");
+    std::os::unix::fs::symlink("real/config.toml", &link).unwrap();
+
+    let editor = Editor::new(LocalFs::new());
+    editor
+        .execute(&json!({"command": "str_replace", "path": link, "old_str": "1", "new_str": "2"}))
+        .await
+        .unwrap();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("real/config.toml")
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "key = 2\n");
+    assert_eq!(names_in(&format!("{root}/real")), ["config.toml"]);
+
+    // `create` never replaces a link, dangling or not.
+    let dangling = format!("{root}/dangling");
+    std::os::unix::fs::symlink("nowhere", &dangling).unwrap();
+    let err = editor
+        .execute(&json!({"command": "create", "path": dangling, "file_text": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "File already exists at: {dangling}. Cannot overwrite files using command `create`."
+        )
+    );
+    assert!(
+        std::fs::symlink_metadata(&dangling)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[tokio::test]
+async fn replace_refuses_a_stale_version() {
+    let (_d, root) = tempdir();
+    let fs = LocalFs::new();
+    let p = format!("{root}/f.txt");
+    let path = Path::new(&p);
+    std::fs::write(path, "v1\n").unwrap();
+    let (_, version) = fs.read(path).await.unwrap();
+    // Someone else writes, same size, via rename (new inode).
+    let other = format!("{root}/other");
+    std::fs::write(&other, "v2\n").unwrap();
+    std::fs::rename(&other, path).unwrap();
+    let err = fs
+        .replace(path, b"v3\n".to_vec(), &version)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FsError::Changed(_)), "{err:?}");
+    assert_eq!(std::fs::read_to_string(path).unwrap(), "v2\n");
+
+    // In-place write with another size.
+    let (_, version) = fs.read(path).await.unwrap();
+    std::fs::write(path, "v2 longer\n").unwrap();
+    assert!(matches!(
+        fs.replace(path, b"v3\n".to_vec(), &version).await,
+        Err(FsError::Changed(_))
+    ));
+    assert_eq!(std::fs::read_to_string(path).unwrap(), "v2 longer\n");
+}
+
+/// A filesystem on which another writer changes the file right after every read.
+struct Interfering(LocalFs);
+
+#[async_trait]
+impl Fs for Interfering {
+    async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        self.0.stat(path).await
+    }
+    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+        let read = self.0.read(path).await?;
+        let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        std::io::Write::write_all(&mut f, b"appended by someone else\n").unwrap();
+        Ok(read)
+    }
+    async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        self.0.read_dir(path).await
+    }
+    async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
+        self.0.create_new(path, data).await
+    }
+    async fn replace(
+        &self,
+        path: &Path,
+        data: Vec<u8>,
+        expected: &Version,
+    ) -> Result<Version, FsError> {
+        self.0.replace(path, data, expected).await
+    }
+}
+
+#[tokio::test]
+async fn an_edit_never_overwrites_a_change_it_did_not_see() {
+    let (_d, root) = tempdir();
+    let p = format!("{root}/shared.txt");
+    std::fs::write(&p, "mine\n").unwrap();
+    let editor = Editor::new(Interfering(LocalFs::new()));
+    let err = editor
+        .execute(
+            &json!({"command": "str_replace", "path": p, "old_str": "mine", "new_str": "ours"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "No edit was made: the file {p} was changed by someone else after it was read. View it again and retry the edit."
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&p).unwrap(),
+        "mine\nappended by someone else\n"
+    );
+}
+
+/// Run as a child by `a_crash_mid_write_leaves_the_original_intact`: replaces
+/// the file named by `DSH_CRASH_TARGET` with 8 MiB while its file-size limit
+/// is 1 MiB, so the kernel kills it (SIGXFSZ) in the middle of the write.
+#[test]
+fn crash_child() {
+    let Ok(target) = std::env::var("DSH_CRASH_TARGET") else {
+        return; // not the child
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let fs = LocalFs::new();
+        let path = Path::new(&target);
+        let (_, version) = fs.read(path).await.unwrap();
+        let _ = fs.replace(path, vec![b'x'; 8 << 20], &version).await;
+    });
+    // Reaching this line means the kernel did not stop the write.
+    std::process::exit(3);
+}
+
+#[tokio::test]
+async fn a_crash_mid_write_leaves_the_original_intact() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let (_d, root) = tempdir();
+    let p = format!("{root}/precious.txt");
+    let original = "precious content\n".repeat(1000);
+    std::fs::write(&p, &original).unwrap();
+
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env("DSH_CRASH_TARGET", &p);
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 1 << 20,
+                rlim_max: 1 << 20,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGXFSZ),
+        "the child should die mid-write: {out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), original);
+    // The half-written temporary file is the only trace, beside the original.
+    let names = names_in(&root);
+    assert!(names.contains(&"precious.txt".to_owned()));
+    assert!(
+        names
+            .iter()
+            .all(|n| n == "precious.txt" || n.starts_with(".precious.txt.dsh-")),
+        "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_50_mb_file_is_edited_in_the_middle() {
+    let (_d, root) = tempdir();
+    let p = format!("{root}/big.log");
+    let line = "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ\t\n";
+    let n = 50_000_000 / line.len();
+    let mut text = line.repeat(n);
+    let mid = (n / 2) * line.len();
+    text.replace_range(mid..mid + line.len(), "THE MIDDLE LINE\n");
+    std::fs::write(&p, &text).unwrap();
+
+    let editor = Editor::new(LocalFs::new());
+    editor
+        .execute(&json!({"command": "str_replace", "path": p, "old_str": "THE MIDDLE LINE", "new_str": "edited"}))
+        .await
+        .unwrap();
+    let after = std::fs::read(&p).unwrap();
+    let want = text.replacen("THE MIDDLE LINE", "edited", 1);
+    assert!(after == want.as_bytes(), "content differs");
+
+    let view = editor
+        .execute(&json!({"command": "view", "path": p, "view_range": [n as i64 / 2 + 1, n as i64 / 2 + 1]}))
+        .await
+        .unwrap();
+    assert!(
+        view.ends_with(&format!("{:>6}  edited\n", n / 2 + 1)),
+        "{view}"
+    );
+}
+
+#[tokio::test]
+async fn a_directory_of_100_000_entries_is_listed_within_the_bound() {
+    let (_d, root) = tempdir();
+    let big = format!("{root}/big");
+    std::fs::create_dir(&big).unwrap();
+    for i in 0..100_000 {
+        std::fs::File::create(format!("{big}/file-{i:06}")).unwrap();
+    }
+    let editor = Editor::new(LocalFs::new());
+    let out = editor
+        .execute(&json!({"command": "view", "path": big}))
+        .await
+        .unwrap();
+    assert!(out.ends_with(CLIP_NOTE));
+    assert_eq!(out.chars().count(), 16_000 + CLIP_NOTE.chars().count());
+    assert!(out.contains(&format!("\nf\t{big}/file-000000\n")));
+}
+
+/// Counts `read_dir` calls.
+struct Counting {
+    inner: MemFs,
+    dirs_read: AtomicUsize,
+}
+
+#[async_trait]
+impl Fs for Counting {
+    async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        self.inner.stat(path).await
+    }
+    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+        self.inner.read(path).await
+    }
+    async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        self.dirs_read.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_dir(path).await
+    }
+    async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
+        self.inner.create_new(path, data).await
+    }
+    async fn replace(
+        &self,
+        path: &Path,
+        data: Vec<u8>,
+        expected: &Version,
+    ) -> Result<Version, FsError> {
+        self.inner.replace(path, data, expected).await
+    }
+}
+
+#[tokio::test]
+async fn listing_reads_only_the_directories_it_shows() {
+    let fs = Arc::new(Counting {
+        inner: MemFs::new(),
+        dirs_read: AtomicUsize::new(0),
+    });
+    for d in 0..2_000 {
+        fs.inner.put(Path::new(&format!("/t/dir-{d:04}/a.txt")), "");
+    }
+    let editor = Editor::new(Arc::clone(&fs));
+    let out = editor
+        .execute(&json!({"command": "view", "path": "/t"}))
+        .await
+        .unwrap();
+    assert!(out.ends_with(CLIP_NOTE));
+    let shown = out.matches("\nd\t/t/dir-").count();
+    let read = fs.dirs_read.load(Ordering::Relaxed);
+    // The root, plus each shown directory (and at most the one being read when
+    // the bound was reached).
+    assert!(read <= shown + 2, "read {read} directories, showed {shown}");
+    assert!(read < 2_000 / 4, "read {read} directories");
+}

@@ -159,15 +159,16 @@ impl Document {
         }
     }
 
-    /// The file's bytes: the text in its encoding, with its line breaks and BOM.
-    pub fn encode(&self) -> Result<Vec<u8>, Unrepresentable> {
-        let text: Cow<'_, str> = if self.crlf {
-            Cow::Owned(self.text.replace('\n', "\r\n"))
+    /// The file's bytes: the text in its encoding, with its line breaks and
+    /// BOM. Consumes the document so that plain UTF-8 needs no copy.
+    pub fn encode(self) -> Result<Vec<u8>, Unrepresentable> {
+        let text = if self.crlf {
+            self.text.replace('\n', "\r\n")
         } else {
-            Cow::Borrowed(&self.text)
+            self.text
         };
         match self.encoding {
-            Encoding::Utf8 => Ok(text.into_owned().into_bytes()),
+            Encoding::Utf8 => Ok(text.into_bytes()),
             Encoding::Utf8Bom => {
                 let mut out = Vec::with_capacity(UTF8_BOM.len() + text.len());
                 out.extend_from_slice(UTF8_BOM);

@@ -1,0 +1,146 @@
+//! The editor on big inputs, next to `std::fs` doing the least the same job
+//! needs, in the same run.
+//!
+//! ```text
+//! cargo bench -p benches --bench editor
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dsh_editor::{Editor, EditorConfig, fs::LocalFs};
+use serde_json::json;
+
+const LINE: &str = "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ\t\n";
+
+fn str_replace_50mb(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.log");
+    let n = 50_000_000 / LINE.len();
+    let mut text = LINE.repeat(n);
+    let mid = (n / 2) * LINE.len();
+    text.replace_range(mid..mid + 9, "MIDDLE_AA");
+    std::fs::write(&path, &text).unwrap();
+    let path_str = path.to_str().unwrap().to_owned();
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let editor = Editor::new(LocalFs::new());
+    let mut group = c.benchmark_group("editor_str_replace_50MB");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Bytes(text.len() as u64));
+
+    group.bench_function("std_fs_read_write", |b| {
+        b.iter(|| {
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+        })
+    });
+    // The editor also makes the write durable (fsync) and atomic (rename);
+    // this second floor shows what durability alone costs.
+    group.bench_function("std_fs_read_write_fsync", |b| {
+        b.iter(|| {
+            let bytes = std::fs::read(&path).unwrap();
+            let mut f = std::fs::File::create(&path).unwrap();
+            std::io::Write::write_all(&mut f, &bytes).unwrap();
+            f.sync_all().unwrap();
+        })
+    });
+    let mut flip = false;
+    group.bench_function("dsh_editor", |b| {
+        b.iter(|| {
+            let (old, new) = if flip {
+                ("MIDDLE_BB", "MIDDLE_AA")
+            } else {
+                ("MIDDLE_AA", "MIDDLE_BB")
+            };
+            flip = !flip;
+            rt.block_on(editor.execute(&json!({
+                "command": "str_replace", "path": path_str, "old_str": old, "new_str": new
+            })))
+            .unwrap()
+        })
+    });
+    group.finish();
+}
+
+fn view_end_of_1m_lines(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lines.txt");
+    let text: String = (0..1_000_000)
+        .map(|i| format!("line number {i}\n"))
+        .collect();
+    std::fs::write(&path, &text).unwrap();
+    let path_str = path.to_str().unwrap().to_owned();
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let editor = Editor::new(LocalFs::new());
+    let mut group = c.benchmark_group("editor_view_range_1M_lines");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_function("std_fs_read_once", |b| {
+        b.iter(|| std::fs::read(&path).unwrap())
+    });
+    group.bench_function("dsh_editor", |b| {
+        b.iter(|| {
+            rt.block_on(editor.execute(&json!({
+                "command": "view", "path": path_str, "view_range": [999_950, 1_000_000]
+            })))
+            .unwrap()
+        })
+    });
+    group.finish();
+}
+
+fn list_20k_tree(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    for d in 0..200 {
+        let sub = dir.path().join(format!("pkg-{d:03}"));
+        std::fs::create_dir(&sub).unwrap();
+        for f in 0..100 {
+            std::fs::File::create(sub.join(format!("module_{f:03}.py"))).unwrap();
+        }
+    }
+    let root = dir.path().to_str().unwrap().to_owned();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A bound large enough that the whole tree is listed.
+    let editor = Editor::with_config(
+        LocalFs::new(),
+        EditorConfig {
+            max_output_chars: 10_000_000,
+            ..EditorConfig::default()
+        },
+    )
+    .unwrap();
+    let mut group = c.benchmark_group("editor_list_20k_tree");
+    group.sample_size(20);
+    group.bench_function("std_fs_walk_two_levels", |b| {
+        b.iter(|| {
+            let mut names = Vec::new();
+            for e in std::fs::read_dir(&root).unwrap() {
+                let e = e.unwrap();
+                for f in std::fs::read_dir(e.path()).unwrap() {
+                    names.push(f.unwrap().path());
+                }
+                names.push(e.path());
+            }
+            names.sort();
+            names
+        })
+    });
+    group.bench_function("dsh_editor", |b| {
+        b.iter(|| {
+            rt.block_on(editor.execute(&json!({"command": "view", "path": root})))
+                .unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    str_replace_50mb,
+    view_end_of_1m_lines,
+    list_20k_tree
+);
+criterion_main!(benches);

@@ -78,6 +78,12 @@ pub trait PtySession: Send + Sync + fmt::Debug {
     /// A process that left the session on purpose (`setsid`) is not reached.
     async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError>;
 
+    /// Ends every process of the terminal session with `SIGKILL` at once,
+    /// without waiting: what dropping the session does, for callers that
+    /// share the session and cannot drop it. The program is reaped in the
+    /// background; [`PtySession::wait`] reports it.
+    fn kill_now(&self);
+
     /// The exit record, if the program has exited (and was reaped).
     fn status(&self) -> Option<ExitStatus>;
 

@@ -383,6 +383,16 @@ impl PtySession for PortableSession {
         Ok(st)
     }
 
+    fn kill_now(&self) {
+        let _ = self.closed.send(true);
+        #[cfg(unix)]
+        if let Some(pid) = self.pid {
+            crate::unix::tree::signal_session(pid as i32, nix::sys::signal::Signal::SIGKILL);
+        }
+        #[cfg(not(unix))]
+        let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
+    }
+
     fn status(&self) -> Option<ExitStatus> {
         *self.status.borrow()
     }
@@ -396,12 +406,6 @@ impl PtySession for PortableSession {
 
 impl Drop for PortableSession {
     fn drop(&mut self) {
-        let _ = self.closed.send(true);
-        #[cfg(unix)]
-        if let Some(pid) = self.pid {
-            crate::unix::tree::signal_session(pid as i32, nix::sys::signal::Signal::SIGKILL);
-        }
-        #[cfg(not(unix))]
-        let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
+        self.kill_now();
     }
 }

@@ -343,6 +343,15 @@ impl PtySession for NativeSession {
         Ok(st)
     }
 
+    fn kill_now(&self) {
+        let _ = self.closed.send(true);
+        if self.status.borrow().is_none() || tree::session_alive(self.pid) {
+            // No grace: nothing can await here. The exit waiter task reaps
+            // the leader as soon as it dies.
+            tree::signal_session(self.pid, NixSignal::SIGKILL);
+        }
+    }
+
     fn status(&self) -> Option<ExitStatus> {
         *self.status.borrow()
     }
@@ -356,12 +365,7 @@ impl PtySession for NativeSession {
 
 impl Drop for NativeSession {
     fn drop(&mut self) {
-        let _ = self.closed.send(true);
-        if self.status.borrow().is_none() || tree::session_alive(self.pid) {
-            // No grace on drop: nothing can await here. The exit waiter task
-            // reaps the leader as soon as it dies.
-            tree::signal_session(self.pid, NixSignal::SIGKILL);
-        }
+        self.kill_now();
     }
 }
 

@@ -1,0 +1,160 @@
+//! The pool's settings.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_pty::{PtyBackend, ScrollbackLimits, TermSize};
+
+use crate::{ClipMode, Dialect, NormalizeOptions};
+
+/// What the tool does when a command waits for input on the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InputWait {
+    /// After about a second of waiting, send end-of-file (Ctrl-D) to the
+    /// terminal, up to three times, and say so in the result. `cat`, `read`
+    /// and REPLs end; the shell stays usable.
+    #[default]
+    SendEof,
+    /// Do nothing: a host that wants interactivity sends input itself with
+    /// [`ShellPool::send_input`](crate::ShellPool::send_input).
+    Wait,
+}
+
+/// Settings of a [`ShellPool`](crate::ShellPool).
+///
+/// ```
+/// use dsh_shell_persistent::ShellConfig;
+/// use std::time::Duration;
+/// let config = ShellConfig {
+///     timeout: Duration::from_secs(60),
+///     ..ShellConfig::new("/tmp")
+/// };
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ShellConfig {
+    /// The shell language (and the tool's name).
+    pub dialect: Dialect,
+    /// The directory each new shell starts in (the workspace).
+    pub start_dir: PathBuf,
+    /// The program and arguments; `None` for the dialect's default (no rc files).
+    pub argv: Option<Vec<String>>,
+    /// Let the default argv read login and rc files.
+    pub rc_files: bool,
+    /// Extra environment variables for the shell (applied after the tool's own).
+    pub env: Vec<(String, String)>,
+    /// How long one call may run before the shell is killed and reset (default 300 s).
+    pub timeout: Duration,
+    /// Output beyond this many characters is clipped (default 16,000).
+    pub max_output_chars: usize,
+    /// How output is clipped.
+    pub clip: ClipMode,
+    /// The tool description; `None` for the dialect's default.
+    pub description: Option<String>,
+    /// What normalization keeps raw.
+    pub normalize: NormalizeOptions,
+    /// What happens when a command waits for terminal input.
+    pub on_input_wait: InputWait,
+    /// The terminal size.
+    pub term_size: TermSize,
+    /// The bounds of each shell's raw scrollback.
+    pub scrollback: ScrollbackLimits,
+    /// How long a new shell may take to show its first prompt (default 30 s).
+    pub start_timeout: Duration,
+    /// The PTY backend (default: [`dsh_pty::default_backend`]).
+    pub backend: Arc<dyn PtyBackend>,
+}
+
+/// An invalid [`ShellConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A duration or bound is zero.
+    #[error("shell config: `{0}` must be a positive integer")]
+    NotPositive(&'static str),
+    /// A string that must say something is empty.
+    #[error("shell config: `{0}` must be a non-empty string")]
+    Empty(&'static str),
+    /// An environment variable name is empty or holds `=` or NUL.
+    #[error("shell config: environment variable name {0:?} is invalid")]
+    EnvName(String),
+    /// The start directory is not absolute.
+    #[error("shell config: `start_dir` must be an absolute path, got {0}")]
+    RelativeStartDir(String),
+}
+
+impl ShellConfig {
+    /// The defaults, starting shells in `start_dir`.
+    pub fn new(start_dir: impl Into<PathBuf>) -> Self {
+        ShellConfig {
+            dialect: Dialect::default(),
+            start_dir: start_dir.into(),
+            argv: None,
+            rc_files: false,
+            env: Vec::new(),
+            timeout: Duration::from_secs(300),
+            max_output_chars: 16_000,
+            clip: ClipMode::Head,
+            description: None,
+            normalize: NormalizeOptions::default(),
+            on_input_wait: InputWait::SendEof,
+            term_size: TermSize::default(),
+            scrollback: ScrollbackLimits::default(),
+            start_timeout: Duration::from_secs(30),
+            backend: dsh_pty::default_backend(),
+        }
+    }
+
+    /// Checks every setting; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.timeout.is_zero() {
+            return Err(ConfigError::NotPositive("timeout"));
+        }
+        if self.start_timeout.is_zero() {
+            return Err(ConfigError::NotPositive("start_timeout"));
+        }
+        if self.max_output_chars == 0 {
+            return Err(ConfigError::NotPositive("max_output_chars"));
+        }
+        if let Some(argv) = &self.argv
+            && argv.first().is_none_or(|p| p.trim().is_empty())
+        {
+            return Err(ConfigError::Empty("argv"));
+        }
+        if self
+            .description
+            .as_ref()
+            .is_some_and(|d| d.trim().is_empty())
+        {
+            return Err(ConfigError::Empty("description"));
+        }
+        if let Some((key, _)) = self
+            .env
+            .iter()
+            .find(|(k, _)| k.is_empty() || k.contains('=') || k.contains('\0'))
+        {
+            return Err(ConfigError::EnvName(key.clone()));
+        }
+        if !self.start_dir.is_absolute() {
+            return Err(ConfigError::RelativeStartDir(
+                self.start_dir.display().to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The argv used to start a shell.
+    pub fn effective_argv(&self) -> Vec<String> {
+        self.argv
+            .clone()
+            .unwrap_or_else(|| self.dialect.default_argv(self.rc_files))
+    }
+
+    /// The tool description used in the schema.
+    pub fn effective_description(&self) -> String {
+        self.description
+            .clone()
+            .unwrap_or_else(|| self.dialect.default_description())
+    }
+}

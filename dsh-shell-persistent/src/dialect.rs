@@ -1,0 +1,272 @@
+//! What differs between bash, POSIX sh and PowerShell: argv, the lines that
+//! set up the shell and wrap each command, and the names in the contract.
+
+use std::path::Path;
+
+use crate::quote::{bash_ansi_c, has_control, posix_single, pwsh_single, split_token};
+
+/// Commands whose wrapped line would be longer than this many bytes are
+/// passed through a file, so the terminal's 4 KiB line limit never cuts them.
+pub(crate) const MAX_INLINE: usize = 3000;
+
+/// The shell language of a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// GNU bash (4.4 or newer): the default on Linux and macOS.
+    #[cfg_attr(not(windows), default)]
+    Bash,
+    /// A POSIX shell such as dash or busybox ash.
+    Sh,
+    /// PowerShell 7 (`pwsh`): the default on Windows.
+    #[cfg_attr(windows, default)]
+    Pwsh,
+}
+
+impl Dialect {
+    /// The tool's name, which is also the shell's name in messages.
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            Dialect::Bash => "bash",
+            Dialect::Sh => "sh",
+            Dialect::Pwsh => "pwsh",
+        }
+    }
+
+    /// The default program and arguments.
+    pub fn default_argv(self, rc_files: bool) -> Vec<String> {
+        let v: &[&str] = match (self, rc_files) {
+            (Dialect::Bash, false) => &["bash", "--noprofile", "--norc", "--noediting", "-i"],
+            (Dialect::Bash, true) => &["bash", "--login", "--noediting", "-i"],
+            (Dialect::Sh, _) => &["sh", "-i"],
+            (Dialect::Pwsh, false) => {
+                &["pwsh", "-NoLogo", "-NoProfile", "-NoExit", "-Command", "-"]
+            }
+            (Dialect::Pwsh, true) => &["pwsh", "-NoLogo", "-NoExit", "-Command", "-"],
+        };
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// The default tool description: persistence facts only.
+    pub fn default_description(self) -> String {
+        format!(
+            "Run commands in a persistent {} shell. State, including the current directory and exported environment variables, persists across calls for this agent.",
+            self.tool_name()
+        )
+    }
+
+    /// The description of the `command` parameter.
+    pub fn command_description(self) -> String {
+        format!(
+            "The {} command to run. Relative path is preferred in the command.",
+            self.tool_name()
+        )
+    }
+
+    /// The line that ends every result whose shell was reset.
+    pub fn reset_line(self) -> String {
+        let name = self.tool_name();
+        format!(
+            "The persistent {name} shell was reset; the next {name} call starts from the workspace with a fresh current directory and environment."
+        )
+    }
+
+    /// The line written once after spawning; the shell answers with a prompt
+    /// showing `ready`. For bash it also sets the first call's start marker.
+    pub(crate) fn init_line(self, ready: &str, first_start: &str) -> String {
+        match self {
+            Dialect::Bash => format!(
+                "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; PS0={}; PS1={}\n",
+                split_token(first_start),
+                split_token(ready)
+            ),
+            Dialect::Sh => format!("unset PS1 PS2 ENV; PS2=; PS1={}\n", split_token(ready)),
+            Dialect::Pwsh => format!(
+                "$ErrorActionPreference = 'Stop'; Remove-Module PSReadLine -ErrorAction SilentlyContinue; function global:prompt {{ {} }}\n",
+                pwsh_concat(ready)
+            ),
+        }
+    }
+
+    /// How the command reaches the shell: inline, or through a file.
+    pub(crate) fn needs_file(self, command: &str) -> bool {
+        match self {
+            Dialect::Bash => bash_ansi_c(command).len() > MAX_INLINE,
+            Dialect::Sh => has_control(command) || command.len() > MAX_INLINE,
+            Dialect::Pwsh => command.len() * 4 / 3 > MAX_INLINE,
+        }
+    }
+
+    /// The one physical line that runs `source` (the command inline, or the
+    /// file holding it) between the markers.
+    ///
+    /// * bash: the start marker is `PS0`, which bash prints after reading a
+    ///   line and before running it; the end marker and status are `PS1`,
+    ///   the next prompt. No command of the wrapper is looked up by name
+    ///   except `eval` and `jobs`, so functions or aliases named `printf`,
+    ///   `echo`, `builtin`... cannot break it. The user's `PS1` and
+    ///   `PROMPT_COMMAND` are restored before the command runs and saved
+    ///   after. `jobs` collects job-control notices so none leaks.
+    /// * sh: the start marker is printed with `printf`, the end marker is `PS1`.
+    /// * pwsh: markers are written with `[Console]::Write`, the status taken
+    ///   from `$LASTEXITCODE` when the command set it, else from `$?`.
+    pub(crate) fn call_line(
+        self,
+        source: &CommandSource<'_>,
+        start: &str,
+        end: &str,
+        next_start: &str,
+    ) -> String {
+        match self {
+            Dialect::Bash => {
+                let run = match source {
+                    CommandSource::Inline(cmd) => {
+                        format!("eval {}", bash_ansi_c(&format!("{cmd}\n")))
+                    }
+                    CommandSource::File(path) => format!(
+                        "eval \"$(< {})\"$'\\n'",
+                        bash_ansi_c(&path.to_string_lossy())
+                    ),
+                };
+                let _ = start; // bash's start marker was set as PS0 by the previous line
+                format!(
+                    "{{ PS1=${{__dsh_ps1-}}; PROMPT_COMMAND=${{__dsh_pc-}}; }} 2>/dev/null; {run}; \
+{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; __dsh_pc=${{PROMPT_COMMAND-}}; PROMPT_COMMAND=; \\jobs >/dev/null 2>&1; PS0={}; PS1={}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
+                    split_token(next_start),
+                    split_token(end),
+                )
+            }
+            Dialect::Sh => {
+                let run = match source {
+                    CommandSource::Inline(cmd) => format!("eval {}", posix_single(cmd)),
+                    CommandSource::File(path) => {
+                        format!(". {}", posix_single(&path.to_string_lossy()))
+                    }
+                };
+                format!(
+                    "{{ PS1=${{__dsh_ps1-}}; }} 2>/dev/null; printf '%s%s' {}; {run}; \
+{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; jobs >/dev/null 2>&1; PS1={}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
+                    split_token(start).replacen("''", "' '", 1),
+                    split_token(end),
+                )
+            }
+            Dialect::Pwsh => {
+                let run = match source {
+                    CommandSource::Inline(cmd) => format!(
+                        "Invoke-Expression ([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('{}')))",
+                        base64(cmd.as_bytes())
+                    ),
+                    CommandSource::File(path) => format!(
+                        "Invoke-Expression ([IO.File]::ReadAllText({}))",
+                        pwsh_single(&path.to_string_lossy())
+                    ),
+                };
+                format!(
+                    "$global:LASTEXITCODE = $null; [Console]::Write({}); $__dsh_ok = $true; try {{ {run}; $__dsh_ok = $? }} catch {{ $__dsh_ok = $false; [Console]::Error.WriteLine(($_ | Out-String).TrimEnd()) }}; \
+$__dsh_s = if ($null -ne $global:LASTEXITCODE) {{ $global:LASTEXITCODE }} elseif ($__dsh_ok) {{ 0 }} else {{ 1 }}; function global:prompt {{ {} + $__dsh_s + '#' }}\n",
+                    pwsh_concat(start),
+                    pwsh_concat(end),
+                )
+            }
+        }
+    }
+
+    /// Whether the start marker of the next call is chosen one call ahead.
+    pub(crate) fn start_is_preset(self) -> bool {
+        self == Dialect::Bash
+    }
+}
+
+/// Where the wrapper finds the command.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CommandSource<'a> {
+    Inline(&'a str),
+    File(&'a Path),
+}
+
+/// `'abc' + 'def'`: a PowerShell expression for the token, in two halves.
+fn pwsh_concat(token: &str) -> String {
+    let mid = token.len() / 2;
+    format!("('{}' + '{}')", &token[..mid], &token[mid..])
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for group in bytes.chunks(3) {
+        let b = [
+            group[0],
+            *group.get(1).unwrap_or(&0),
+            *group.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= group.len() {
+                out.push(char::from(TABLE[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: &str = "00112233445566778899aabbccddeeff";
+    const U: &str = "ffeeddccbbaa99887766554433221100";
+
+    #[test]
+    fn wrappers_are_one_line_and_never_hold_a_whole_marker() {
+        for dialect in [Dialect::Bash, Dialect::Sh, Dialect::Pwsh] {
+            for cmd in ["echo hi", "cat <<EOF\nx\nEOF", "printf '\\x03'\u{3}\t"] {
+                let source = if dialect.needs_file(cmd) {
+                    CommandSource::File(Path::new("/tmp/d/cmd"))
+                } else {
+                    CommandSource::Inline(cmd)
+                };
+                let line = dialect.call_line(&source, T, U, T);
+                assert_eq!(line.matches('\n').count(), 1, "{dialect:?}: {line}");
+                assert!(line.ends_with('\n'));
+                assert!(
+                    !has_control(line.trim_end_matches('\n')),
+                    "{dialect:?}: {line:?}"
+                );
+                assert!(
+                    !line.contains(T) && !line.contains(U),
+                    "{dialect:?}: {line}"
+                );
+            }
+            let init = dialect.init_line(T, U);
+            assert!(!init.contains(T) && !init.contains(U));
+        }
+    }
+
+    #[test]
+    fn names_follow_the_dialect() {
+        assert_eq!(
+            Dialect::Bash.reset_line(),
+            "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment."
+        );
+        assert_eq!(Dialect::Pwsh.tool_name(), "pwsh");
+        assert_eq!(
+            Dialect::Bash.default_description(),
+            "Run commands in a persistent bash shell. State, including the current directory and exported environment variables, persists across calls for this agent."
+        );
+    }
+
+    #[test]
+    fn pwsh_quoting_round_trips_through_base64() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(
+            base64("Write-Output 'ä'".as_bytes()),
+            "V3JpdGUtT3V0cHV0ICfDpCc="
+        );
+        assert_eq!(pwsh_concat("abcd"), "('ab' + 'cd')");
+    }
+}

@@ -1,0 +1,54 @@
+//! Errors of the shell tool. `Display` is the model-visible text.
+
+/// A call that produced no command result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShellError {
+    /// `command` is missing, not a string, or empty.
+    #[error("command must be a non-empty string")]
+    EmptyCommand,
+    /// The call was cancelled; its result was discarded and the shell reset.
+    #[error("The command was cancelled and its result discarded. {reset}")]
+    Cancelled {
+        /// The dialect's reset line.
+        reset: String,
+    },
+    /// The pool was closed.
+    #[error("The shell is closed; no more commands can run.")]
+    Closed,
+    /// The shell could not be started.
+    #[error("The {shell} shell could not be started: {source}")]
+    Spawn {
+        /// The dialect's name.
+        shell: &'static str,
+        /// Why.
+        #[source]
+        source: dsh_pty::PtyError,
+    },
+    /// The shell started but never showed its prompt.
+    #[error("The {shell} shell did not become ready within {seconds} seconds.")]
+    NotReady {
+        /// The dialect's name.
+        shell: &'static str,
+        /// The bound.
+        seconds: u64,
+    },
+    /// No random marker could be drawn from the operating system.
+    #[error("The operating system's random number generator failed: {0}")]
+    Random(String),
+    /// Talking to the terminal failed.
+    #[error("Writing the command to the {shell} shell failed: {source}")]
+    Terminal {
+        /// The dialect's name.
+        shell: &'static str,
+        /// Why.
+        #[source]
+        source: dsh_pty::PtyError,
+    },
+    /// The command could not be written to its file (long commands).
+    #[error("Passing the command to the shell failed: {0}")]
+    CommandFile(#[source] std::io::Error),
+    /// The owner has no running command to send input to.
+    #[error("No command is running for this agent.")]
+    NotRunning,
+}

@@ -1,0 +1,208 @@
+//! Bounding a command's output to what the model may see.
+
+/// Appended, without a separator, to output cut at `max_output_chars`.
+pub const CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+
+/// How output beyond `max_output_chars` is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClipMode {
+    /// Keep the first `max_output_chars` characters, then [`CLIP_NOTE`].
+    #[default]
+    Head,
+    /// Keep the first and the last halves, with the exact number of
+    /// characters left out between them (the end of a failed build matters).
+    HeadTail,
+}
+
+/// Collects normalized output within a bound: memory stays within about
+/// `max_output_chars` (twice that for [`ClipMode::HeadTail`]) however much
+/// the command prints.
+#[derive(Debug)]
+pub struct Collector {
+    max: usize,
+    mode: ClipMode,
+    head: String,
+    head_chars: usize,
+    tail: String,
+    tail_chars: usize,
+    dropped_middle: u64,
+    clipped: bool,
+}
+
+impl Collector {
+    /// A collector keeping at most `max` characters.
+    pub fn new(max: usize, mode: ClipMode) -> Self {
+        Collector {
+            max: max.max(1),
+            mode,
+            head: String::new(),
+            head_chars: 0,
+            tail: String::new(),
+            tail_chars: 0,
+            dropped_middle: 0,
+            clipped: false,
+        }
+    }
+
+    /// `true` once nothing more will be kept (head mode, bound reached).
+    pub fn is_full(&self) -> bool {
+        self.clipped && self.mode == ClipMode::Head
+    }
+
+    /// `true` when nothing was collected.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty()
+    }
+
+    /// Adds text.
+    pub fn push(&mut self, s: &str) {
+        if s.is_empty() || self.is_full() {
+            return;
+        }
+        if !self.clipped {
+            let room = self.max - self.head_chars;
+            match s.char_indices().nth(room) {
+                None => {
+                    self.head.push_str(s);
+                    self.head_chars += s.chars().count();
+                    return;
+                }
+                Some((cut, _)) => {
+                    self.head.push_str(&s[..cut]);
+                    self.head_chars = self.max;
+                    self.clipped = true;
+                    if self.mode == ClipMode::HeadTail {
+                        self.push_tail(&s[cut..]);
+                    }
+                    return;
+                }
+            }
+        }
+        self.push_tail(s);
+    }
+
+    fn push_tail(&mut self, s: &str) {
+        self.tail.push_str(s);
+        self.tail_chars += s.chars().count();
+        let keep = self.tail_keep();
+        if self.tail.len() > 8 * keep + 64 * 1024 {
+            let drop_chars = self.tail_chars - keep;
+            let cut = self
+                .tail
+                .char_indices()
+                .nth(drop_chars)
+                .map_or(self.tail.len(), |(i, _)| i);
+            self.tail.drain(..cut);
+            self.tail_chars = keep;
+            self.dropped_middle += drop_chars as u64;
+        }
+    }
+
+    fn tail_keep(&self) -> usize {
+        self.max - self.max / 2
+    }
+
+    /// The text for the model: the output minus one final newline, or the
+    /// clipped form with its note.
+    pub fn render(mut self) -> String {
+        if !self.clipped {
+            if self.head.ends_with('\n') {
+                self.head.pop();
+            }
+            return self.head;
+        }
+        match self.mode {
+            ClipMode::Head => {
+                self.head.push_str(CLIP_NOTE);
+                self.head
+            }
+            ClipMode::HeadTail => {
+                let head_keep = self.max / 2;
+                let tail_keep = self.tail_keep();
+                // The last `tail_keep` characters of head[head_keep..] + tail.
+                let head_cut = self
+                    .head
+                    .char_indices()
+                    .nth(head_keep)
+                    .map_or(self.head.len(), |(i, _)| i);
+                let mut rest = self.head.split_off(head_cut);
+                let rest_chars = self.head_chars - head_keep;
+                rest.push_str(&self.tail);
+                let rest_total = rest_chars + self.tail_chars;
+                let skip = rest_total.saturating_sub(tail_keep);
+                let cut = rest.char_indices().nth(skip).map_or(rest.len(), |(i, _)| i);
+                let mut tail = rest.split_off(cut);
+                if tail.ends_with('\n') {
+                    tail.pop();
+                }
+                let omitted = self.dropped_middle + skip as u64;
+                format!(
+                    "{}\n<response clipped><NOTE>{omitted} characters were left out here to save on context.</NOTE>\n{tail}",
+                    self.head
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_output_loses_one_final_newline() {
+        for (input, want) in [
+            ("hi\n", "hi"),
+            ("\n", ""),
+            ("\nx", "\nx"),
+            ("a\n\n", "a\n"),
+            ("  x", "  x"),
+        ] {
+            let mut c = Collector::new(100, ClipMode::Head);
+            c.push(input);
+            assert_eq!(c.render(), want);
+        }
+    }
+
+    #[test]
+    fn head_mode_keeps_exactly_max_chars() {
+        let mut c = Collector::new(5, ClipMode::Head);
+        c.push("中文");
+        c.push("abcdef\n");
+        assert!(c.is_full());
+        assert_eq!(c.render(), format!("中文abc{CLIP_NOTE}"));
+        let mut exact = Collector::new(3, ClipMode::Head);
+        exact.push("abc");
+        assert_eq!(exact.render(), "abc");
+    }
+
+    #[test]
+    fn head_tail_counts_what_it_leaves_out() {
+        let mut c = Collector::new(10, ClipMode::HeadTail);
+        let text: String = (0..100)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        for piece in text.as_bytes().chunks(7) {
+            c.push(std::str::from_utf8(piece).unwrap());
+        }
+        assert_eq!(
+            c.render(),
+            "abcde\n<response clipped><NOTE>90 characters were left out here to save on context.</NOTE>\nrstuv"
+        );
+    }
+
+    #[test]
+    fn head_tail_stays_bounded() {
+        let mut c = Collector::new(100, ClipMode::HeadTail);
+        let line = "0123456789".repeat(100);
+        for _ in 0..10_000 {
+            c.push(&line);
+        }
+        assert!(c.tail.len() <= 8 * 50 + 64 * 1024 + line.len());
+        let out = c.render();
+        assert!(
+            out.contains("<NOTE>9999900 characters were left out"),
+            "{out}"
+        );
+    }
+}

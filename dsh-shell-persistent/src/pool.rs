@@ -1,0 +1,332 @@
+//! Shells keyed by owner: lazily created, calls of one owner in order,
+//! owners in parallel.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use dsh_pty::{ExitStatus, PtySession};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use crate::shell::{Outcome, Shell};
+use crate::{ConfigError, ShellConfig, ShellError};
+
+/// The line added when end-of-file was sent to a command waiting for input.
+pub const INPUT_EOF_NOTE: &str = "[the command was waiting for input on the terminal, so end-of-file (Ctrl-D) was sent to it; pass input through a pipe or a here-string instead]";
+
+#[derive(Debug, Default)]
+struct Owner {
+    /// The owner's shell; the lock serialises its calls in arrival order.
+    slot: tokio::sync::Mutex<Option<Shell>>,
+    /// The running shell's terminal, reachable while a call holds `slot`.
+    live: Mutex<Option<Arc<dyn PtySession>>>,
+}
+
+impl Owner {
+    fn live(&self) -> MutexGuard<'_, Option<Arc<dyn PtySession>>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ShellConfig,
+    owners: Mutex<HashMap<String, Arc<Owner>>>,
+    closed: watch::Sender<bool>,
+}
+
+impl Inner {
+    fn owners(&self) -> MutexGuard<'_, HashMap<String, Arc<Owner>>> {
+        self.owners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for owner in self.owners().values() {
+            if let Some(session) = owner.live().take() {
+                session.kill_now();
+            }
+        }
+    }
+}
+
+/// The persistent shell tool: one shell per owner (agent).
+///
+/// Cloning a pool is cheap and shares its shells. When the last clone is
+/// dropped, every shell's process tree is killed.
+///
+/// ```no_run
+/// use dsh_shell_persistent::{ShellConfig, ShellPool};
+/// use serde_json::json;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = ShellPool::new(ShellConfig::new("/tmp"))?;
+/// // A host hands the model's tool call over as JSON:
+/// let text = pool.execute("agent-1", &json!({"command": "cd /usr && export X=1"})).await?;
+/// assert_eq!(text, "");
+/// let text = pool.execute("agent-1", &json!({"command": "echo $PWD $X"})).await?;
+/// assert_eq!(text, "/usr 1");
+/// let text = pool.execute("agent-1", &json!({"command": "false"})).await?;
+/// assert_eq!(text, "[exit code: 1]");
+/// pool.close_all().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ShellPool {
+    inner: Arc<Inner>,
+}
+
+impl ShellPool {
+    /// A pool with `config`, once it is validated. No shell starts until the
+    /// first call of an owner.
+    pub fn new(config: ShellConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(ShellPool {
+            inner: Arc::new(Inner {
+                config,
+                owners: Mutex::new(HashMap::new()),
+                closed: watch::channel(false).0,
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ShellConfig {
+        &self.inner.config
+    }
+
+    /// The tool's name: `bash`, `sh` or `pwsh`.
+    pub fn tool_name(&self) -> &'static str {
+        self.inner.config.dialect.tool_name()
+    }
+
+    /// The tool's definition: `{"name", "description", "parameters"}`.
+    pub fn schema(&self) -> Value {
+        let dialect = self.inner.config.dialect;
+        json!({
+            "name": dialect.tool_name(),
+            "description": self.inner.config.effective_description(),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": dialect.command_description(),
+                    }
+                },
+                "required": ["command"],
+            },
+        })
+    }
+
+    /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`).
+    pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, ShellError> {
+        let command = args
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .ok_or(ShellError::EmptyCommand)?;
+        self.run(owner, command).await
+    }
+
+    /// Runs `command` in `owner`'s shell and returns the model-visible text.
+    pub async fn run(&self, owner: &str, command: &str) -> Result<String, ShellError> {
+        self.run_with_cancel(owner, command, std::future::pending())
+            .await
+    }
+
+    /// Like [`ShellPool::run`], cancelled when `cancel` resolves: the shell is
+    /// then reset and the result discarded, even if the command had finished.
+    /// Dropping the returned future has the same effect.
+    pub async fn run_with_cancel(
+        &self,
+        owner: &str,
+        command: &str,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<String, ShellError> {
+        let started = Instant::now();
+        let span = tracing::info_span!("shell_call", owner, tool = self.tool_name());
+        let result = self
+            .call(owner, command, cancel)
+            .instrument(span.clone())
+            .await;
+        let _enter = span.enter();
+        tracing::info!(
+            duration_us = started.elapsed().as_micros() as u64,
+            outcome = match &result {
+                Ok(_) => "ok",
+                Err(ShellError::Cancelled { .. }) => "cancelled",
+                Err(_) => "error",
+            },
+            "tool call finished"
+        );
+        result
+    }
+
+    async fn call(
+        &self,
+        owner: &str,
+        command: &str,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<String, ShellError> {
+        if command.is_empty() {
+            return Err(ShellError::EmptyCommand);
+        }
+        let config = &self.inner.config;
+        let owner_entry = self.owner(owner)?;
+        let mut slot = owner_entry.slot.lock().await;
+        let mut closed = self.inner.closed.subscribe();
+        if *closed.borrow() {
+            return Err(ShellError::Closed);
+        }
+        let mut shell = match slot.take() {
+            Some(shell) => shell,
+            None => {
+                // A spawn still pending when the pool closes is dropped,
+                // which kills what it had started.
+                let shell = tokio::select! {
+                    shell = Shell::spawn(config) => shell?,
+                    _ = closed.wait_for(|c| *c) => return Err(ShellError::Closed),
+                };
+                tracing::debug!(owner, "shell started");
+                shell
+            }
+        };
+        *owner_entry.live() = Some(shell.session());
+        let mut closed_during = false;
+        let stop = async {
+            tokio::select! {
+                () = cancel => {},
+                _ = closed.wait_for(|c| *c) => closed_during = true,
+            }
+        };
+        let outcome = shell.call(config, command, stop).await;
+        let keep = matches!(outcome, Ok(Outcome::Completed { .. }));
+        if keep {
+            *slot = Some(shell);
+        } else {
+            *owner_entry.live() = None;
+            drop(shell); // kills the process tree
+        }
+        if closed_during {
+            return Err(ShellError::Closed);
+        }
+        render(config, outcome?)
+    }
+
+    fn owner(&self, owner: &str) -> Result<Arc<Owner>, ShellError> {
+        if *self.inner.closed.borrow() {
+            return Err(ShellError::Closed);
+        }
+        Ok(Arc::clone(
+            self.inner.owners().entry(owner.to_owned()).or_default(),
+        ))
+    }
+
+    /// Writes `input` to the terminal of `owner`'s shell, for hosts that let
+    /// the model (or a human) answer a command that reads the terminal.
+    /// Pair it with [`InputWait::Wait`](crate::InputWait::Wait).
+    pub async fn send_input(&self, owner: &str, input: &[u8]) -> Result<(), ShellError> {
+        let session = self
+            .inner
+            .owners()
+            .get(owner)
+            .and_then(|o| o.live().clone())
+            .ok_or(ShellError::NotRunning)?;
+        session
+            .write_all(input)
+            .await
+            .map_err(|source| ShellError::Terminal {
+                shell: self.tool_name(),
+                source,
+            })
+    }
+
+    /// Kills `owner`'s shell (its whole process tree) and forgets it; the
+    /// owner's next call starts a fresh shell.
+    pub async fn close_owner(&self, owner: &str) {
+        let entry = self.inner.owners().remove(owner);
+        if let Some(entry) = entry {
+            let live = entry.live().take();
+            if let Some(session) = live {
+                let _ = session.kill_tree(Duration::from_millis(200)).await;
+            }
+        }
+    }
+
+    /// Closes the pool: kills every shell and refuses further calls.
+    pub async fn close_all(&self) {
+        self.inner.closed.send_replace(true);
+        let owners: Vec<Arc<Owner>> = self.inner.owners().drain().map(|(_, o)| o).collect();
+        for owner in owners {
+            let live = owner.live().take();
+            if let Some(session) = live {
+                let _ = session.kill_tree(Duration::from_millis(200)).await;
+            }
+            if let Ok(mut slot) = owner.slot.try_lock()
+                && let Some(shell) = slot.take()
+            {
+                shell.close().await;
+            }
+        }
+    }
+
+    /// The owners that currently have a shell.
+    pub fn owners(&self) -> Vec<String> {
+        self.inner.owners().keys().cloned().collect()
+    }
+}
+
+fn exit_line(exit: ExitStatus) -> String {
+    match (exit.signal(), exit.signal_name(), exit.code()) {
+        (Some(_), Some(name), _) => format!("[shell killed by signal: {name}]"),
+        (Some(n), None, _) => format!("[shell killed by signal: {n}]"),
+        (None, _, Some(code)) => format!("[shell exited: code {code}]"),
+        (None, _, None) => "[shell exited]".to_owned(),
+    }
+}
+
+/// The model-visible text of an outcome.
+fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> {
+    let reset = config.dialect.reset_line();
+    let mut parts: Vec<String> = Vec::with_capacity(3);
+    let push_output = |parts: &mut Vec<String>, text: String| {
+        if !text.is_empty() {
+            parts.push(text);
+        }
+    };
+    match outcome {
+        Outcome::Completed {
+            output,
+            status,
+            eofs_sent,
+        } => {
+            push_output(&mut parts, output.render());
+            if eofs_sent > 0 {
+                parts.push(INPUT_EOF_NOTE.to_owned());
+            }
+            if status != 0 {
+                parts.push(format!("[exit code: {status}]"));
+            }
+        }
+        Outcome::ShellEnded { output, exit } => {
+            push_output(&mut parts, output.render());
+            parts.push(exit_line(exit));
+            parts.push(reset);
+        }
+        Outcome::TimedOut { output } => {
+            let secs = config.timeout.as_secs_f64().round() as u64;
+            parts.push(format!(
+                "Your command timed out after {secs} seconds or experienced an OOM error. Below is partial output:"
+            ));
+            push_output(&mut parts, output.render());
+            parts.push(reset);
+        }
+        Outcome::Cancelled => return Err(ShellError::Cancelled { reset }),
+    }
+    Ok(parts.join("\n"))
+}

@@ -1,0 +1,96 @@
+//! Quoting a string so that a shell reads back exactly that string.
+
+/// Bash ANSI-C quoting (`$'...'`): every byte below 0x20, DEL, `\` and `'`
+/// are escaped, so the result is one physical line that the terminal's line
+/// discipline passes through untouched (no Ctrl-C, Ctrl-D, erase or kill
+/// characters reach it raw).
+///
+/// ```
+/// use dsh_shell_persistent::quote::bash_ansi_c;
+/// assert_eq!(bash_ansi_c("it's\n\t$HOME\\"), r"$'it\'s\n\t$HOME\\'");
+/// ```
+pub fn bash_ansi_c(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 3);
+    out.push_str("$'");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c == '\x7f' => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// POSIX single quoting: `'` becomes `'\''`. Only for text without control
+/// characters (the result must stay one physical line).
+///
+/// ```
+/// use dsh_shell_persistent::quote::posix_single;
+/// assert_eq!(posix_single("it's $x"), r"'it'\''s $x'");
+/// ```
+pub fn posix_single(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// PowerShell single quoting: `'` (and its typographic variants, which
+/// PowerShell also treats as quotes) are doubled.
+///
+/// ```
+/// use dsh_shell_persistent::quote::pwsh_single;
+/// assert_eq!(pwsh_single("it's $x"), "'it''s $x'");
+/// ```
+pub fn pwsh_single(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        out.push(c);
+        if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}') {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// `true` if `s` holds a character that must not be written raw to a
+/// terminal line (control characters and DEL).
+pub fn has_control(s: &str) -> bool {
+    s.bytes().any(|b| b < 0x20 || b == 0x7f)
+}
+
+/// Splits a marker token in two quoted halves, so the assembled token never
+/// appears in what is written to the terminal.
+pub(crate) fn split_token(token: &str) -> String {
+    let mid = token.len() / 2;
+    format!("'{}''{}'", &token[..mid], &token[mid..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(bash_ansi_c("\x03\x04\x7f"), r"$'\x03\x04\x7f'");
+        assert!(!has_control(&bash_ansi_c("a\u{1}b\nc\r")));
+        assert_eq!(split_token("abcd"), "'ab''cd'");
+    }
+}

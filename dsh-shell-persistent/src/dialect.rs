@@ -102,11 +102,13 @@ impl Dialect {
     ///
     /// * bash: the start marker is `PS0`, which bash prints after reading a
     ///   line and before running it; the end marker and status are `PS1`,
-    ///   the next prompt. No command of the wrapper is looked up by name
-    ///   except `eval` and `jobs`, so functions or aliases named `printf`,
-    ///   `echo`, `builtin`... cannot break it. The user's `PS1` and
-    ///   `PROMPT_COMMAND` are restored before the command runs and saved
-    ///   after. `jobs` collects job-control notices so none leaks.
+    ///   the next prompt, set only after the command ran, so the command can
+    ///   never read the marker that ends it. No command of the wrapper is
+    ///   looked up by name except `\eval` and `\jobs` (the backslash skips
+    ///   aliases), so functions or aliases named `printf`, `echo`, `builtin`...
+    ///   cannot break it. The user's `PS1` and `PROMPT_COMMAND` are restored
+    ///   before the command runs and saved after. `jobs` collects job-control
+    ///   notices so none leaks.
     /// * sh: the start marker is printed with `printf`, the end marker is `PS1`.
     /// * pwsh: markers are written with `[Console]::Write`, the status taken
     ///   from `$LASTEXITCODE` when the command set it, else from `$?`.
@@ -121,33 +123,33 @@ impl Dialect {
             Dialect::Bash => {
                 let run = match source {
                     CommandSource::Inline(cmd) => {
-                        format!("eval {}", bash_ansi_c(&format!("{cmd}\n")))
+                        format!("\\eval {}", bash_ansi_c(&format!("{cmd}\n")))
                     }
                     CommandSource::File(path) => format!(
-                        "eval \"$(< {})\"$'\\n'",
+                        "\\eval \"$(< {})\"$'\\n'",
                         bash_ansi_c(&path.to_string_lossy())
                     ),
                 };
                 let _ = start; // bash's start marker was set as PS0 by the previous line
                 format!(
                     "{{ PS1=${{__dsh_ps1-}}; PROMPT_COMMAND=${{__dsh_pc-}}; }} 2>/dev/null; {run}; \
-{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; __dsh_pc=${{PROMPT_COMMAND-}}; PROMPT_COMMAND=; \\jobs >/dev/null 2>&1; PS0={}; PS1={}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
+{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; __dsh_pc=${{PROMPT_COMMAND-}}; PROMPT_COMMAND=; \\jobs >/dev/null 2>&1; PS0={}; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
                     split_token(next_start),
-                    split_token(end),
+                    end = split_token(end),
                 )
             }
             Dialect::Sh => {
                 let run = match source {
-                    CommandSource::Inline(cmd) => format!("eval {}", posix_single(cmd)),
+                    CommandSource::Inline(cmd) => format!("\\eval {}", posix_single(cmd)),
                     CommandSource::File(path) => {
                         format!(". {}", posix_single(&path.to_string_lossy()))
                     }
                 };
                 format!(
                     "{{ PS1=${{__dsh_ps1-}}; }} 2>/dev/null; printf '%s%s' {}; {run}; \
-{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; jobs >/dev/null 2>&1; PS1={}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
+{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; jobs >/dev/null 2>&1; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
                     split_token(start).replacen("''", "' '", 1),
-                    split_token(end),
+                    end = split_token(end),
                 )
             }
             Dialect::Pwsh => {

@@ -287,8 +287,11 @@ mod tests {
             cuts in proptest::collection::vec(1usize..40, 0..40),
         ) {
             let output: Vec<u8> = pieces.concat();
-            // Only a full end marker can end the call: skip inputs that form one.
-            prop_assume!(memchr::memmem::find(&output, E.as_bytes()).is_none());
+            // Only a full end marker can end the call: skip inputs that form
+            // one, alone or together with the real marker after them.
+            let mut with_end = output.clone();
+            with_end.extend_from_slice(E.as_bytes());
+            prop_assume!(memchr::memmem::find(&with_end, E.as_bytes()) == Some(output.len()));
             let mut stream = b"prompt junk ".to_vec();
             stream.extend_from_slice(S.as_bytes());
             stream.extend_from_slice(&output);

@@ -200,6 +200,7 @@ impl Shell {
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => {
+                    scanner.finish(&mut |b| feed(&mut normalizer, &mut collector, b));
                     normalizer.finish(&mut |s| collector.push(s));
                     let _ = self.session.kill_tree(KILL_GRACE).await;
                     break Outcome::TimedOut { output: collector };

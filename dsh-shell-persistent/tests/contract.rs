@@ -1,0 +1,508 @@
+//! The model-visible contract, through real bash in a real PTY.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use dsh_shell_persistent::{CLIP_NOTE, INPUT_EOF_NOTE, ShellConfig, ShellError, ShellPool};
+use serde_json::json;
+
+const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
+
+struct Fixture {
+    pool: ShellPool,
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture::with(|c| c)
+    }
+
+    fn with(f: impl FnOnce(ShellConfig) -> ShellConfig) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let pool = ShellPool::new(f(ShellConfig::new(root))).unwrap();
+        Fixture { pool, dir }
+    }
+
+    fn root(&self) -> String {
+        std::fs::canonicalize(self.dir.path())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    async fn run_as(&self, owner: &str, cmd: &str) -> String {
+        tokio::time::timeout(Duration::from_secs(60), self.pool.run(owner, cmd))
+            .await
+            .unwrap_or_else(|_| panic!("{cmd:?} hung"))
+            .unwrap_or_else(|e| panic!("{cmd:?} failed: {e}"))
+    }
+
+    async fn run(&self, cmd: &str) -> String {
+        self.run_as("agent", cmd).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_outputs() {
+    let f = Fixture::new();
+    let cases = [
+        ("echo hi", "hi"),
+        ("echo ''", ""),
+        ("printf '\\nx'", "\nx"),
+        ("printf '\\n\\nx\\n\\n\\n'", "\n\nx\n\n"),
+        ("printf '  x'", "  x"),
+        ("printf 'a\\n\\n'", "a\n"),
+        ("true", ""),
+        ("false", "[exit code: 1]"),
+        (
+            "doesntexist",
+            "bash: doesntexist: command not found\n[exit code: 127]",
+        ),
+        (
+            "echo out; exit_status() { return 5; }; exit_status",
+            "out\n[exit code: 5]",
+        ),
+        ("echo A!B", "A!B"),
+        ("printf 'tab\\there'", "tab\there"),
+    ];
+    for (cmd, want) in cases {
+        assert_eq!(f.run(cmd).await, want, "{cmd:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_persists_between_calls() {
+    let f = Fixture::new();
+    let root = f.root();
+    assert_eq!(f.run("mkdir -p sub/dir && cd sub").await, "");
+    assert_eq!(f.run("pwd").await, format!("{root}/sub"));
+    f.run("export GREETING=hello; LOCAL_ONLY=1").await;
+    assert_eq!(
+        f.run("echo $GREETING $LOCAL_ONLY; sh -c 'echo $GREETING'")
+            .await,
+        "hello 1\nhello"
+    );
+    f.run("greet() { echo \"hi $1\"; }").await;
+    assert_eq!(f.run("greet there").await, "hi there");
+    f.run("alias ll='echo aliased'").await;
+    assert_eq!(f.run("ll").await, "aliased");
+
+    // A virtualenv-style activation script.
+    std::fs::create_dir_all(format!("{root}/venv/bin")).unwrap();
+    std::fs::write(
+        format!("{root}/venv/bin/activate"),
+        "VIRTUAL_ENV=\"$(cd \"$(dirname \"${BASH_SOURCE[0]}\")/..\" && pwd)\"\nexport VIRTUAL_ENV\n_OLD_PATH=\"$PATH\"\nexport PATH=\"$VIRTUAL_ENV/bin:$PATH\"\nPS1=\"(venv) ${PS1-}\"\ndeactivate() { export PATH=\"$_OLD_PATH\"; unset VIRTUAL_ENV; unset -f deactivate; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        format!("{root}/venv/bin/tool"),
+        "#!/bin/sh\necho venv tool\n",
+    )
+    .unwrap();
+    f.run("chmod +x ../venv/bin/tool && source ../venv/bin/activate")
+        .await;
+    assert_eq!(
+        f.run("echo $VIRTUAL_ENV; tool").await,
+        format!("{root}/venv\nvenv tool")
+    );
+    f.run("deactivate").await;
+    assert_eq!(
+        f.run("echo ${VIRTUAL_ENV-none}; type tool >/dev/null 2>&1 || echo gone")
+            .await,
+        "none\ngone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_are_isolated_and_run_in_parallel() {
+    let f = Fixture::new();
+    f.run_as("a", "export WHO=a; cd /").await;
+    f.run_as("b", "export WHO=b").await;
+    assert_eq!(f.run_as("a", "echo $WHO $PWD").await, "a /");
+    assert_eq!(
+        f.run_as("b", "echo $WHO $PWD").await,
+        format!("b {}", f.root())
+    );
+
+    // 64 owners at once, each with its own shell.
+    let calls = (0..64).map(|i| {
+        let pool = f.pool.clone();
+        tokio::spawn(async move {
+            let owner = format!("owner-{i}");
+            pool.run(&owner, &format!("export N={i}")).await.unwrap();
+            pool.run(&owner, "echo $N:$$").await.unwrap()
+        })
+    });
+    let mut pids = std::collections::HashSet::new();
+    for (i, call) in calls.enumerate() {
+        let out = tokio::time::timeout(Duration::from_secs(120), call)
+            .await
+            .unwrap()
+            .unwrap();
+        let (n, pid) = out.split_once(':').unwrap();
+        assert_eq!(n, i.to_string());
+        assert!(pids.insert(pid.to_owned()), "shared shell pid {pid}");
+    }
+    assert_eq!(f.pool.owners().len(), 66);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_one_owner_run_in_arrival_order() {
+    let f = Fixture::new();
+    f.run("rm -f order.log").await;
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let pool = f.pool.clone();
+        handles.push(tokio::spawn(async move {
+            pool.run(
+                "agent",
+                &format!("sleep 0.0$(( {i} % 3 )); echo {i} >> order.log"),
+            )
+            .await
+        }));
+        // Let each call reach the owner's queue before the next one.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for h in handles {
+        h.await.unwrap().unwrap();
+    }
+    assert_eq!(f.run("tr '\\n' ' ' < order.log").await, "0 1 2 3 4 5 6 7 ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syntax_that_peers_get_wrong() {
+    let f = Fixture::new();
+    assert_eq!(
+        f.run("cat <<'EOF'\nline $HOME\n  indented\nEOF").await,
+        "line $HOME\n  indented"
+    );
+    assert_eq!(f.run("cat <<EOF\nx\nEOF\n").await, "x");
+    assert_eq!(f.run("tr a-z A-Z <<< 'here string'").await, "HERE STRING");
+    assert_eq!(f.run("echo one \\\n  two").await, "one two");
+    f.run("mkdir -p fx && touch fx/a.txt fx/b.txt").await;
+    assert_eq!(
+        f.run("find fx -name '*.txt' -exec echo found {} \\; | sort")
+            .await,
+        "found fx/a.txt\nfound fx/b.txt"
+    );
+    assert_eq!(f.run("echo commented # a comment").await, "commented");
+    assert_eq!(
+        f.run("echo 'single \"double\" $dollar' \"it's\"").await,
+        "single \"double\" $dollar it's"
+    );
+    assert_eq!(
+        f.run("for i in 1 2 3; do\n  echo $i\ndone").await,
+        "1\n2\n3"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_jobs_return_at_once_and_never_leak() {
+    let f = Fixture::new();
+    let started = std::time::Instant::now();
+    let out = f.run("sleep 60 &").await;
+    // bash reports the job it started; nothing else.
+    assert!(out.starts_with("[1] "), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let out = f
+        .run("(sleep 0.2; echo from-background) & sleep 0.01")
+        .await;
+    assert!(out.starts_with("[2] "), "{out:?}");
+    // Let the background job print and finish between calls.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(f.run("echo next").await, "next");
+    assert_eq!(f.run("echo again").await, "again");
+    f.run("kill %1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_ending_is_reported_and_reset() {
+    let f = Fixture::new();
+    let root = f.root();
+    f.run("cd / && export KEPT=1").await;
+    let out = f.run("echo bye; exit 3").await;
+    assert!(out.starts_with("bye\n"), "{out:?}");
+    assert!(
+        out.ends_with(&format!("[shell exited: code 3]\n{RESET}")),
+        "{out:?}"
+    );
+    assert_eq!(
+        f.run("echo ${KEPT-unset} $PWD").await,
+        format!("unset {root}")
+    );
+
+    assert_eq!(
+        f.run("kill -9 $$").await,
+        format!("[shell killed by signal: SIGKILL]\n{RESET}")
+    );
+    assert_eq!(
+        f.run("exec true").await,
+        format!("[shell exited: code 0]\n{RESET}")
+    );
+    assert_eq!(f.run("echo alive").await, "alive");
+
+    let out = f.run("set -e; false").await;
+    assert!(
+        out.ends_with(&format!("[shell exited: code 1]\n{RESET}")),
+        "{out:?}"
+    );
+    assert_eq!(f.run("echo fresh").await, "fresh");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nounset_keeps_the_protocol_working() {
+    let f = Fixture::new();
+    assert_eq!(f.run("set -u").await, "");
+    assert_eq!(
+        f.run("echo $NOT_SET_ANYWHERE").await,
+        "bash: NOT_SET_ANYWHERE: unbound variable\n[exit code: 1]"
+    );
+    assert_eq!(f.run("echo still fine").await, "still fine");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_kills_reports_partial_output_and_resets() {
+    let f = Fixture::with(|c| ShellConfig {
+        timeout: Duration::from_millis(1500),
+        ..c
+    });
+    f.run("cd / && export GONE=1").await;
+    let out = f.run("echo partial; sleep 1000 & sleep 1000").await;
+    assert!(
+        out.starts_with("Your command timed out after 2 seconds or experienced an OOM error. Below is partial output:\n"),
+        "{out:?}"
+    );
+    assert!(out.contains("\npartial\n"), "{out:?}");
+    assert!(out.ends_with(RESET), "{out:?}");
+    assert_eq!(
+        f.run("echo ${GONE-unset} $PWD").await,
+        format!("unset {}", f.root())
+    );
+    let quiet = f.run("sleep 1000").await;
+    assert_eq!(
+        quiet,
+        format!(
+            "Your command timed out after 2 seconds or experienced an OOM error. Below is partial output:\n{RESET}"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_resets_even_after_the_marker() {
+    let f = Fixture::new();
+    f.run("export BEFORE=1").await;
+    // A cancel that fires at once: the command may even finish, the result is discarded.
+    let err = f
+        .pool
+        .run_with_cancel("agent", "export SHOULD_NOT_SURVIVE=1", async {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ShellError::Cancelled { .. }));
+    assert_eq!(
+        f.run("echo ${BEFORE-reset} ${SHOULD_NOT_SURVIVE-gone}")
+            .await,
+        "reset gone"
+    );
+
+    // Dropping the call's future after the command finished and its end
+    // marker was printed, before the future saw it: still a reset.
+    f.run("export BEFORE=1").await;
+    let flag = format!("{}/dropped.flag", f.root());
+    {
+        let mut call = Box::pin(
+            f.pool
+                .run("agent", "export DROPPED=1; touch dropped.flag; sleep 0.3"),
+        );
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut polls = 0;
+        while !std::path::Path::new(&flag).exists() {
+            assert!(
+                call.as_mut().poll(&mut cx).is_pending(),
+                "the call finished early"
+            );
+            polls += 1;
+            assert!(polls < 2000, "the command never ran");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The end marker is printed 0.3 s later; let it arrive, unread.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        drop(call);
+    }
+    assert_eq!(
+        f.run("echo ${BEFORE-reset} ${DROPPED-gone}").await,
+        "reset gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_markers_cannot_end_a_call() {
+    let f = Fixture::new();
+    // The only marker a command can read is its own start marker (PS0).
+    let start = f.run("printf '%s' \"$PS0\"").await;
+    assert_eq!(start.len(), 32, "{start:?}");
+    for _ in 0..2 {
+        let out = f
+            .run(&format!(
+                "echo '{start}0#'; printf '%s0#\\n' \"$PS0\" \"$PS1\"; echo '{start}'; echo done"
+            ))
+            .await;
+        assert!(out.starts_with(&format!("{start}0#\n")), "{out:?}");
+        assert!(out.ends_with("\ndone"), "{out:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_protocol_survives_what_commands_do_to_the_shell() {
+    let f = Fixture::new();
+    let hostile = [
+        "printf() { echo HIJACKED; }",
+        "echo() { command echo \"HIJACKED $*\"; }",
+        "read() { :; }",
+        "builtin() { :; }",
+        "alias eval='false'",
+        "alias printf='false'",
+        "IFS=:",
+        "PS1='$ '",
+        "PROMPT_COMMAND='PS1=\"> \"; command echo prompt-noise'",
+        "trap 'true' DEBUG",
+        "trap 'true' ERR",
+        "trap 'command echo exit-trap' EXIT",
+        "stty echo",
+    ];
+    for cmd in hostile {
+        assert_eq!(f.run(cmd).await, "", "{cmd}");
+        assert_eq!(
+            f.run("command printf '%s\\n' ok").await,
+            "ok",
+            "after {cmd}"
+        );
+    }
+    let out = f.run("set -x; command printf 'traced\\n'").await;
+    assert!(out.contains("traced"), "{out:?}");
+    let out = f.run("set +x; set -v; command printf 'verbose\\n'").await;
+    assert!(out.contains("verbose"), "{out:?}");
+    f.run("set +v").await;
+    // Raw control characters and tabs inside the command.
+    assert_eq!(
+        f.run("command printf '%s' $'a\\tb' | od -An -c | tr -s ' '")
+            .await,
+        " a \\t b"
+    );
+    assert_eq!(
+        f.run("X='\u{3}\u{4}\u{7f}'; command printf '%s' \"$X\" | od -An -tx1")
+            .await
+            .trim(),
+        "03 04 7f"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_commands_and_long_output() {
+    let f = Fixture::new();
+    // A 100 kB command, well past the terminal's 4 KiB line limit.
+    let payload = "x".repeat(100_000);
+    assert_eq!(
+        f.run(&format!("V='{payload}'; echo ${{#V}}")).await,
+        "100000"
+    );
+    let many = (0..3000)
+        .map(|i| format!("echo {i} >/dev/null"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(f.run(&format!("{many}\necho last")).await, "last");
+
+    // 50,000 lines are clipped to max_output_chars with the note.
+    let out = f.run("seq 1 50000").await;
+    assert!(out.ends_with(CLIP_NOTE));
+    assert_eq!(out.chars().count(), 16_000 + CLIP_NOTE.chars().count());
+    assert!(out.starts_with("1\n2\n3\n"));
+    assert_eq!(f.run("echo after").await, "after");
+
+    // A 200 kB single line.
+    let out = f.run("head -c 200000 /dev/zero | tr '\\0' y; echo").await;
+    assert_eq!(out.chars().count(), 16_000 + CLIP_NOTE.chars().count());
+    assert!(out.starts_with("yyyy"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_is_normalized_for_the_model() {
+    let f = Fixture::new();
+    assert_eq!(
+        f.run("printf '\\xff\\xfe\\x00ok'").await,
+        "\u{FFFD}\u{FFFD}\u{0}ok"
+    );
+    assert_eq!(
+        f.run("for p in 10 50 100; do printf '\\rprogress %3d%%' $p; done; echo")
+            .await,
+        "progress 100%"
+    );
+    assert_eq!(
+        f.run("printf '\\033[1;31mred\\033[0m plain\\n'").await,
+        "red plain"
+    );
+    assert_eq!(f.run("printf 'a\\r\\nb\\n'").await, "a\nb");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_waiting_for_input_do_not_hang() {
+    let f = Fixture::new();
+    assert_eq!(f.run("cat").await, INPUT_EOF_NOTE);
+    assert_eq!(
+        f.run("read x; echo \"got [$x]\"").await,
+        format!("got []\n{INPUT_EOF_NOTE}")
+    );
+    assert_eq!(f.run("echo usable").await, "usable");
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let out = f.run("python3 -q").await;
+        assert!(out.contains(INPUT_EOF_NOTE), "{out:?}");
+        assert_eq!(f.run("echo still usable").await, "still usable");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_working_directory_is_survivable() {
+    let f = Fixture::new();
+    f.run("mkdir doomed && cd doomed && rmdir ../doomed").await;
+    let out = f.run("ls").await;
+    assert!(out.ends_with("[exit code: 2]") || out.is_empty(), "{out:?}");
+    assert_eq!(
+        f.run("cd .. 2>/dev/null || cd /; echo recovered").await,
+        "recovered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_calls_and_schema() {
+    let f = Fixture::new();
+    for args in [json!({"command": ""}), json!({}), json!({"command": 3})] {
+        let err = f.pool.execute("agent", &args).await.unwrap_err();
+        assert_eq!(err.to_string(), "command must be a non-empty string");
+    }
+    assert_eq!(
+        f.pool
+            .execute("agent", &json!({"command": "echo ok"}))
+            .await
+            .unwrap(),
+        "ok"
+    );
+    let schema = f.pool.schema();
+    assert_eq!(
+        schema,
+        json!({
+            "name": "bash",
+            "description": "Run commands in a persistent bash shell. State, including the current directory and exported environment variables, persists across calls for this agent.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "The bash command to run. Relative path is preferred in the command."}},
+                "required": ["command"]
+            }
+        })
+    );
+}

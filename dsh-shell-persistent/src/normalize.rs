@@ -31,7 +31,7 @@ enum Esc {
     /// Inside `ESC ] ...`, `ESC P ...` etc. until BEL or `ESC \`.
     Str,
     /// Saw ESC inside a string: `\` ends it.
-    StrEsc,
+    StrEscape,
     /// `ESC` + intermediates until a final byte.
     Intermediate,
 }
@@ -173,10 +173,10 @@ impl Normalizer {
                 Esc::Intermediate if (0x30..=0x7e).contains(&code) => Esc::None,
                 Esc::Intermediate => Esc::Intermediate,
                 Esc::Str if c == '\x07' => Esc::None,
-                Esc::Str if c == '\x1b' => Esc::StrEsc,
+                Esc::Str if c == '\x1b' => Esc::StrEscape,
                 Esc::Str => Esc::Str,
-                Esc::StrEsc if c == '\\' => Esc::None,
-                Esc::StrEsc => Esc::Str,
+                Esc::StrEscape if c == '\\' => Esc::None,
+                Esc::StrEscape => Esc::Str,
                 Esc::None => Esc::None,
             };
             if self.esc == Esc::None {

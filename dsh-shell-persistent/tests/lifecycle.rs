@@ -1,0 +1,247 @@
+//! Process trees, pool shutdown, the sh dialect, and quoting through real bash.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use dsh_shell_persistent::{Dialect, ShellConfig, ShellError, ShellPool};
+
+const BOUND: Duration = Duration::from_secs(30);
+
+fn pool(f: impl FnOnce(ShellConfig) -> ShellConfig) -> ShellPool {
+    ShellPool::new(f(ShellConfig::new(std::env::temp_dir()))).unwrap()
+}
+
+async fn run(pool: &ShellPool, owner: &str, cmd: &str) -> String {
+    tokio::time::timeout(BOUND, pool.run(owner, cmd))
+        .await
+        .unwrap_or_else(|_| panic!("{cmd:?} hung"))
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
+}
+
+/// Live (non-zombie) processes whose session id is `sid`.
+fn session_members(sid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .collect();
+        if fields[3] == sid.to_string() && fields[0] != "Z" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+async fn wait_until_empty(sid: i32) -> Vec<i32> {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let left = session_members(sid);
+        if left.is_empty() || tokio::time::Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const JOBS: &str = "sleep 1001 & (trap '' HUP TERM; exec sleep 1002) & ( (sleep 1003 &) ); nohup sleep 1004 >/dev/null 2>&1 & echo $$";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_an_owner_kills_its_whole_tree() {
+    let pool = pool(|c| c);
+    let out = run(&pool, "a", JOBS).await;
+    let sid: i32 = out.lines().last().unwrap().parse().unwrap();
+    assert!(
+        session_members(sid).len() >= 5,
+        "{:?}",
+        session_members(sid)
+    );
+    pool.close_owner("a").await;
+    assert_eq!(wait_until_empty(sid).await, Vec::<i32>::new());
+    // The owner gets a fresh shell afterwards.
+    assert_ne!(run(&pool, "a", "echo $$").await, sid.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_pool_kills_every_tree() {
+    let pool = pool(|c| c);
+    let mut sids = Vec::new();
+    for owner in ["a", "b"] {
+        let out = run(&pool, owner, JOBS).await;
+        sids.push(out.lines().last().unwrap().parse::<i32>().unwrap());
+    }
+    drop(pool);
+    for sid in sids {
+        assert_eq!(wait_until_empty(sid).await, Vec::<i32>::new());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "echo $$ > {}; sleep 1000; exec bash --norc --noprofile --noediting -i",
+        pid_file.display()
+    );
+    let pool = pool(|c| ShellConfig {
+        argv: Some(vec!["bash".into(), "-c".into(), script]),
+        ..c
+    });
+    let call = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.run("a", "echo never").await }
+    });
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while !pid_file.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the shell never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    pool.close_all().await;
+    let result = tokio::time::timeout(BOUND, call).await.unwrap().unwrap();
+    assert!(matches!(result, Err(ShellError::Closed)), "{result:?}");
+    assert_eq!(wait_until_empty(pid).await, Vec::<i32>::new());
+    assert!(matches!(
+        pool.run("b", "echo x").await,
+        Err(ShellError::Closed)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interactive_hosts_can_answer_a_command() {
+    let pool = pool(|c| ShellConfig {
+        on_input_wait: dsh_shell_persistent::InputWait::Wait,
+        ..c
+    });
+    run(&pool, "a", "true").await;
+    let call = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            pool.run("a", "read -r answer; echo \"answer=$answer\"")
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    pool.send_input("a", b"forty-two\n").await.unwrap();
+    let out = tokio::time::timeout(BOUND, call)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(out, "answer=forty-two");
+    assert!(matches!(
+        pool.send_input("nobody", b"x").await,
+        Err(ShellError::NotRunning)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sh_dialect_keeps_the_same_contract() {
+    if std::process::Command::new("sh")
+        .arg("-c")
+        .arg("true")
+        .status()
+        .is_err()
+    {
+        eprintln!("skipped: no sh on this machine");
+        return;
+    }
+    let pool = pool(|c| ShellConfig {
+        dialect: Dialect::Sh,
+        timeout: Duration::from_secs(2),
+        ..c
+    });
+    assert_eq!(pool.schema()["name"], "sh");
+    assert_eq!(run(&pool, "a", "echo hi").await, "hi");
+    assert_eq!(run(&pool, "a", "cd / && X=1; export Y=2").await, "");
+    assert_eq!(run(&pool, "a", "echo $PWD $X $Y").await, "/ 1 2");
+    assert_eq!(run(&pool, "a", "false").await, "[exit code: 1]");
+    assert_eq!(run(&pool, "a", "printf '\\nx'").await, "\nx");
+    assert_eq!(
+        run(&pool, "a", "cat <<EOF\nmulti\nline\nEOF").await,
+        "multi\nline"
+    );
+    assert_eq!(run(&pool, "a", "echo 'it'\\''s'").await, "it's");
+    let out = run(&pool, "a", "exit 4").await;
+    assert!(out.ends_with("[shell exited: code 4]\nThe persistent sh shell was reset; the next sh call starts from the workspace with a fresh current directory and environment."), "{out:?}");
+    let out = run(&pool, "a", "sleep 100").await;
+    assert!(
+        out.starts_with("Your command timed out after 2 seconds"),
+        "{out:?}"
+    );
+    assert_eq!(run(&pool, "a", "echo back").await, "back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pwsh_dialect_where_pwsh_exists() {
+    if std::process::Command::new("pwsh")
+        .arg("-Version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "skipped: pwsh is not installed on this machine; its quoting is unit-tested in dialect.rs"
+        );
+        return;
+    }
+    let pool = pool(|c| ShellConfig {
+        dialect: Dialect::Pwsh,
+        ..c
+    });
+    assert_eq!(run(&pool, "a", "Write-Output 'hi'").await, "hi");
+    assert_eq!(run(&pool, "a", "$global:x = 5").await, "");
+    assert_eq!(run(&pool, "a", "Write-Output $x").await, "5");
+    assert!(
+        run(&pool, "a", "exit 3")
+            .await
+            .contains("[shell exited: code 3]")
+    );
+}
+
+mod quoting {
+    use dsh_shell_persistent::quote::{bash_ansi_c, posix_single};
+    use proptest::prelude::*;
+
+    fn bash_printf(quoted: &str) -> Vec<u8> {
+        let out = std::process::Command::new("bash")
+            .args([
+                "--norc",
+                "--noprofile",
+                "-c",
+                &format!("printf %s {quoted}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Any string (but NUL, which no shell string can hold) quoted for
+        /// bash comes back from real bash byte for byte.
+        #[test]
+        fn ansi_c_quoting_round_trips_through_bash(s in "[^\\x00]{0,40}") {
+            prop_assert_eq!(bash_printf(&bash_ansi_c(&s)), s.as_bytes());
+        }
+
+        #[test]
+        fn posix_quoting_round_trips_through_bash(s in "[^\\x00-\\x1f\\x7f]{0,40}") {
+            prop_assert_eq!(bash_printf(&posix_single(&s)), s.as_bytes());
+        }
+    }
+}

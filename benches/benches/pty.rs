@@ -6,89 +6,14 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benches::{RawPty, SEQ_BYTES};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dsh_pty::{NativeBackend, OutputStream, PortableBackend, PtyBackend, PtySession, SpawnSpec};
-use nix::sys::termios::{self, LocalFlags, OutputFlags, SetArg};
 
 const SEQ: &str = "seq 1 3000000";
-/// Bytes `seq 1 3000000` prints (before `\n` becomes `\r\n`).
-const SEQ_BYTES: u64 = 22_888_896;
-
-/// The raw baseline: bash on a pty, driven with blocking reads and writes.
-struct Raw {
-    master: File,
-    child: Child,
-    buf: Vec<u8>,
-}
-
-impl Raw {
-    fn spawn(opost: bool) -> Raw {
-        let pty = nix::pty::openpty(None, None).unwrap();
-        let mut modes = termios::tcgetattr(&pty.slave).unwrap();
-        modes.local_flags.remove(LocalFlags::ECHO);
-        modes.output_flags.set(OutputFlags::OPOST, opost);
-        termios::tcsetattr(&pty.slave, SetArg::TCSANOW, &modes).unwrap();
-        let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
-        let mut cmd = Command::new("bash");
-        cmd.args(["--norc", "--noprofile", "--noediting"])
-            .env("PS1", "")
-            .env("TERM", "dumb")
-            .stdin(stdio(&pty.slave))
-            .stdout(stdio(&pty.slave))
-            .stderr(stdio(&pty.slave));
-        // SAFETY: setsid and ioctl are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                libc::ioctl(0, libc::TIOCSCTTY as _, 0);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().unwrap();
-        drop(pty.slave);
-        Raw {
-            master: File::from(pty.master),
-            child,
-            buf: vec![0; 64 * 1024],
-        }
-    }
-
-    /// Sends `command` and reads until `needle`; returns bytes read.
-    fn run(&mut self, command: &str, needle: &[u8]) -> usize {
-        self.master.write_all(command.as_bytes()).unwrap();
-        let mut tail: Vec<u8> = Vec::new();
-        let mut total = 0;
-        loop {
-            let n = self.master.read(&mut self.buf).unwrap();
-            total += n;
-            tail.extend_from_slice(&self.buf[..n]);
-            if memchr_find(&tail, needle) {
-                return total;
-            }
-            let keep = needle.len().min(tail.len());
-            tail.drain(..tail.len() - keep);
-        }
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(hay, needle).is_some()
-}
 
 /// A `dsh-pty` session plus its output stream.
 struct Tokio {
@@ -117,7 +42,7 @@ impl Tokio {
             let chunk = self.out.recv().await.unwrap();
             total += chunk.len();
             tail.extend_from_slice(&chunk);
-            if memchr_find(&tail, needle) {
+            if memchr::memmem::find(&tail, needle).is_some() {
                 return total;
             }
             let keep = needle.len().min(tail.len());
@@ -145,13 +70,13 @@ fn round_trip(c: &mut Criterion) {
     let mut group = c.benchmark_group("pty_round_trip");
     group.measurement_time(Duration::from_secs(5));
 
-    let mut raw = Raw::spawn(true);
+    let mut raw = RawPty::spawn(true).unwrap();
     let mut n = 0u64;
     group.bench_function("raw_openpty_blocking", |b| {
         b.iter(|| {
             n += 1;
             let (cmd, needle) = round_trip_command(n);
-            raw.run(&cmd, &needle)
+            raw.run(&cmd, &needle).unwrap()
         })
     });
     drop(raw);
@@ -187,9 +112,9 @@ fn throughput(c: &mut Criterion) {
 
     for opost in [true, false] {
         let label = if opost { "opost" } else { "raw-output" };
-        let mut raw = Raw::spawn(opost);
+        let mut raw = RawPty::spawn(opost).unwrap();
         group.bench_function(format!("raw_openpty_blocking/{label}"), |b| {
-            b.iter(|| raw.run(&command, b"DONE:"))
+            b.iter(|| raw.run(&command, b"DONE:").unwrap())
         });
         drop(raw);
         for backend in backends() {

@@ -1,1 +1,85 @@
-//! Criterion benches of the dsh-rs crates; see `benches/benches/`.
+//! Criterion benches of the dsh-rs crates (see `benches/`), and the baselines
+//! they share.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+
+use nix::sys::termios::{self, LocalFlags, OutputFlags, SetArg};
+
+/// Bytes `seq 1 3000000` prints (before a terminal turns `\n` into `\r\n`).
+pub const SEQ_BYTES: u64 = 22_888_896;
+
+/// The raw baseline: bash on a pseudo-terminal from `openpty`, driven with
+/// blocking reads and writes and no async runtime: the least any PTY tool
+/// must do.
+#[derive(Debug)]
+pub struct RawPty {
+    master: File,
+    child: Child,
+    buf: Vec<u8>,
+}
+
+impl RawPty {
+    /// Starts `bash --norc --noprofile --noediting` with echo off and output
+    /// post-processing as given.
+    pub fn spawn(opost: bool) -> io::Result<RawPty> {
+        let pty = nix::pty::openpty(None, None)?;
+        let mut modes = termios::tcgetattr(&pty.slave)?;
+        modes.local_flags.remove(LocalFlags::ECHO);
+        modes.output_flags.set(OutputFlags::OPOST, opost);
+        termios::tcsetattr(&pty.slave, SetArg::TCSANOW, &modes)?;
+        let stdio = |fd: &OwnedFd| fd.try_clone().map(Stdio::from);
+        let mut cmd = Command::new("bash");
+        cmd.args(["--norc", "--noprofile", "--noediting"])
+            .env("PS1", "")
+            .env("TERM", "dumb")
+            .stdin(stdio(&pty.slave)?)
+            .stdout(stdio(&pty.slave)?)
+            .stderr(stdio(&pty.slave)?);
+        // SAFETY: setsid and ioctl are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                libc::ioctl(0, libc::TIOCSCTTY as _, 0);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        drop(pty.slave);
+        Ok(RawPty {
+            master: File::from(pty.master),
+            child,
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    /// Writes `command` and reads until `needle` was seen; returns the bytes read.
+    pub fn run(&mut self, command: &str, needle: &[u8]) -> io::Result<usize> {
+        self.master.write_all(command.as_bytes())?;
+        let mut tail = Vec::new();
+        let mut total = 0;
+        loop {
+            let n = self.master.read(&mut self.buf)?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            total += n;
+            tail.extend_from_slice(&self.buf[..n]);
+            if memchr::memmem::find(&tail, needle).is_some() {
+                return Ok(total);
+            }
+            let keep = needle.len().min(tail.len());
+            tail.drain(..tail.len() - keep);
+        }
+    }
+}
+
+impl Drop for RawPty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

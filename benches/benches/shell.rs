@@ -1,0 +1,142 @@
+//! The persistent shell tool: marker scanning next to `memmem` on the same
+//! buffer, and whole-call round trip and throughput next to the raw PTY.
+//!
+//! ```text
+//! cargo bench -p benches --bench shell
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use benches::{RawPty, SEQ_BYTES};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dsh_pty::{NativeBackend, PtyBackend, SpawnSpec};
+use dsh_shell_persistent::marker::CallScanner;
+use dsh_shell_persistent::{ShellConfig, ShellPool};
+
+const START: &str = "0123456789abcdef0123456789abcdef";
+const END: &str = "fedcba9876543210fedcba9876543210";
+
+fn scanning(c: &mut Criterion) {
+    // 64 MiB of `seq`-like output, then the end marker.
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
+    buf.extend_from_slice(START.as_bytes());
+    let mut i = 0u64;
+    while buf.len() < 64 << 20 {
+        buf.extend_from_slice(format!("{i}\n").as_bytes());
+        i += 1;
+    }
+    buf.extend_from_slice(END.as_bytes());
+    buf.extend_from_slice(b"0#");
+
+    let mut group = c.benchmark_group("marker_scan_64MiB");
+    group.throughput(Throughput::Bytes(buf.len() as u64));
+    group.sample_size(20);
+    group.bench_function("memmem_find_whole_buffer", |b| {
+        let finder = memchr::memmem::Finder::new(END.as_bytes());
+        b.iter(|| finder.find(&buf))
+    });
+    for chunk in [4 << 10, 16 << 10, 64 << 10] {
+        group.bench_function(format!("call_scanner_{}KiB_chunks", chunk >> 10), |b| {
+            b.iter(|| {
+                let mut scanner = CallScanner::new(START, END);
+                let mut out = 0usize;
+                for piece in buf.chunks(chunk) {
+                    scanner.feed(piece, &mut |b| out += b.len());
+                }
+                out
+            })
+        });
+    }
+    group.finish();
+}
+
+fn round_trip(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut group = c.benchmark_group("shell_round_trip_true");
+    group.measurement_time(Duration::from_secs(5));
+
+    let mut raw = RawPty::spawn(false).unwrap();
+    let mut n = 0u64;
+    group.bench_function("raw_openpty_blocking", |b| {
+        b.iter(|| {
+            n += 1;
+            raw.run(
+                &format!("true; printf 'RT%s:\\n' {n}\n"),
+                format!("RT{n}:").as_bytes(),
+            )
+            .unwrap()
+        })
+    });
+    drop(raw);
+
+    let mut session = rt
+        .block_on(
+            NativeBackend::new().spawn(
+                SpawnSpec::new("bash")
+                    .args(["--norc", "--noprofile", "--noediting"])
+                    .env("PS1", "")
+                    .echo(false)
+                    .output_processing(false),
+            ),
+        )
+        .unwrap();
+    let mut out = session.take_output().unwrap();
+    group.bench_function("dsh_pty_native", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    n += 1;
+                    let needle = format!("RT{n}:");
+                    session
+                        .write_all(format!("true; printf 'RT%s:\\n' {n}\n").as_bytes())
+                        .await
+                        .unwrap();
+                    let mut tail = Vec::new();
+                    while memchr::memmem::find(&tail, needle.as_bytes()).is_none() {
+                        tail.extend_from_slice(&out.recv().await.unwrap());
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
+    drop(out);
+    drop(session);
+
+    let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
+    rt.block_on(pool.run("bench", "true")).unwrap();
+    group.bench_function("dsh_shell_persistent", |b| {
+        b.iter(|| rt.block_on(pool.run("bench", "true")).unwrap())
+    });
+    group.finish();
+    rt.block_on(pool.close_all());
+}
+
+fn throughput(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut group = c.benchmark_group("shell_seq_3M");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(15));
+    group.throughput(Throughput::Bytes(SEQ_BYTES));
+
+    let mut raw = RawPty::spawn(false).unwrap();
+    group.bench_function("raw_openpty_blocking", |b| {
+        b.iter(|| {
+            raw.run("seq 1 3000000; printf 'DO%s:\\n' NE\n", b"DONE:")
+                .unwrap()
+        })
+    });
+    drop(raw);
+
+    let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
+    group.bench_function("dsh_shell_persistent", |b| {
+        b.iter(|| rt.block_on(pool.run("bench", "seq 1 3000000")).unwrap())
+    });
+    group.finish();
+    rt.block_on(pool.close_all());
+}
+
+criterion_group!(benches, scanning, round_trip, throughput);
+criterion_main!(benches);

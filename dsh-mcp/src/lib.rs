@@ -1,0 +1,28 @@
+//! `dsh-mcp`: the persistent shell and `str_replace_editor` as a Model Context
+//! Protocol server over stdio, so any MCP client can use the two tools.
+//!
+//! One server process is one owner: one persistent shell, calls in arrival
+//! order. The binary's flags are documented in the README and in
+//! `dsh-mcp --help`; this library holds the server so it can be embedded.
+//!
+//! ```no_run
+//! use dsh_editor::{Editor, fs::LocalFs};
+//! use dsh_mcp::DshServer;
+//! use dsh_shell_persistent::{ShellConfig, ShellPool};
+//! use rmcp::ServiceExt;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = ShellPool::new(ShellConfig::new("/workspace"))?;
+//! let server = DshServer::new(pool, Editor::new(LocalFs::new()), None);
+//! let running = server.clone().serve(rmcp::transport::stdio()).await?;
+//! running.waiting().await?;
+//! server.pool().close_all().await;
+//! # Ok(()) }
+//! ```
+
+mod log;
+mod server;
+pub mod transport;
+
+pub use log::{SessionLog, rfc3339};
+pub use server::{DshServer, OWNER};

@@ -1,0 +1,141 @@
+//! The MCP server: exactly two tools, one owner.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use dsh_editor::fs::LocalFs;
+use dsh_editor::{Editor, TOOL_NAME as EDITOR_TOOL};
+use dsh_shell_persistent::{ShellError, ShellPool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
+
+use crate::SessionLog;
+
+/// The owner id of the server's one shell.
+pub const OWNER: &str = "mcp";
+
+/// The two tools over MCP.
+#[derive(Debug, Clone)]
+pub struct DshServer {
+    pool: ShellPool,
+    editor: Arc<Editor<LocalFs>>,
+    log: Option<Arc<SessionLog>>,
+}
+
+impl DshServer {
+    /// A server over `pool` and `editor`, logging calls to `log` if given.
+    pub fn new(pool: ShellPool, editor: Editor<LocalFs>, log: Option<SessionLog>) -> Self {
+        DshServer {
+            pool,
+            editor: Arc::new(editor),
+            log: log.map(Arc::new),
+        }
+    }
+
+    /// The shell pool (to close it on shutdown).
+    pub fn pool(&self) -> &ShellPool {
+        &self.pool
+    }
+
+    /// The two tool definitions, as MCP lists them.
+    pub fn tools(&self) -> Vec<Tool> {
+        [self.pool.schema(), self.editor.schema()]
+            .into_iter()
+            .map(|schema| {
+                let name = schema["name"].as_str().unwrap_or_default().to_owned();
+                let description = schema["description"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let input = match &schema["parameters"] {
+                    Value::Object(map) => map.clone(),
+                    _ => Map::new(),
+                };
+                Tool::new(name, description, Arc::new(input))
+            })
+            .collect()
+    }
+
+    /// Runs one tool call; `Err` holds the model-visible error text.
+    async fn dispatch(
+        &self,
+        name: &str,
+        arguments: &Value,
+        cancel: impl std::future::Future<Output = ()>,
+    ) -> Result<String, String> {
+        if name == self.pool.tool_name() {
+            let command = arguments
+                .get("command")
+                .and_then(Value::as_str)
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| ShellError::EmptyCommand.to_string())?;
+            self.pool
+                .run_with_cancel(OWNER, command, cancel)
+                .await
+                .map_err(|e| e.to_string())
+        } else if name == EDITOR_TOOL {
+            self.editor
+                .execute(arguments)
+                .await
+                .map_err(|e| e.to_string())
+        } else {
+            Err(format!(
+                "Unknown tool `{name}`. The available tools are `{}` and `{EDITOR_TOOL}`.",
+                self.pool.tool_name()
+            ))
+        }
+    }
+}
+
+impl ServerHandler for DshServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        config.server_info = Implementation::new("dsh-mcp", env!("CARGO_PKG_VERSION"));
+        config
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let ct = context.ct.clone();
+        let outcome = self
+            .dispatch(
+                &request.name,
+                &arguments,
+                async move { ct.cancelled().await },
+            )
+            .await;
+        let (text, is_error) = match outcome {
+            Ok(text) => (text, false),
+            Err(text) => (text, true),
+        };
+        if let Some(log) = &self.log {
+            let ms = started.elapsed().as_millis() as u64;
+            log.record(&request.name, &arguments, &text, is_error, ms);
+        }
+        let content = vec![ContentBlock::text(text)];
+        Ok(if is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        }
+        .into())
+    }
+}

@@ -1,0 +1,328 @@
+//! Drives the real `dsh-mcp` binary over stdio, as an MCP client would.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const BOUND: Duration = Duration::from_secs(60);
+
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Client {
+    async fn start(workspace: &Path, extra: &[&str]) -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .arg("--workspace")
+            .arg(workspace)
+            .args(extra)
+            .env_remove("DSH_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut client = Client {
+            child,
+            stdin,
+            lines,
+        };
+        let init = client
+            .request(
+                1,
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test-client", "version": "0"}
+                }),
+            )
+            .await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "dsh-mcp", "{init}");
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.send_raw(&message.to_string()).await;
+    }
+
+    /// The next message whose id is `id`.
+    async fn response(&mut self, id: Value) -> Value {
+        tokio::time::timeout(BOUND, async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("server closed stdout");
+                let message: Value = serde_json::from_str(&line).unwrap();
+                if message["id"] == id {
+                    return message;
+                }
+            }
+        })
+        .await
+        .expect("no response")
+    }
+
+    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.response(json!(id)).await
+    }
+
+    /// `(text, is_error)` of a tool call.
+    async fn call(&mut self, id: u64, tool: &str, arguments: Value) -> (String, bool) {
+        let r = self
+            .request(
+                id,
+                "tools/call",
+                json!({"name": tool, "arguments": arguments}),
+            )
+            .await;
+        let result = &r["result"];
+        assert!(
+            result.is_object(),
+            "tools/call must not be a protocol error: {r}"
+        );
+        let content = result["content"].as_array().unwrap();
+        assert_eq!(content.len(), 1, "{r}");
+        assert_eq!(content[0]["type"], "text");
+        (
+            content[0]["text"].as_str().unwrap().to_owned(),
+            result["isError"].as_bool().unwrap_or(false),
+        )
+    }
+
+    async fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take()); // EOF
+        tokio::time::timeout(BOUND, self.child.wait())
+            .await
+            .expect("server did not exit")
+            .unwrap()
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+}
+
+async fn gone(pid: i32) -> bool {
+    for _ in 0..500 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let logs = ws.join("logs");
+    let mut c = Client::start(&ws, &["--session-log", logs.to_str().unwrap()]).await;
+
+    let list = c.request(2, "tools/list", json!({})).await;
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bash", "str_replace_editor"]);
+    assert_eq!(tools[0]["inputSchema"]["required"], json!(["command"]));
+    assert_eq!(
+        tools[1]["inputSchema"]["required"],
+        json!(["command", "path"])
+    );
+
+    assert_eq!(
+        c.call(
+            3,
+            "bash",
+            json!({"command": "cd sub 2>/dev/null || mkdir sub && cd sub; export X=42"})
+        )
+        .await,
+        (String::new(), false)
+    );
+    assert_eq!(
+        c.call(4, "bash", json!({"command": "echo $X $PWD"})).await,
+        (format!("42 {}/sub", ws.display()), false)
+    );
+    assert_eq!(
+        c.call(5, "bash", json!({"command": "false"})).await,
+        ("[exit code: 1]".into(), false)
+    );
+    assert_eq!(
+        c.call(6, "bash", json!({"command": ""})).await,
+        ("command must be a non-empty string".into(), true)
+    );
+    let pid: i32 = c
+        .call(7, "bash", json!({"command": "sleep 1000 & echo $$"}))
+        .await
+        .0
+        .lines()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let file = ws.join("sub/notes.txt");
+    let path = file.to_str().unwrap();
+    assert_eq!(
+        c.call(
+            8,
+            "str_replace_editor",
+            json!({"command": "create", "path": path, "file_text": "a\nb\n"})
+        )
+        .await,
+        (format!("New file created successfully at: {path}"), false)
+    );
+    assert_eq!(
+        c.call(
+            9,
+            "str_replace_editor",
+            json!({"command": "str_replace", "path": path, "old_str": "b", "new_str": "B"})
+        )
+        .await,
+        (
+            format!("The file {path} has been edited successfully."),
+            false
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "a\nB\n");
+    assert_eq!(
+        c.call(10, "bash", json!({"command": "cat notes.txt"}))
+            .await,
+        ("a\nB".into(), false)
+    );
+    assert_eq!(
+        c.call(11, "str_replace_editor", json!({"command": "view", "path": "notes.txt"})).await,
+        ("The path notes.txt is not an absolute path, it should start with `/`. Maybe you meant /notes.txt?".into(), true)
+    );
+    assert_eq!(
+        c.call(
+            12,
+            "str_replace_editor",
+            json!({"command": "insert", "path": path, "insert_line": "x", "new_str": "y"})
+        )
+        .await,
+        (
+            "Parameter `insert_line` must be an integer, but got a string.".into(),
+            true
+        )
+    );
+    let (text, is_error) = c.call(13, "rm_rf", json!({})).await;
+    assert!(is_error);
+    assert_eq!(
+        text,
+        "Unknown tool `rm_rf`. The available tools are `bash` and `str_replace_editor`."
+    );
+
+    // Malformed JSON-RPC gets a JSON-RPC error, and the server goes on.
+    c.send_raw("{not json").await;
+    let err = c.response(Value::Null).await;
+    assert_eq!(err["error"]["code"], -32700, "{err}");
+    assert_eq!(
+        c.call(14, "bash", json!({"command": "echo $X"})).await,
+        ("42".into(), false)
+    );
+
+    let status = c.finish().await;
+    assert!(status.success(), "{status:?}");
+    assert!(gone(pid).await, "the shell {pid} outlived the server");
+
+    // One JSONL record per call, written as each ended.
+    let log_file = std::fs::read_dir(&logs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let records: Vec<Value> = std::fs::read_to_string(log_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 12);
+    assert_eq!(records[1]["tool"], "bash");
+    assert_eq!(records[1]["arguments"], json!({"command": "echo $X $PWD"}));
+    assert_eq!(records[1]["result"], format!("42 {}/sub", ws.display()));
+    assert_eq!(records[1]["is_error"], false);
+    assert_eq!(records[3]["is_error"], true);
+    for r in &records {
+        assert!(r["ts"].as_str().unwrap().ends_with('Z'));
+        assert!(r["duration_ms"].is_u64());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_resets_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start(dir.path(), &[]).await;
+    c.call(2, "bash", json!({"command": "export KEEP=1"})).await;
+    c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": "sleep 1000"}}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 3, "reason": "user pressed stop"}}),
+    )
+    .await;
+    assert_eq!(
+        c.call(4, "bash", json!({"command": "echo ${KEEP-reset}"}))
+            .await,
+        ("reset".into(), false)
+    );
+    assert!(c.finish().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_kills_every_shell_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start(
+        dir.path(),
+        &["--timeout-secs", "30", "--max-output-chars", "100"],
+    )
+    .await;
+    let (out, _) = c
+        .call(
+            2,
+            "bash",
+            json!({"command": "(trap '' HUP TERM; sleep 1000) & seq 1 1000"}),
+        )
+        .await;
+    assert!(out.ends_with("</NOTE>"), "{out}");
+    let (pid, _) = c.call(3, "bash", json!({"command": "echo $$"})).await;
+    let pid: i32 = pid.parse().unwrap();
+    let server = c.child.id().unwrap() as i32;
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(server, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(BOUND, c.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(gone(pid).await);
+}

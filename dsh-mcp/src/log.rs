@@ -35,8 +35,8 @@ impl SessionLog {
         &self.path
     }
 
-    /// Appends one record and flushes it, so a crash loses at most the record
-    /// being written.
+    /// Appends one tool-call record (`ts`, `tool`, `arguments`, `result`,
+    /// `is_error`, `duration_ms`).
     pub fn record(
         &self,
         tool: &str,
@@ -45,14 +45,19 @@ impl SessionLog {
         is_error: bool,
         duration_ms: u64,
     ) {
-        let line = json!({
+        self.append(&json!({
             "ts": rfc3339(SystemTime::now()),
             "tool": tool,
             "arguments": arguments,
             "result": result,
             "is_error": is_error,
             "duration_ms": duration_ms,
-        });
+        }));
+    }
+
+    /// Appends one JSON value as a line and flushes it, so a crash loses at
+    /// most the record being written.
+    pub fn append(&self, line: &Value) {
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         let written = writeln!(file, "{line}").and_then(|()| file.flush());
         if let Err(err) = written {

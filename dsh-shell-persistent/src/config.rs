@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_pty::{PtyBackend, ScrollbackLimits, TermSize};
+use dsh_pty::{PreExec, PtyBackend, ScrollbackLimits, TermSize};
 
 use crate::{ClipMode, Dialect, NormalizeOptions};
 
@@ -64,6 +64,15 @@ pub struct ShellConfig {
     pub start_timeout: Duration,
     /// The PTY backend (default: [`dsh_pty::default_backend`]).
     pub backend: Arc<dyn PtyBackend>,
+    /// Whether an owner keeps its shell between calls (the default). With
+    /// `false`, every call runs in a fresh shell that is killed afterwards,
+    /// and results never carry the reset line: a shell that exits reports
+    /// `[exit code: N]` (`128 + signal` when killed by a signal).
+    pub persistent: bool,
+    /// Actions applied to each shell before it runs (see [`dsh_pty::PreExec`]);
+    /// the sandbox crate confines shells this way. Only backends that fork
+    /// run them; others refuse to spawn.
+    pub pre_exec: Vec<Arc<dyn PreExec>>,
 }
 
 /// An invalid [`ShellConfig`].
@@ -103,6 +112,8 @@ impl ShellConfig {
             scrollback: ScrollbackLimits::default(),
             start_timeout: Duration::from_secs(30),
             backend: dsh_pty::default_backend(),
+            persistent: true,
+            pre_exec: Vec::new(),
         }
     }
 
@@ -153,8 +164,10 @@ impl ShellConfig {
 
     /// The tool description used in the schema.
     pub fn effective_description(&self) -> String {
-        self.description
-            .clone()
-            .unwrap_or_else(|| self.dialect.default_description())
+        match (&self.description, self.persistent) {
+            (Some(d), _) => d.clone(),
+            (None, true) => self.dialect.default_description(),
+            (None, false) => self.dialect.one_shot_description(),
+        }
     }
 }

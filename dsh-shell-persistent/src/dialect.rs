@@ -55,6 +55,14 @@ impl Dialect {
         )
     }
 
+    /// The default description of a non-persistent tool.
+    pub fn one_shot_description(self) -> String {
+        format!(
+            "Run commands in a fresh {} shell. Nothing persists between calls: each call starts in the workspace with a fresh current directory and environment.",
+            self.tool_name()
+        )
+    }
+
     /// The description of the `command` parameter.
     pub fn command_description(self) -> String {
         format!(

@@ -8,9 +8,9 @@ pub enum ShellError {
     #[error("command must be a non-empty string")]
     EmptyCommand,
     /// The call was cancelled; its result was discarded and the shell reset.
-    #[error("The command was cancelled and its result discarded. {reset}")]
+    #[error("The command was cancelled and its result discarded.{}", prefixed(.reset))]
     Cancelled {
-        /// The dialect's reset line.
+        /// The dialect's reset line (empty for one-shot shells).
         reset: String,
     },
     /// The pool was closed.
@@ -51,4 +51,12 @@ pub enum ShellError {
     /// The owner has no running command to send input to.
     #[error("No command is running for this agent.")]
     NotRunning,
+}
+
+fn prefixed(line: &str) -> String {
+    if line.is_empty() {
+        String::new()
+    } else {
+        format!(" {line}")
+    }
 }

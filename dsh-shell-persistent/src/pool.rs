@@ -205,7 +205,7 @@ impl ShellPool {
             }
         };
         let outcome = shell.call(config, command, stop).await;
-        let keep = matches!(outcome, Ok(Outcome::Completed { .. }));
+        let keep = config.persistent && matches!(outcome, Ok(Outcome::Completed { .. }));
         if keep {
             *slot = Some(shell);
         } else {
@@ -313,6 +313,18 @@ fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> 
                 parts.push(format!("[exit code: {status}]"));
             }
         }
+        Outcome::ShellEnded { output, exit } if !config.persistent => {
+            // A one-shot shell ending is the command ending.
+            push_output(&mut parts, output.render());
+            let code = match (exit.code(), exit.signal()) {
+                (Some(code), _) => code,
+                (None, Some(sig)) => 128 + sig,
+                (None, None) => 1,
+            };
+            if code != 0 {
+                parts.push(format!("[exit code: {code}]"));
+            }
+        }
         Outcome::ShellEnded { output, exit } => {
             push_output(&mut parts, output.render());
             parts.push(exit_line(exit));
@@ -324,7 +336,14 @@ fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> 
                 "Your command timed out after {secs} seconds or experienced an OOM error. Below is partial output:"
             ));
             push_output(&mut parts, output.render());
-            parts.push(reset);
+            if config.persistent {
+                parts.push(reset);
+            }
+        }
+        Outcome::Cancelled if !config.persistent => {
+            return Err(ShellError::Cancelled {
+                reset: String::new(),
+            });
         }
         Outcome::Cancelled => return Err(ShellError::Cancelled { reset }),
     }

@@ -80,6 +80,9 @@ impl Shell {
         for (k, v) in &config.env {
             spec = spec.env(k, v);
         }
+        for hook in &config.pre_exec {
+            spec = spec.pre_exec(Arc::clone(hook));
+        }
         let mut session = config
             .backend
             .spawn(spec)

@@ -211,6 +211,41 @@ async fn pwsh_dialect_where_pwsh_exists() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_shells_keep_nothing_and_never_print_the_reset_line() {
+    let pool = pool(|c| ShellConfig {
+        persistent: false,
+        timeout: Duration::from_secs(2),
+        ..c
+    });
+    assert_eq!(
+        pool.schema()["description"],
+        "Run commands in a fresh bash shell. Nothing persists between calls: each call starts in the workspace with a fresh current directory and environment."
+    );
+    let first = run(&pool, "a", "export X=1; cd /; echo $$").await;
+    assert_eq!(
+        run(&pool, "a", "echo ${X-unset} $PWD").await,
+        format!("unset {}", std::env::temp_dir().display())
+    );
+    assert_ne!(run(&pool, "a", "echo $$").await, first);
+    assert_eq!(run(&pool, "a", "false").await, "[exit code: 1]");
+    assert!(run(&pool, "a", "exit 3").await.ends_with("[exit code: 3]"));
+    assert_eq!(run(&pool, "a", "kill -9 $$").await, "[exit code: 137]");
+    assert_eq!(
+        run(&pool, "a", "echo part; sleep 100").await,
+        "Your command timed out after 2 seconds or experienced an OOM error. Below is partial output:\npart"
+    );
+    // No shell is left running between calls.
+    let sid: i32 = run(&pool, "a", "sleep 1000 & echo $$")
+        .await
+        .lines()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(wait_until_empty(sid).await, Vec::<i32>::new());
+}
+
 mod quoting {
     use dsh_shell_persistent::quote::{bash_ansi_c, posix_single};
     use proptest::prelude::*;

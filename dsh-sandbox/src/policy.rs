@@ -1,0 +1,258 @@
+//! The sandbox policy: a plain serde type hosts can load from config.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// How much a command or an edit may touch.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Read anything, write nothing (but `/dev/null` and the terminal).
+    #[default]
+    ReadOnly,
+    /// Read anything, write inside the writable roots (the workspace, extra
+    /// roots, and `/tmp` / `$TMPDIR` unless turned off), `.git` excepted.
+    WorkspaceWrite,
+    /// No sandbox at all.
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    /// The kebab-case name, as in config files and messages.
+    ///
+    /// ```
+    /// assert_eq!(dsh_sandbox::SandboxMode::WorkspaceWrite.name(), "workspace-write");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    /// Parses a kebab-case name.
+    pub fn from_name(name: &str) -> Option<SandboxMode> {
+        match name {
+            "read-only" => Some(SandboxMode::ReadOnly),
+            "workspace-write" => Some(SandboxMode::WorkspaceWrite),
+            "danger-full-access" => Some(SandboxMode::DangerFullAccess),
+            _ => None,
+        }
+    }
+
+    /// The line that reports a denied write to the model.
+    ///
+    /// ```
+    /// use dsh_sandbox::SandboxMode;
+    /// assert_eq!(SandboxMode::ReadOnly.denial_line(), "[sandbox: file access denied under read-only mode]");
+    /// ```
+    pub fn denial_line(self) -> String {
+        format!("[sandbox: file access denied under {} mode]", self.name())
+    }
+}
+
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the sandbox allows. Deserializes from config such as
+/// `{"mode": "workspace-write", "writable_roots": ["/data"], "network": false}`.
+///
+/// ```
+/// use dsh_sandbox::{SandboxMode, SandboxPolicy};
+/// let policy: SandboxPolicy = serde_json::from_str(r#"{"mode": "workspace-write"}"#).unwrap();
+/// assert_eq!(policy.mode, SandboxMode::WorkspaceWrite);
+/// assert!(policy.tmp_writable && !policy.network && !policy.git_writable);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxPolicy {
+    /// The host's default mode for owners that have none of their own.
+    pub mode: SandboxMode,
+    /// Writable roots besides the workspace (workspace-write only).
+    pub writable_roots: Vec<PathBuf>,
+    /// Keep `/tmp` and `$TMPDIR` writable in workspace-write (default `true`).
+    pub tmp_writable: bool,
+    /// Let `.git` inside writable roots be written (default `false`).
+    pub git_writable: bool,
+    /// Allow network access in the restricted modes (default `false`).
+    pub network: bool,
+    /// Run even when the kernel cannot enforce everything asked, reporting
+    /// what is enforced (default `false`: fail closed).
+    pub degrade: bool,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        SandboxPolicy {
+            mode: SandboxMode::ReadOnly,
+            writable_roots: Vec::new(),
+            tmp_writable: true,
+            git_writable: false,
+            network: false,
+            degrade: false,
+        }
+    }
+}
+
+/// The resolved write rules of one mode for one workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRules {
+    /// The mode.
+    pub mode: SandboxMode,
+    /// Canonical directories under which writing is allowed.
+    pub roots: Vec<PathBuf>,
+    /// `.git` paths of those roots that stay read-only (as named and as
+    /// resolved), whether they exist yet or not.
+    pub protected: Vec<PathBuf>,
+}
+
+impl WriteRules {
+    /// The rules of `mode` for `workspace` under `policy`. Roots that do not
+    /// exist are left out; roots are canonical (symlinks resolved).
+    pub fn new(policy: &SandboxPolicy, mode: SandboxMode, workspace: &Path) -> WriteRules {
+        let mut roots = Vec::new();
+        if mode == SandboxMode::WorkspaceWrite {
+            roots.push(workspace.to_owned());
+            roots.extend(policy.writable_roots.iter().cloned());
+            if policy.tmp_writable {
+                roots.push(PathBuf::from("/tmp"));
+                if let Some(tmp) = std::env::var_os("TMPDIR") {
+                    roots.push(PathBuf::from(tmp));
+                }
+            }
+        }
+        let mut roots: Vec<PathBuf> = roots
+            .into_iter()
+            .filter_map(|r| std::fs::canonicalize(r).ok())
+            .collect();
+        roots.sort();
+        roots.dedup();
+        // `.git` of each root, whether it exists yet or not (a model must not
+        // plant hooks in a fresh repository either), and where it really is.
+        let mut protected = Vec::new();
+        if !policy.git_writable {
+            for root in &roots {
+                let git = root.join(".git");
+                if let Ok(real) = std::fs::canonicalize(&git) {
+                    protected.push(real);
+                }
+                protected.push(git);
+            }
+        }
+        protected.sort();
+        protected.dedup();
+        WriteRules {
+            mode,
+            roots,
+            protected,
+        }
+    }
+
+    /// Whether writing `path` is allowed. `path` is resolved first: symlinks
+    /// of the existing part, then `.` and `..` of the rest.
+    pub fn allows(&self, path: &Path) -> bool {
+        match self.mode {
+            SandboxMode::DangerFullAccess => true,
+            SandboxMode::ReadOnly => false,
+            SandboxMode::WorkspaceWrite => {
+                let Some(real) = resolve(path) else {
+                    return false;
+                };
+                self.roots.iter().any(|r| real.starts_with(r))
+                    && !self.protected.iter().any(|g| real.starts_with(g))
+            }
+        }
+    }
+}
+
+/// The real path `path` names: its longest existing prefix canonicalized
+/// (symlinks resolved), then the rest resolved lexically.
+pub fn resolve(path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut existing = path.to_owned();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let base = loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            break real;
+        }
+        let name = existing.file_name()?.to_owned();
+        rest.push(name);
+        if !existing.pop() {
+            return None;
+        }
+    };
+    // `file_name` never yields `.` or `..`, so `rest` holds plain names: a
+    // path that climbs out of a directory that does not exist yet has no
+    // resolution and is refused.
+    let mut out = base;
+    for part in rest.iter().rev() {
+        out.push(part);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_round_trip_through_serde_in_kebab_case() {
+        for mode in [
+            SandboxMode::ReadOnly,
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::DangerFullAccess,
+        ] {
+            let text = serde_json::to_string(&mode).unwrap();
+            assert_eq!(text, format!("\"{}\"", mode.name()));
+            assert_eq!(serde_json::from_str::<SandboxMode>(&text).unwrap(), mode);
+            assert_eq!(SandboxMode::from_name(mode.name()), Some(mode));
+        }
+        assert!(SandboxMode::ReadOnly < SandboxMode::WorkspaceWrite);
+        assert!(SandboxMode::WorkspaceWrite < SandboxMode::DangerFullAccess);
+        assert!(serde_json::from_str::<SandboxPolicy>(r#"{"mode": "yolo"}"#).is_err());
+        assert!(serde_json::from_str::<SandboxPolicy>(r#"{"surprise": 1}"#).is_err());
+    }
+
+    #[test]
+    fn resolution_follows_links_and_refuses_climbing_out_of_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        assert_eq!(
+            resolve(&root.join("link/new/file")),
+            Some(root.join("real/new/file"))
+        );
+        assert_eq!(
+            resolve(&root.join("real/../real/x")),
+            Some(root.join("real/x"))
+        );
+        assert_eq!(resolve(&root.join("missing/../../etc/passwd")), None);
+        assert_eq!(resolve(Path::new("relative")), None);
+
+        let policy = SandboxPolicy {
+            tmp_writable: false,
+            ..SandboxPolicy::default()
+        };
+        let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &root.join("real"));
+        assert!(rules.allows(&root.join("link/src/main.rs")));
+        assert!(!rules.allows(&root.join("real/.git/config")));
+        assert!(!rules.allows(&root.join("outside.txt")));
+        assert!(
+            !WriteRules::new(&policy, SandboxMode::ReadOnly, &root).allows(&root.join("real/x"))
+        );
+        assert!(
+            WriteRules::new(&policy, SandboxMode::DangerFullAccess, &root)
+                .allows(Path::new("/etc/x"))
+        );
+    }
+}

@@ -1,0 +1,598 @@
+//! Real Landlock, seccomp and mount-namespace enforcement on this kernel.
+//!
+//! If the kernel lacks Landlock (ABI 3+), these tests fail rather than pass
+//! vacuously, unless `DSH_NO_LANDLOCK=1` marks the run as "no Landlock here".
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::print_stderr, clippy::type_complexity)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dsh_editor::{Editor, fs::LocalFs};
+use dsh_sandbox::{
+    Approval, FixedApprover, ModeChange, SandboxConfig, SandboxError, SandboxFs, SandboxMode,
+    SandboxPolicy, SandboxedShell,
+};
+use dsh_shell_persistent::ShellConfig;
+use serde_json::json;
+
+fn landlock_here() -> bool {
+    let abi = dsh_sandbox::landlock_abi();
+    if abi >= 3 {
+        return true;
+    }
+    if std::env::var("DSH_NO_LANDLOCK").as_deref() == Ok("1") {
+        eprintln!("skipped: Landlock ABI {abi} on this kernel and DSH_NO_LANDLOCK=1");
+        return false;
+    }
+    panic!(
+        "this kernel has Landlock ABI {abi} (3+ needed); set DSH_NO_LANDLOCK=1 to mark the run as having no Landlock"
+    );
+}
+
+/// A workspace and an outside directory, both outside /tmp (which
+/// workspace-write keeps writable by default).
+struct Dirs {
+    _ws: tempfile::TempDir,
+    _out: tempfile::TempDir,
+    ws: PathBuf,
+    out: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let ws_dir = tempfile::tempdir_in(base).unwrap();
+    let out_dir = tempfile::tempdir_in(base).unwrap();
+    let ws = std::fs::canonicalize(ws_dir.path()).unwrap();
+    let out = std::fs::canonicalize(out_dir.path()).unwrap();
+    std::fs::write(out.join("existing.txt"), "outside\n").unwrap();
+    Dirs {
+        _ws: ws_dir,
+        _out: out_dir,
+        ws,
+        out,
+    }
+}
+
+fn shell(
+    d: &Dirs,
+    policy: SandboxPolicy,
+    approver: Option<Approval>,
+    rule: ModeChange,
+) -> SandboxedShell {
+    SandboxedShell::new(SandboxConfig {
+        policy,
+        shell: ShellConfig {
+            env: vec![("OUT".into(), d.out.display().to_string())],
+            ..ShellConfig::new(&d.ws)
+        },
+        mode_change: rule,
+        approver: approver.map(|a| Arc::new(FixedApprover(a)) as Arc<dyn dsh_sandbox::Approver>),
+    })
+    .unwrap()
+}
+
+fn ww() -> SandboxPolicy {
+    SandboxPolicy {
+        mode: SandboxMode::WorkspaceWrite,
+        ..SandboxPolicy::default()
+    }
+}
+
+async fn run(s: &SandboxedShell, cmd: &str) -> String {
+    s.execute("agent", &json!({"command": cmd})).await.unwrap()
+}
+
+fn outside_untouched(d: &Dirs) {
+    let mut names: Vec<String> = std::fs::read_dir(&d.out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["existing.txt"], "something was written outside");
+    assert_eq!(
+        std::fs::read_to_string(d.out.join("existing.txt")).unwrap(),
+        "outside\n"
+    );
+}
+
+const DENIED_WW: &str = "[sandbox: file access denied under workspace-write mode]";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspace_write_allows_inside_and_stops_every_escape() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    let s = shell(&d, ww(), None, ModeChange::Reject);
+    let e = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
+    assert!(
+        e.filesystem && e.network_seccomp && e.missing.is_empty(),
+        "{e:?}"
+    );
+
+    assert_eq!(
+        run(
+            &s,
+            "touch a && echo x > b && mkdir d && mv a d/ && ln -s b c && cat c"
+        )
+        .await,
+        "x"
+    );
+    assert!(d.ws.join("d/a").exists());
+
+    let escapes = [
+        "touch $OUT/new",
+        "echo x > $OUT/new",
+        "echo x >> $OUT/existing.txt",
+        "mv b $OUT/",
+        "ln -s /etc/passwd $OUT/link",
+        "ln $OUT/existing.txt hard",
+        "ln -s $OUT/existing.txt inside-link && echo x > inside-link",
+        "echo x > ../$(basename $OUT)/new",
+        "truncate -s 0 $OUT/existing.txt",
+        "rm $OUT/existing.txt",
+        "mkdir $OUT/dir",
+    ];
+    for cmd in escapes {
+        let out = run(&s, cmd).await;
+        assert!(out.contains("[exit code: "), "{cmd}: {out}");
+        assert!(out.ends_with(DENIED_WW), "{cmd}: {out}");
+        outside_untouched(&d);
+    }
+    // Nothing persists between calls in a restricted mode.
+    assert_eq!(run(&s, "export KEEP=1; cd d").await, "");
+    assert_eq!(
+        run(&s, "echo ${KEEP-none} $(basename $PWD)").await,
+        format!("none {}", d.ws.file_name().unwrap().to_string_lossy())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_writes_nothing() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    let s = shell(&d, SandboxPolicy::default(), None, ModeChange::Reject);
+    for cmd in [
+        "touch x",
+        "echo x > $OUT/y",
+        "mkdir z",
+        "touch /tmp/dsh-read-only-probe",
+    ] {
+        let out = run(&s, cmd).await;
+        assert!(
+            out.ends_with("[sandbox: file access denied under read-only mode]"),
+            "{cmd}: {out}"
+        );
+    }
+    assert!(!d.ws.join("x").exists());
+    assert!(!Path::new("/tmp/dsh-read-only-probe").exists());
+    // Reading works, and so do /dev/null and the terminal.
+    assert_eq!(
+        run(
+            &s,
+            "cat $OUT/existing.txt; echo gone > /dev/null; echo tty > /dev/tty"
+        )
+        .await,
+        "outside\ntty"
+    );
+    outside_untouched(&d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_is_read_only_unless_allowed() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    std::fs::create_dir_all(d.ws.join(".git/hooks")).unwrap();
+    std::fs::write(d.ws.join(".git/config"), "[core]\n").unwrap();
+    let s = shell(&d, ww(), None, ModeChange::Reject);
+    assert!(
+        s.enforcement(SandboxMode::WorkspaceWrite)
+            .unwrap()
+            .git_read_only
+    );
+    for cmd in [
+        "echo evil >> .git/config",
+        "touch .git/hooks/pre-commit",
+        "rm .git/config",
+    ] {
+        let out = run(&s, cmd).await;
+        assert!(out.ends_with(DENIED_WW), "{cmd}: {out}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.ws.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert_eq!(run(&s, "echo fine > src.txt && cat src.txt").await, "fine");
+
+    let open = shell(
+        &d,
+        SandboxPolicy {
+            git_writable: true,
+            ..ww()
+        },
+        None,
+        ModeChange::Reject,
+    );
+    assert_eq!(
+        run(&open, "echo ok >> .git/config && tail -1 .git/config").await,
+        "ok"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmp_follows_the_policy() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    let probe = format!("/tmp/dsh-sandbox-probe-{}", std::process::id());
+    let s = shell(&d, ww(), None, ModeChange::Reject);
+    assert_eq!(run(&s, &format!("touch {probe} && echo ok")).await, "ok");
+    std::fs::remove_file(&probe).unwrap();
+    let strict = shell(
+        &d,
+        SandboxPolicy {
+            tmp_writable: false,
+            ..ww()
+        },
+        None,
+        ModeChange::Reject,
+    );
+    assert!(
+        run(&strict, &format!("touch {probe}"))
+            .await
+            .ends_with(DENIED_WW)
+    );
+    assert!(!Path::new(&probe).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_is_denied_unless_the_flag_says_so() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let send = format!("echo datagram > /dev/udp/127.0.0.1/{udp_port} && echo sent");
+
+    let s = shell(&d, ww(), None, ModeChange::Reject);
+    let out = run(&s, &connect).await;
+    assert!(
+        !out.contains("connected") && out.contains("[exit code: 1]"),
+        "{out}"
+    );
+    let out = run(&s, &send).await;
+    assert!(
+        !out.contains("sent") && out.contains("[exit code: 1]"),
+        "{out}"
+    );
+
+    let open = shell(
+        &d,
+        SandboxPolicy {
+            network: true,
+            ..ww()
+        },
+        None,
+        ModeChange::Reject,
+    );
+    let accept = tokio::spawn(async move { tcp.accept().await.is_ok() });
+    assert_eq!(run(&open, &connect).await, "connected");
+    assert!(accept.await.unwrap());
+    assert_eq!(run(&open, &send).await, "sent");
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), udp.recv(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&buf[..n], b"datagram\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_wrapper_refuses_outside_writes_and_changes_nothing() {
+    let d = dirs();
+    std::fs::create_dir_all(d.ws.join(".git")).unwrap();
+    std::fs::write(d.ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::os::unix::fs::symlink(d.out.join("existing.txt"), d.ws.join("link-out")).unwrap();
+    let fs = SandboxFs::new(LocalFs::new(), ww(), &d.ws);
+    let editor = Editor::new(fs);
+    let inside = d.ws.join("notes.txt");
+    editor
+        .execute(&json!({"command": "create", "path": inside, "file_text": "hi\n"}))
+        .await
+        .unwrap();
+    let outside = d.out.join("existing.txt");
+    let refused = [
+        json!({"command": "create", "path": d.out.join("new.txt"), "file_text": "x"}),
+        json!({"command": "str_replace", "path": outside, "old_str": "outside", "new_str": "pwned"}),
+        json!({"command": "insert", "path": d.ws.join("link-out"), "insert_line": 0, "new_str": "pwned"}),
+        json!({"command": "create", "path": format!("{}/../{}/dotdot.txt", d.ws.display(), d.out.file_name().unwrap().to_string_lossy()), "file_text": "x"}),
+        json!({"command": "str_replace", "path": d.ws.join(".git/HEAD"), "old_str": "main", "new_str": "evil"}),
+        json!({"command": "create", "path": d.ws.join(".git/hooks/pre-commit"), "file_text": "x"}),
+    ];
+    for args in refused {
+        let err = editor.execute(&args).await.unwrap_err();
+        assert_eq!(err.to_string(), DENIED_WW, "{args}");
+    }
+    outside_untouched(&d);
+    assert_eq!(
+        std::fs::read_to_string(d.ws.join(".git/HEAD")).unwrap(),
+        "ref: refs/heads/main\n"
+    );
+    assert!(!d.ws.join(".git/hooks").exists());
+
+    // Viewing is reading: allowed everywhere.
+    assert!(
+        editor
+            .execute(&json!({"command": "view", "path": outside}))
+            .await
+            .is_ok()
+    );
+    editor.fs().set_mode(SandboxMode::ReadOnly);
+    let err = editor
+        .execute(
+            &json!({"command": "str_replace", "path": inside, "old_str": "hi", "new_str": "yo"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[sandbox: file access denied under read-only mode]"
+    );
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "hi\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escalation_is_per_call_and_fails_closed() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    let call = |cmd: &str, perms: Option<&str>, why: Option<&str>| {
+        let mut args = json!({"command": cmd});
+        if let Some(p) = perms {
+            args["sandbox_permissions"] = json!(p);
+        }
+        if let Some(j) = why {
+            args["justification"] = json!(j);
+        }
+        args
+    };
+    let allowed = shell(
+        &d,
+        SandboxPolicy::default(),
+        Some(Approval::AllowedOnce),
+        ModeChange::Reject,
+    );
+    let out = allowed
+        .execute("agent", &call("touch made", None, None))
+        .await
+        .unwrap();
+    assert!(out.ends_with(
+        "[sandbox: file access denied under read-only mode]\nTo run it with more access, call the tool again with the same command, `sandbox_permissions` set to `workspace-write` or `danger-full-access` and a `justification`."
+    ), "{out}");
+    let out = allowed
+        .execute(
+            "agent",
+            &call(
+                "touch made && echo made",
+                Some("workspace-write"),
+                Some("create the build output"),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "made");
+    // Only that call: the owner is still read-only.
+    assert_eq!(allowed.mode("agent"), SandboxMode::ReadOnly);
+    assert!(
+        allowed
+            .execute("agent", &call("touch again", None, None))
+            .await
+            .unwrap()
+            .contains("read-only mode]")
+    );
+    // danger-full-access runs unconfined, one-shot: no persistent shell appears.
+    let out = allowed
+        .execute(
+            "agent",
+            &call(
+                "echo x > $OUT/escalated && echo ok",
+                Some("danger-full-access"),
+                Some("write the shared cache"),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "ok");
+    std::fs::remove_file(d.out.join("escalated")).unwrap();
+
+    let cases: [(Option<Approval>, Option<&str>, Option<&str>, &str); 7] = [
+        (
+            None,
+            Some("workspace-write"),
+            Some("why"),
+            "Escalation is not available: this host has no approver for `sandbox_permissions`. The command was not run; run it within read-only mode.",
+        ),
+        (
+            Some(Approval::Denied),
+            Some("workspace-write"),
+            Some("why"),
+            "The request to run this command with workspace-write access was denied. The command was not run.",
+        ),
+        (
+            Some(Approval::TimedOut),
+            Some("danger-full-access"),
+            Some("why"),
+            "The request to run this command with danger-full-access access timed out without an answer. The command was not run.",
+        ),
+        (
+            Some(Approval::AllowedOnce),
+            Some("read-only"),
+            Some("why"),
+            "`sandbox_permissions` must ask for more than the current read-only mode; `read-only` does not. The command was not run.",
+        ),
+        (
+            Some(Approval::AllowedOnce),
+            Some("workspace-write"),
+            None,
+            "`justification` must be a non-empty string explaining why the command needs `sandbox_permissions`. The command was not run.",
+        ),
+        (
+            Some(Approval::AllowedOnce),
+            Some("workspace-write"),
+            Some("  "),
+            "`justification` must be a non-empty string explaining why the command needs `sandbox_permissions`. The command was not run.",
+        ),
+        (
+            Some(Approval::AllowedOnce),
+            None,
+            Some("why"),
+            "`justification` was given without `sandbox_permissions`; give both to ask for more access, or neither. The command was not run.",
+        ),
+    ];
+    for (approval, perms, why, want) in cases {
+        let s = shell(&d, SandboxPolicy::default(), approval, ModeChange::Reject);
+        let err = s
+            .execute("agent", &call("touch nope", perms, why))
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), want);
+    }
+    let s = shell(
+        &d,
+        SandboxPolicy::default(),
+        Some(Approval::AllowedOnce),
+        ModeChange::Reject,
+    );
+    let err = s
+        .execute("agent", &call("touch nope", Some("root"), Some("why")))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::InvalidPermissions));
+    assert!(!d.ws.join("nope").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mode_changes_reject_or_reset_the_persistent_shell() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    let full = SandboxPolicy {
+        mode: SandboxMode::DangerFullAccess,
+        ..SandboxPolicy::default()
+    };
+    // danger-full-access keeps state in the persistent shell.
+    let reject = shell(&d, full.clone(), None, ModeChange::Reject);
+    run(&reject, "export STATE=kept").await;
+    assert_eq!(run(&reject, "echo $STATE").await, "kept");
+    reject
+        .set_mode("agent", SandboxMode::DangerFullAccess)
+        .await
+        .unwrap(); // same mode: keeps the shell
+    assert_eq!(run(&reject, "echo $STATE").await, "kept");
+    let err = reject
+        .set_mode("agent", SandboxMode::ReadOnly)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Cannot change agent's sandbox mode from danger-full-access to read-only while its persistent shell is open; close the shell first."
+    );
+    assert_eq!(reject.mode("agent"), SandboxMode::DangerFullAccess);
+    assert_eq!(run(&reject, "echo $STATE").await, "kept");
+    reject.close_owner("agent").await;
+    reject
+        .set_mode("agent", SandboxMode::ReadOnly)
+        .await
+        .unwrap();
+    assert!(run(&reject, "touch x").await.contains("read-only mode]"));
+
+    let reset = shell(&d, full, None, ModeChange::Reset);
+    let pid = run(&reset, "export STATE=kept; echo $$").await;
+    reset
+        .set_mode("agent", SandboxMode::WorkspaceWrite)
+        .await
+        .unwrap();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists() || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.contains(") Z")
+        },
+        "the old shell must be gone"
+    );
+    assert_eq!(
+        run(&reset, "touch ok && echo ${STATE-fresh}").await,
+        "fresh"
+    );
+    reset
+        .set_mode("agent", SandboxMode::DangerFullAccess)
+        .await
+        .unwrap();
+    assert_eq!(run(&reset, "echo ${STATE-fresh}").await, "fresh");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restricted_schemas_say_nothing_persists_and_offer_escalation() {
+    let d = dirs();
+    let s = shell(
+        &d,
+        SandboxPolicy::default(),
+        Some(Approval::AllowedOnce),
+        ModeChange::Reject,
+    );
+    let schema = s.schema("agent");
+    let description = schema["description"].as_str().unwrap();
+    assert!(
+        description.contains("Nothing persists between calls"),
+        "{description}"
+    );
+    assert!(
+        description.contains("read-only sandbox without network access"),
+        "{description}"
+    );
+    let props = &schema["parameters"]["properties"];
+    assert_eq!(
+        props["sandbox_permissions"]["enum"],
+        json!(["workspace-write", "danger-full-access"])
+    );
+    assert_eq!(props["justification"]["type"], "string");
+
+    let no_approver = shell(&d, SandboxPolicy::default(), None, ModeChange::Reject);
+    assert!(
+        no_approver.schema("agent")["parameters"]["properties"]
+            .get("sandbox_permissions")
+            .is_none()
+    );
+    let full = shell(
+        &d,
+        SandboxPolicy {
+            mode: SandboxMode::DangerFullAccess,
+            ..SandboxPolicy::default()
+        },
+        Some(Approval::AllowedOnce),
+        ModeChange::Reject,
+    );
+    let schema = full.schema("agent");
+    assert!(
+        schema["description"]
+            .as_str()
+            .unwrap()
+            .contains("persistent bash shell")
+    );
+    assert!(
+        schema["parameters"]["properties"]
+            .get("sandbox_permissions")
+            .is_none()
+    );
+}

@@ -8,21 +8,32 @@
 //! ```no_run
 //! use dsh_editor::{Editor, fs::LocalFs};
 //! use dsh_mcp::DshServer;
-//! use dsh_shell_persistent::{ShellConfig, ShellPool};
+//! use dsh_sandbox::{ModeChange, SandboxConfig, SandboxFs, SandboxMode, SandboxPolicy, SandboxedShell};
+//! use dsh_shell_persistent::ShellConfig;
 //! use rmcp::ServiceExt;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let pool = ShellPool::new(ShellConfig::new("/workspace"))?;
-//! let server = DshServer::new(pool, Editor::new(LocalFs::new()), None);
+//! let policy = SandboxPolicy { mode: SandboxMode::WorkspaceWrite, ..SandboxPolicy::default() };
+//! let shell = SandboxedShell::new(SandboxConfig {
+//!     policy: policy.clone(),
+//!     shell: ShellConfig::new("/workspace"),
+//!     mode_change: ModeChange::Reject,
+//!     approver: None,
+//! })?;
+//! let editor = Editor::new(SandboxFs::new(LocalFs::new(), policy, "/workspace"));
+//! let server = DshServer::new(shell, editor, None, None);
 //! let running = server.clone().serve(rmcp::transport::stdio()).await?;
 //! running.waiting().await?;
-//! server.pool().close_all().await;
+//! server.shell().close_all().await;
 //! # Ok(()) }
 //! ```
 
+mod approve;
 mod log;
 mod server;
 pub mod transport;
+
+pub use approve::ElicitApprover;
 
 pub use log::{SessionLog, rfc3339};
 pub use server::{DshServer, OWNER};

@@ -3,12 +3,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use dsh_editor::{Editor, EditorConfig, fs::LocalFs};
-use dsh_mcp::{DshServer, SessionLog};
-use dsh_shell_persistent::{Dialect, ShellConfig, ShellPool};
+use dsh_mcp::{DshServer, ElicitApprover, SessionLog};
+use dsh_sandbox::{
+    Approval, Approver, FixedApprover, ModeChange, SandboxConfig, SandboxFs, SandboxMode,
+    SandboxPolicy, SandboxedShell,
+};
+use dsh_shell_persistent::{Dialect, ShellConfig};
 use rmcp::ServiceExt;
 
 /// An MCP stdio server with exactly two tools: a persistent shell (`bash`,
@@ -39,6 +44,35 @@ struct Args {
     /// `$DSH_HOME/sessions` when `DSH_HOME` is set, else no log.
     #[arg(long, value_name = "DIR")]
     session_log: Option<PathBuf>,
+
+    /// The sandbox mode. The default runs without a sandbox: use
+    /// `workspace-write` for untrusted work.
+    #[arg(long, env = "DSH_SANDBOX", value_enum, default_value_t = Mode::DangerFullAccess)]
+    sandbox: Mode,
+
+    /// Allow network access in the restricted sandbox modes.
+    #[arg(long, env = "DSH_NETWORK")]
+    network: bool,
+
+    /// Who approves a call's `sandbox_permissions`: nobody (`never`), every
+    /// request (`always`), or the client's user through MCP elicitation
+    /// (`elicit`, refused when the client cannot ask).
+    #[arg(long, env = "DSH_APPROVE", value_enum, default_value_t = Approve::Never)]
+    approve: Approve,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Approve {
+    Never,
+    Always,
+    Elicit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,15 +143,36 @@ async fn serve(args: Args) -> ExitCode {
         max_output_chars,
         ..ShellConfig::new(&workspace)
     };
-    let pool = match ShellPool::new(config) {
-        Ok(pool) => pool,
+    let policy = SandboxPolicy {
+        mode: match args.sandbox {
+            Mode::ReadOnly => SandboxMode::ReadOnly,
+            Mode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            Mode::DangerFullAccess => SandboxMode::DangerFullAccess,
+        },
+        network: args.network,
+        ..SandboxPolicy::default()
+    };
+    let elicit = (args.approve == Approve::Elicit)
+        .then(|| Arc::new(ElicitApprover::new(Duration::from_secs(300))));
+    let approver: Option<Arc<dyn Approver>> = match args.approve {
+        Approve::Never => None,
+        Approve::Always => Some(Arc::new(FixedApprover(Approval::AllowedOnce))),
+        Approve::Elicit => elicit.clone().map(|e| e as Arc<dyn Approver>),
+    };
+    let shell = match SandboxedShell::new(SandboxConfig {
+        policy: policy.clone(),
+        shell: config,
+        mode_change: ModeChange::Reject,
+        approver,
+    }) {
+        Ok(shell) => shell,
         Err(err) => {
             eprintln!("dsh-mcp: {err}");
             return ExitCode::FAILURE;
         }
     };
     let editor = match Editor::with_config(
-        LocalFs::new(),
+        SandboxFs::new(LocalFs::new(), policy, &workspace),
         EditorConfig {
             max_output_chars,
             ..EditorConfig::default()
@@ -142,7 +197,7 @@ async fn serve(args: Args) -> ExitCode {
     if let Some(log) = &log {
         tracing::info!(path = %log.path().display(), "session log");
     }
-    let server = DshServer::new(pool, editor, log);
+    let server = DshServer::new(shell, editor, log, elicit);
 
     tokio::select! {
         served = run(server.clone()) => {
@@ -154,7 +209,7 @@ async fn serve(args: Args) -> ExitCode {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
     }
     // Every shell's process tree goes with the server.
-    server.pool().close_all().await;
+    server.shell().close_all().await;
     ExitCode::SUCCESS
 }
 

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use dsh_editor::fs::LocalFs;
 use dsh_editor::{Editor, TOOL_NAME as EDITOR_TOOL};
-use dsh_shell_persistent::{ShellError, ShellPool};
+use dsh_sandbox::{SandboxFs, SandboxedShell};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -14,7 +14,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
-use crate::SessionLog;
+use crate::{ElicitApprover, SessionLog};
 
 /// The owner id of the server's one shell.
 pub const OWNER: &str = "mcp";
@@ -22,29 +22,37 @@ pub const OWNER: &str = "mcp";
 /// The two tools over MCP.
 #[derive(Debug, Clone)]
 pub struct DshServer {
-    pool: ShellPool,
-    editor: Arc<Editor<LocalFs>>,
+    shell: Arc<SandboxedShell>,
+    editor: Arc<Editor<SandboxFs<LocalFs>>>,
     log: Option<Arc<SessionLog>>,
+    elicit: Option<Arc<ElicitApprover>>,
 }
 
 impl DshServer {
-    /// A server over `pool` and `editor`, logging calls to `log` if given.
-    pub fn new(pool: ShellPool, editor: Editor<LocalFs>, log: Option<SessionLog>) -> Self {
+    /// A server over `shell` and `editor`, logging calls to `log` if given;
+    /// `elicit` is told the client of each call so it can ask for approvals.
+    pub fn new(
+        shell: SandboxedShell,
+        editor: Editor<SandboxFs<LocalFs>>,
+        log: Option<SessionLog>,
+        elicit: Option<Arc<ElicitApprover>>,
+    ) -> Self {
         DshServer {
-            pool,
+            shell: Arc::new(shell),
             editor: Arc::new(editor),
             log: log.map(Arc::new),
+            elicit,
         }
     }
 
-    /// The shell pool (to close it on shutdown).
-    pub fn pool(&self) -> &ShellPool {
-        &self.pool
+    /// The shell tool (to close it on shutdown).
+    pub fn shell(&self) -> &SandboxedShell {
+        &self.shell
     }
 
     /// The two tool definitions, as MCP lists them.
     pub fn tools(&self) -> Vec<Tool> {
-        [self.pool.schema(), self.editor.schema()]
+        [self.shell.schema(OWNER), self.editor.schema()]
             .into_iter()
             .map(|schema| {
                 let name = schema["name"].as_str().unwrap_or_default().to_owned();
@@ -68,14 +76,9 @@ impl DshServer {
         arguments: &Value,
         cancel: impl std::future::Future<Output = ()>,
     ) -> Result<String, String> {
-        if name == self.pool.tool_name() {
-            let command = arguments
-                .get("command")
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty())
-                .ok_or_else(|| ShellError::EmptyCommand.to_string())?;
-            self.pool
-                .run_with_cancel(OWNER, command, cancel)
+        if name == self.shell.tool_name() {
+            self.shell
+                .execute_with_cancel(OWNER, arguments, cancel)
                 .await
                 .map_err(|e| e.to_string())
         } else if name == EDITOR_TOOL {
@@ -86,7 +89,7 @@ impl DshServer {
         } else {
             Err(format!(
                 "Unknown tool `{name}`. The available tools are `{}` and `{EDITOR_TOOL}`.",
-                self.pool.tool_name()
+                self.shell.tool_name()
             ))
         }
     }
@@ -113,6 +116,9 @@ impl ServerHandler for DshServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
+        if let Some(elicit) = &self.elicit {
+            elicit.set_peer(context.peer.clone());
+        }
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let ct = context.ct.clone();
         let outcome = self

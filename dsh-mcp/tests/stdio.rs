@@ -1,5 +1,5 @@
 //! Drives the real `dsh-mcp` binary over stdio, as an MCP client would.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 use std::path::Path;
 use std::process::Stdio;
@@ -15,10 +15,15 @@ struct Client {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
+    elicitations: usize,
 }
 
 impl Client {
     async fn start(workspace: &Path, extra: &[&str]) -> Client {
+        Client::start_with(workspace, extra, json!({})).await
+    }
+
+    async fn start_with(workspace: &Path, extra: &[&str], capabilities: Value) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
             .arg("--workspace")
             .arg(workspace)
@@ -36,6 +41,7 @@ impl Client {
             child,
             stdin,
             lines,
+            elicitations: 0,
         };
         let init = client
             .request(
@@ -43,7 +49,7 @@ impl Client {
                 "initialize",
                 json!({
                     "protocolVersion": "2025-11-25",
-                    "capabilities": {},
+                    "capabilities": capabilities,
                     "clientInfo": {"name": "test-client", "version": "0"}
                 }),
             )
@@ -68,6 +74,12 @@ impl Client {
 
     /// The next message whose id is `id`.
     async fn response(&mut self, id: Value) -> Value {
+        self.response_answering(id, None).await
+    }
+
+    /// The next message whose id is `id`, answering elicitation requests on
+    /// the way (accepting with `approve`, or declining when `None`).
+    async fn response_answering(&mut self, id: Value, approve: Option<bool>) -> Value {
         tokio::time::timeout(BOUND, async {
             loop {
                 let line = self
@@ -77,7 +89,17 @@ impl Client {
                     .unwrap()
                     .expect("server closed stdout");
                 let message: Value = serde_json::from_str(&line).unwrap();
-                if message["id"] == id {
+                if message["method"] == "elicitation/create" {
+                    self.elicitations += 1;
+                    let result = match approve {
+                        Some(a) => json!({"action": "accept", "content": {"approve": a}}),
+                        None => json!({"action": "decline"}),
+                    };
+                    self.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+                        .await;
+                    continue;
+                }
+                if message["id"] == id && message.get("method").is_none() {
                     return message;
                 }
             }
@@ -325,4 +347,120 @@ async fn sigterm_kills_every_shell_and_exits_0() {
         .unwrap();
     assert!(status.success(), "{status:?}");
     assert!(gone(pid).await);
+}
+
+fn text_of(r: &Value) -> (String, bool) {
+    let result = &r["result"];
+    (
+        result["content"][0]["text"].as_str().unwrap().to_owned(),
+        result["isError"].as_bool().unwrap_or(false),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_flags_confine_and_escalate() {
+    if dsh_abi() < 3 {
+        eprintln!("skipped: no Landlock here");
+        return;
+    }
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let ws = tempfile::tempdir_in(base).unwrap();
+    let out = tempfile::tempdir_in(base).unwrap();
+    let target = out.path().join("x");
+    let touch = format!("touch {}", target.display());
+
+    // workspace-write, nobody approves: the write is denied and reported.
+    let mut c = Client::start(ws.path(), &["--sandbox", "workspace-write"]).await;
+    let list = c.request(2, "tools/list", json!({})).await;
+    assert!(
+        list["result"]["tools"][0]["inputSchema"]["properties"]
+            .get("sandbox_permissions")
+            .is_none()
+    );
+    let (text, is_error) = c.call(3, "bash", json!({"command": touch})).await;
+    assert!(!is_error);
+    assert!(
+        text.ends_with("[sandbox: file access denied under workspace-write mode]"),
+        "{text}"
+    );
+    let (text, is_error) = c.call(4, "bash", json!({"command": touch, "sandbox_permissions": "danger-full-access", "justification": "test"})).await;
+    assert!(
+        is_error && text.starts_with("Escalation is not available"),
+        "{text}"
+    );
+    let (text, is_error) = c
+        .call(
+            5,
+            "str_replace_editor",
+            json!({"command": "create", "path": target, "file_text": "x"}),
+        )
+        .await;
+    assert_eq!(
+        (text.as_str(), is_error),
+        (
+            "[sandbox: file access denied under workspace-write mode]",
+            true
+        )
+    );
+    assert!(!target.exists());
+    assert!(c.finish().await.success());
+
+    // --approve always: one call runs wider.
+    let mut c = Client::start(
+        ws.path(),
+        &["--sandbox", "read-only", "--approve", "always"],
+    )
+    .await;
+    let list = c.request(2, "tools/list", json!({})).await;
+    assert_eq!(
+        list["result"]["tools"][0]["inputSchema"]["properties"]["sandbox_permissions"]["enum"],
+        json!(["workspace-write", "danger-full-access"])
+    );
+    let (text, _) = c.call(3, "bash", json!({"command": format!("{touch} && echo done"), "sandbox_permissions": "danger-full-access", "justification": "test"})).await;
+    assert_eq!(text, "done");
+    assert!(target.exists());
+    std::fs::remove_file(&target).unwrap();
+    assert!(c.finish().await.success());
+
+    // --approve elicit: a client that cannot elicit refuses (fails closed) ...
+    let mut c = Client::start(
+        ws.path(),
+        &["--sandbox", "read-only", "--approve", "elicit"],
+    )
+    .await;
+    let (text, is_error) = c.call(2, "bash", json!({"command": touch, "sandbox_permissions": "workspace-write", "justification": "test"})).await;
+    assert!(is_error && text.contains("was denied"), "{text}");
+    assert!(c.finish().await.success());
+    // ... and a client that can, asks its user: declined, then approved.
+    let mut c = Client::start_with(
+        ws.path(),
+        &["--sandbox", "read-only", "--approve", "elicit"],
+        json!({"elicitation": {"form": {}}}),
+    )
+    .await;
+    let args = json!({"name": "bash", "arguments": {"command": format!("touch {}/ok && echo ran", ws.path().display()), "sandbox_permissions": "workspace-write", "justification": "test"}});
+    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": args}))
+        .await;
+    let (text, is_error) = text_of(&c.response_answering(json!(2), None).await);
+    assert!(is_error && text.contains("was denied"), "{text}");
+    c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": args}))
+        .await;
+    let (text, is_error) = text_of(&c.response_answering(json!(3), Some(true)).await);
+    assert_eq!((text.as_str(), is_error), ("ran", false));
+    assert_eq!(c.elicitations, 2);
+    assert!(c.finish().await.success());
+    assert!(!target.exists());
+}
+
+fn dsh_abi() -> i32 {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attribute only returns a number.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    v as i32
 }

@@ -194,6 +194,11 @@ impl SandboxedShell {
         self.persistent.close_owner(owner).await;
     }
 
+    /// The tool's name: `bash`, `sh` or `pwsh`.
+    pub fn tool_name(&self) -> &'static str {
+        self.persistent.tool_name()
+    }
+
     /// Closes every shell.
     pub async fn close_all(&self) {
         self.persistent.close_all().await;
@@ -233,6 +238,18 @@ impl SandboxedShell {
 
     /// Runs one tool call (`{"command", "sandbox_permissions"?, "justification"?}`).
     pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, SandboxError> {
+        self.execute_with_cancel(owner, args, std::future::pending())
+            .await
+    }
+
+    /// Like [`SandboxedShell::execute`], cancelled (and the shell reset) when
+    /// `cancel` resolves.
+    pub async fn execute_with_cancel(
+        &self,
+        owner: &str,
+        args: &Value,
+        cancel: impl std::future::Future<Output = ()>,
+    ) -> Result<String, SandboxError> {
         let command = args
             .get("command")
             .and_then(Value::as_str)
@@ -282,11 +299,13 @@ impl SandboxedShell {
             }
         };
         let text = if mode == SandboxMode::DangerFullAccess && !escalated {
-            self.persistent.run(owner, command).await?
+            self.persistent
+                .run_with_cancel(owner, command, cancel)
+                .await?
         } else {
             let (pool, enforcement) = one_shot(&self.config, mode)?;
             tracing::debug!(owner, %mode, ?enforcement, "one-shot call");
-            pool.run(owner, command).await?
+            pool.run_with_cancel(owner, command, cancel).await?
         };
         Ok(self.annotate(text, mode))
     }

@@ -30,8 +30,7 @@ fn landlock_here() -> bool {
     );
 }
 
-/// A workspace and an outside directory, both outside /tmp (which
-/// workspace-write keeps writable by default).
+/// A workspace and an outside directory, under the target directory.
 struct Dirs {
     _ws: tempfile::TempDir,
     _out: tempfile::TempDir,
@@ -72,9 +71,12 @@ fn shell(
     .unwrap()
 }
 
+/// workspace-write without `/tmp`: the checkout (and so the test dirs) may
+/// itself live under `/tmp`.
 fn ww() -> SandboxPolicy {
     SandboxPolicy {
         mode: SandboxMode::WorkspaceWrite,
+        tmp_writable: false,
         ..SandboxPolicy::default()
     }
 }
@@ -231,18 +233,18 @@ async fn tmp_follows_the_policy() {
     }
     let d = dirs();
     let probe = format!("/tmp/dsh-sandbox-probe-{}", std::process::id());
-    let s = shell(&d, ww(), None, ModeChange::Reject);
-    assert_eq!(run(&s, &format!("touch {probe} && echo ok")).await, "ok");
-    std::fs::remove_file(&probe).unwrap();
-    let strict = shell(
+    let s = shell(
         &d,
         SandboxPolicy {
-            tmp_writable: false,
+            tmp_writable: true,
             ..ww()
         },
         None,
         ModeChange::Reject,
     );
+    assert_eq!(run(&s, &format!("touch {probe} && echo ok")).await, "ok");
+    std::fs::remove_file(&probe).unwrap();
+    let strict = shell(&d, ww(), None, ModeChange::Reject);
     assert!(
         run(&strict, &format!("touch {probe}"))
             .await

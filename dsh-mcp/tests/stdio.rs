@@ -1,4 +1,5 @@
 //! Drives the real `dsh-mcp` binary over stdio, as an MCP client would.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 use std::path::Path;
@@ -459,14 +460,5 @@ async fn sandbox_flags_confine_and_escalate() {
 }
 
 fn dsh_abi() -> i32 {
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attribute only returns a number.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    v as i32
+    dsh_sandbox::landlock_abi()
 }

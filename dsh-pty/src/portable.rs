@@ -398,9 +398,7 @@ impl PtySession for PortableSession {
     }
 
     async fn wait(&self) -> ExitStatus {
-        let mut status = self.status.clone();
-        let reaped = status.wait_for(Option::is_some).await.ok().and_then(|s| *s);
-        reaped.unwrap_or_else(ExitStatus::unknown)
+        pump::wait_exit(&self.status).await
     }
 }
 

@@ -81,3 +81,11 @@ async fn sleep_until(deadline: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+/// Waits until the exit record is published (an unknown exit if the waiter
+/// went away without one).
+pub(crate) async fn wait_exit(status: &watch::Receiver<Option<ExitStatus>>) -> ExitStatus {
+    let mut status = status.clone();
+    let reaped = status.wait_for(Option::is_some).await.ok().and_then(|s| *s);
+    reaped.unwrap_or_else(ExitStatus::unknown)
+}

@@ -39,7 +39,7 @@ impl Dialect {
             (Dialect::Bash, false) => &["bash", "--noprofile", "--norc", "--noediting", "-i"],
             (Dialect::Bash, true) => &["bash", "--login", "--noediting", "-i"],
             (Dialect::Sh, _) => &["sh", "-i"],
-            (Dialect::Pwsh, false) => &["pwsh", "-NoLogo", "-NoProfile"]
+            (Dialect::Pwsh, false) => &["pwsh", "-NoLogo", "-NoProfile"],
             (Dialect::Pwsh, true) => &["pwsh", "-NoLogo"],
         };
         v.iter().map(|s| (*s).to_owned()).collect()

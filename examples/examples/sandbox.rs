@@ -1,0 +1,43 @@
+//! The smallest useful embedding of `dsh-sandbox`: the shell tool in
+//! `workspace-write` mode, where a write outside the workspace is stopped by
+//! the kernel and reported to the model.
+//!
+//! ```text
+//! cargo run --example sandbox
+//! ```
+#![allow(clippy::print_stdout)]
+
+use dsh_sandbox::{ModeChange, SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
+use dsh_shell_persistent::ShellConfig;
+use serde_json::json;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let workspace = tempfile::tempdir()?;
+    let shell = SandboxedShell::new(SandboxConfig {
+        policy: SandboxPolicy {
+            mode: SandboxMode::WorkspaceWrite,
+            tmp_writable: false,
+            ..SandboxPolicy::default()
+        },
+        shell: ShellConfig::new(workspace.path()),
+        mode_change: ModeChange::Reject,
+        approver: None,
+    })?;
+    println!(
+        "enforced: {:?}\n",
+        shell.enforcement(SandboxMode::WorkspaceWrite)
+    );
+    for command in [
+        "echo inside > notes.txt && cat notes.txt",
+        "echo outside > /etc/dsh-demo",
+    ] {
+        println!("$ {command}");
+        match shell.execute("agent", &json!({ "command": command })).await {
+            Ok(text) => println!("{text}\n"),
+            Err(err) => println!("(error) {err}\n"),
+        }
+    }
+    shell.close_all().await;
+    Ok(())
+}

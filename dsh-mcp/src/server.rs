@@ -26,6 +26,9 @@ pub struct DshServer {
     editor: Arc<Editor<SandboxFs<LocalFs>>>,
     log: Option<Arc<SessionLog>>,
     elicit: Option<Arc<ElicitApprover>>,
+    /// One call at a time, in arrival order (a fair lock, taken before
+    /// anything else awaits, on a single-threaded runtime).
+    turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl DshServer {
@@ -42,6 +45,7 @@ impl DshServer {
             editor: Arc::new(editor),
             log: log.map(Arc::new),
             elicit,
+            turn: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -115,6 +119,7 @@ impl ServerHandler for DshServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let _turn = self.turn.lock().await;
         let started = Instant::now();
         if let Some(elicit) = &self.elicit {
             elicit.set_peer(context.peer.clone());

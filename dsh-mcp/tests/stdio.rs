@@ -300,6 +300,32 @@ async fn a_whole_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_in_arrival_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start(dir.path(), &[]).await;
+    let file = dir.path().join("order.txt");
+    // Sent back to back, without waiting: the slow first call still runs first.
+    for (id, cmd) in [
+        (2, "sleep 0.3; echo first >> order.txt"),
+        (3, "echo second >> order.txt"),
+    ] {
+        c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": cmd}}}))
+            .await;
+    }
+    c.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "str_replace_editor", "arguments": {"command": "view", "path": file}}}))
+        .await;
+    let view = c.response(json!(4)).await;
+    let text = view["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.ends_with("     1  first\n     2  second\n     3  \n"),
+        "{text}"
+    );
+    assert!(c.finish().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_resets_the_shell() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = Client::start(dir.path(), &[]).await;

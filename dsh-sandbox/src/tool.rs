@@ -50,6 +50,8 @@ pub struct SandboxedShell {
     config: SandboxConfig,
     persistent: ShellPool,
     modes: Mutex<HashMap<String, SandboxMode>>,
+    /// Calls of one owner run one at a time, in arrival order, whatever the mode.
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// A pool of fresh shells for one call in `mode` (confined unless
@@ -143,6 +145,7 @@ impl SandboxedShell {
         Ok(SandboxedShell {
             persistent,
             modes: Mutex::new(HashMap::new()),
+            turns: Mutex::new(HashMap::new()),
             config,
         })
     }
@@ -250,6 +253,11 @@ impl SandboxedShell {
         args: &Value,
         cancel: impl std::future::Future<Output = ()>,
     ) -> Result<String, SandboxError> {
+        let turn = {
+            let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(turns.entry(owner.to_owned()).or_default())
+        };
+        let _turn = turn.lock().await;
         let command = args
             .get("command")
             .and_then(Value::as_str)

@@ -169,7 +169,9 @@ impl Shell {
         let mut collector = Collector::new(config.max_output_chars, config.clip);
         let deadline = Instant::now() + config.timeout;
         let mut cancel = pin!(cancel);
-        let mut checks = tokio::time::interval(INPUT_CHECK);
+        // The first look at the foreground comes after one period: most
+        // calls end long before, and inspecting /proc is not free.
+        let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut waiting_since: Option<Instant> = None;
         let mut eofs_sent = 0u32;

@@ -171,3 +171,58 @@ impl ShellConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_settings_name_themselves() {
+        let base = || ShellConfig::new("/tmp");
+        let cases = [
+            (
+                ShellConfig {
+                    timeout: Duration::ZERO,
+                    ..base()
+                },
+                "shell config: `timeout` must be a positive integer",
+            ),
+            (
+                ShellConfig {
+                    max_output_chars: 0,
+                    ..base()
+                },
+                "shell config: `max_output_chars` must be a positive integer",
+            ),
+            (
+                ShellConfig {
+                    argv: Some(vec![" ".into()]),
+                    ..base()
+                },
+                "shell config: `argv` must be a non-empty string",
+            ),
+            (
+                ShellConfig {
+                    description: Some(String::new()),
+                    ..base()
+                },
+                "shell config: `description` must be a non-empty string",
+            ),
+            (
+                ShellConfig {
+                    env: vec![("A=B".into(), "x".into())],
+                    ..base()
+                },
+                "shell config: environment variable name \"A=B\" is invalid",
+            ),
+            (
+                ShellConfig::new("relative"),
+                "shell config: `start_dir` must be an absolute path, got relative",
+            ),
+        ];
+        for (config, want) in cases {
+            assert_eq!(config.validate().unwrap_err().to_string(), want);
+        }
+        assert!(base().validate().is_ok());
+    }
+}

@@ -153,19 +153,23 @@ async fn owners_are_isolated_and_run_in_parallel() {
 async fn calls_of_one_owner_run_in_arrival_order() {
     let f = Fixture::new();
     f.run("rm -f order.log").await;
-    let mut handles = Vec::new();
+    // Each call is polled once before the next one is made, so it is queued
+    // on the owner (or running) first; only then are they all driven.
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut queued = Vec::new();
     for i in 0..8 {
         let pool = f.pool.clone();
-        handles.push(tokio::spawn(async move {
+        let mut call = Box::pin(async move {
             pool.run(
                 "agent",
                 &format!("sleep 0.0$(( {i} % 3 )); echo {i} >> order.log"),
             )
             .await
-        }));
-        // Let each call reach the owner's queue before the next one.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        });
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        queued.push(call);
     }
+    let handles: Vec<_> = queued.into_iter().map(tokio::spawn).collect();
     for h in handles {
         h.await.unwrap().unwrap();
     }
@@ -208,11 +212,18 @@ async fn background_jobs_return_at_once_and_never_leak() {
     assert!(out.starts_with("[1] "), "{out:?}");
     assert!(started.elapsed() < Duration::from_secs(30));
     let out = f
-        .run("(sleep 0.2; echo from-background) & sleep 0.01")
+        .run("(sleep 0.2; echo from-background; touch bg.done) & sleep 0.01")
         .await;
     assert!(out.starts_with("[2] "), "{out:?}");
     // Let the background job print and finish between calls.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let done = format!("{}/bg.done", f.root());
+    for _ in 0..2000 {
+        if std::path::Path::new(&done).exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(std::path::Path::new(&done).exists());
     assert_eq!(f.run("echo next").await, "next");
     assert_eq!(f.run("echo again").await, "again");
     f.run("kill %1").await;

@@ -325,7 +325,7 @@ async fn foreground_inspection_sees_commands_waiting_for_input() {
 
         // `sleep` is in front but not reading.
         s.write_all(b"sleep 1000\n").await.unwrap();
-        let fg = wait_for(&*s, |fg| !fg.is_leader).await;
+        let fg = wait_for(&*s, |fg| !fg.is_leader && comm(fg.pgid) == "sleep").await;
         assert!(!fg.waiting_for_input, "{}: {fg:?}", backend.name());
         s.signal_foreground(Signal::Interrupt).unwrap();
         wait_for(&*s, |fg| fg.is_leader).await;
@@ -345,21 +345,39 @@ async fn foreground_inspection_sees_commands_waiting_for_input() {
     }
 }
 
+/// The command name of `pid`: waiting for it to be `sleep` (not the forked
+/// shell about to exec it, which would swallow a SIGINT in its handler).
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
 async fn wait_for(
     s: &dyn PtySession,
     pred: impl Fn(&dsh_pty::Foreground) -> bool,
 ) -> dsh_pty::Foreground {
-    tokio::time::timeout(BOUND, async {
+    let mut last = None;
+    let found = tokio::time::timeout(BOUND, async {
         loop {
             let fg = s.foreground().unwrap();
             if pred(&fg) {
                 return fg;
             }
+            last = Some(fg);
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
-    .await
-    .expect("foreground never reached the expected state")
+    .await;
+    found.unwrap_or_else(|_| {
+        let proc_info = last.as_ref().map(|fg| {
+            let pid = fg.pgid;
+            let read = |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_else(|e| e.to_string());
+            let fd0 = std::fs::read_link(format!("/proc/{pid}/fd/0")).map(|p| p.display().to_string()).unwrap_or_else(|e| e.to_string());
+            format!("stat={} syscall={} wchan={} fd0={fd0} cmdline={:?}", read("stat"), read("syscall"), read("wchan"), read("cmdline"))
+        });
+        panic!("foreground never reached the expected state; last seen {last:?}, shell pid {:?}; {proc_info:?}", s.pid())
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,7 +386,7 @@ async fn sigint_reaches_the_foreground_job_not_the_shell() {
         let mut s = backend.spawn(bash()).await.unwrap();
         let mut out = s.take_output().unwrap();
         s.write_all(b"sleep 1000\n").await.unwrap();
-        wait_for(&*s, |fg| !fg.is_leader).await;
+        wait_for(&*s, |fg| !fg.is_leader && comm(fg.pgid) == "sleep").await;
         s.signal_foreground(Signal::Interrupt).unwrap();
         wait_for(&*s, |fg| fg.is_leader).await;
         s.write_all(b"echo \"status=$?\"\n").await.unwrap();

@@ -98,18 +98,18 @@ async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
         async move { pool.run("a", "echo never").await }
     });
     let deadline = tokio::time::Instant::now() + BOUND;
-    while !pid_file.exists() {
+    // The file exists before `echo` has written to it: wait for a whole pid.
+    let pid: i32 = loop {
+        let written = std::fs::read_to_string(&pid_file).ok();
+        if let Some(pid) = written.and_then(|s| s.trim().parse().ok()) {
+            break pid;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
             "the shell never started"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    };
     pool.close_all().await;
     let result = tokio::time::timeout(BOUND, call).await.unwrap().unwrap();
     assert!(matches!(result, Err(ShellError::Closed)), "{result:?}");

@@ -139,7 +139,7 @@ impl Dialect {
                 let _ = start; // bash's start marker was set as PS0 by the previous line
                 format!(
                     "{{ PS1=${{__dsh_ps1-}}; PROMPT_COMMAND=${{__dsh_pc-}}; }} 2>/dev/null; {run}; \
-{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; __dsh_pc=${{PROMPT_COMMAND-}}; PROMPT_COMMAND=; \\jobs >/dev/null 2>&1; PS0={}; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
+{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; __dsh_pc=${{PROMPT_COMMAND-}}; PROMPT_COMMAND=; \\jobs >/dev/null; PS0={}; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
                     split_token(next_start),
                     end = split_token(end),
                 )
@@ -153,7 +153,7 @@ impl Dialect {
                 };
                 format!(
                     "{{ PS1=${{__dsh_ps1-}}; }} 2>/dev/null; printf '%s%s' {}; {run}; \
-{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; jobs >/dev/null 2>&1; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
+{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; jobs >/dev/null; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
                     split_token(start).replacen("''", "' '", 1),
                     end = split_token(end),
                 )

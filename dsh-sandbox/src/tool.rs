@@ -60,22 +60,26 @@ fn one_shot(
     config: &SandboxConfig,
     mode: SandboxMode,
 ) -> Result<(ShellPool, Enforcement), SandboxError> {
-    let workspace = &config.shell.start_dir;
-    let mut shell = ShellConfig {
-        persistent: false,
-        ..config.shell.clone()
-    };
+    let mut shell = one_shot_config(config, mode);
     let enforcement = if mode == SandboxMode::DangerFullAccess {
         Enforcement::none()
     } else {
-        let rules = WriteRules::new(&config.policy, mode, workspace);
+        let rules = WriteRules::new(&config.policy, mode, &config.shell.start_dir);
         confine(&mut shell, &rules, &config.policy)?
     };
-    shell.description = Some(match mode {
-        SandboxMode::DangerFullAccess => shell.dialect.one_shot_description(),
+    let pool = ShellPool::new(shell).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    Ok((pool, enforcement))
+}
+
+/// The shell settings of a one-shot call in `mode`, before confinement:
+/// fresh shells, and a description that says what the mode allows.
+fn one_shot_config(config: &SandboxConfig, mode: SandboxMode) -> ShellConfig {
+    let dialect = config.shell.dialect;
+    let description = match mode {
+        SandboxMode::DangerFullAccess => dialect.one_shot_description(),
         _ => format!(
             "{} Commands run in the {} sandbox{}.",
-            shell.dialect.one_shot_description(),
+            dialect.one_shot_description(),
             mode.name(),
             if config.policy.network {
                 ""
@@ -83,9 +87,12 @@ fn one_shot(
                 " without network access"
             }
         ),
-    });
-    let pool = ShellPool::new(shell).map_err(|e| SandboxError::Setup(e.to_string()))?;
-    Ok((pool, enforcement))
+    };
+    ShellConfig {
+        persistent: false,
+        description: Some(description),
+        ..config.shell.clone()
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -212,10 +219,12 @@ impl SandboxedShell {
     /// `justification` when an approver is configured.
     pub fn schema(&self, owner: &str) -> Value {
         let mode = self.mode(owner);
+        // The definition needs no confinement: listing tools must not build
+        // a Landlock ruleset and a seccomp program.
         let mut schema = match mode {
             SandboxMode::DangerFullAccess => self.persistent.schema(),
-            _ => match one_shot(&self.config, mode) {
-                Ok((pool, _)) => pool.schema(),
+            _ => match ShellPool::new(one_shot_config(&self.config, mode)) {
+                Ok(pool) => pool.schema(),
                 Err(_) => self.persistent.schema(),
             },
         };

@@ -25,6 +25,9 @@ pub(crate) struct Search {
     len: usize,
     /// The tail of the stream that could still be the start of the marker.
     held: Vec<u8>,
+    /// Scratch space for `held` + the start of the next chunk (reused, so a
+    /// chunk costs no allocation).
+    window: Vec<u8>,
 }
 
 impl Search {
@@ -33,6 +36,7 @@ impl Search {
             finder: Finder::new(marker.as_bytes()).into_owned(),
             len: marker.len(),
             held: Vec::with_capacity(marker.len()),
+            window: Vec::with_capacity(2 * marker.len()),
         }
     }
 
@@ -43,10 +47,13 @@ impl Search {
         let keep = self.len - 1;
         if !self.held.is_empty() {
             let take = keep.min(chunk.len());
-            let mut window = std::mem::take(&mut self.held);
-            let held_len = window.len();
+            let held_len = self.held.len();
+            let window = &mut self.window;
+            window.clear();
+            window.extend_from_slice(&self.held);
             window.extend_from_slice(&chunk[..take]);
-            if let Some(i) = self.finder.find(&window) {
+            self.held.clear();
+            if let Some(i) = self.finder.find(window) {
                 sink(&window[..i]);
                 return Some(i + self.len - held_len);
             }
@@ -54,7 +61,7 @@ impl Search {
                 // The whole chunk fit in the window: keep its tail held.
                 let emit = window.len().saturating_sub(keep);
                 sink(&window[..emit]);
-                self.held = window[emit..].to_vec();
+                self.held.extend_from_slice(&window[emit..]);
                 return None;
             }
             sink(&window[..held_len]);

@@ -41,6 +41,7 @@
 mod approval;
 mod error;
 mod fs;
+mod git;
 #[cfg(target_os = "linux")]
 mod linux;
 mod policy;
@@ -54,20 +55,31 @@ pub use fs::SandboxFs;
 pub use linux::landlock_abi;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};
 pub use seatbelt::seatbelt_profile;
-pub use tool::{ModeChange, SandboxConfig, SandboxedShell};
+pub use tool::{ModeChange, Persistence, SandboxConfig, SandboxedShell};
 
 /// What the operating system enforces for one mode.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Enforcement {
     /// The kernel's Landlock ABI version (0 without Landlock or off Linux).
     pub landlock_abi: i32,
+    /// The shell has its own user, mount, PID, IPC, UTS and cgroup
+    /// namespaces and a read-only view of the filesystem.
+    pub namespaces: bool,
     /// Writes are confined to the writable roots.
     pub filesystem: bool,
-    /// Landlock denies TCP bind and connect.
-    pub network_landlock: bool,
-    /// seccomp denies non-`AF_UNIX` sockets.
-    pub network_seccomp: bool,
-    /// `.git` is read-only for the shell.
+    /// Landlock is applied as a layer (writes, and TCP in the weaker mode).
+    pub landlock: bool,
+    /// Landlock scopes signals and abstract Unix sockets to the sandbox (ABI 6+).
+    pub landlock_scopes: bool,
+    /// Every capability is dropped and cannot come back through `exec`.
+    pub capabilities_dropped: bool,
+    /// The seccomp filter is installed.
+    pub seccomp: bool,
+    /// No network: the shell's own network namespace (loopback only), or
+    /// in the weaker mode Landlock and seccomp denying sockets.
+    pub network_isolated: bool,
+    /// `.git` of the writable roots is read-only for the shell.
     pub git_read_only: bool,
     /// What was asked but could not be enforced (only with `degrade`).
     pub missing: Vec<&'static str>,
@@ -84,7 +96,7 @@ impl Enforcement {
     pub(crate) fn seatbelt(network: bool) -> Self {
         Enforcement {
             filesystem: true,
-            network_seccomp: !network,
+            network_isolated: !network,
             git_read_only: true,
             ..Enforcement::default()
         }

@@ -103,14 +103,20 @@ impl Default for SandboxPolicy {
 
 /// The resolved write rules of one mode for one workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriteRules {
     /// The mode.
     pub mode: SandboxMode,
-    /// Canonical directories under which writing is allowed.
+    /// Canonical directories under which writing is allowed: the workspace
+    /// and the policy's extra roots (workspace-write only).
     pub roots: Vec<PathBuf>,
-    /// `.git` paths of those roots that stay read-only (as named and as
-    /// resolved), whether they exist yet or not.
+    /// Paths of those roots that stay read-only, whether they exist yet or
+    /// not: each root's `.git` as named, the target of a `.git` symlink, and
+    /// for a `gitdir:` file its git directory and that directory's common
+    /// directory (where a worktree's hooks live).
     pub protected: Vec<PathBuf>,
+    /// Whether the shell's private `/tmp` is writable.
+    pub tmp: bool,
 }
 
 impl WriteRules {
@@ -121,12 +127,6 @@ impl WriteRules {
         if mode == SandboxMode::WorkspaceWrite {
             roots.push(workspace.to_owned());
             roots.extend(policy.writable_roots.iter().cloned());
-            if policy.tmp_writable {
-                roots.push(PathBuf::from("/tmp"));
-                if let Some(tmp) = std::env::var_os("TMPDIR") {
-                    roots.push(PathBuf::from(tmp));
-                }
-            }
         }
         let mut roots: Vec<PathBuf> = roots
             .into_iter()
@@ -134,16 +134,10 @@ impl WriteRules {
             .collect();
         roots.sort();
         roots.dedup();
-        // `.git` of each root, whether it exists yet or not (a model must not
-        // plant hooks in a fresh repository either), and where it really is.
         let mut protected = Vec::new();
         if !policy.git_writable {
             for root in &roots {
-                let git = root.join(".git");
-                if let Ok(real) = std::fs::canonicalize(&git) {
-                    protected.push(real);
-                }
-                protected.push(git);
+                protected.extend(git_paths(root));
             }
         }
         protected.sort();
@@ -152,6 +146,7 @@ impl WriteRules {
             mode,
             roots,
             protected,
+            tmp: mode == SandboxMode::WorkspaceWrite && policy.tmp_writable,
         }
     }
 
@@ -170,6 +165,35 @@ impl WriteRules {
             }
         }
     }
+}
+
+/// The git paths of `root` to keep read-only (see [`WriteRules::protected`]).
+fn git_paths(root: &Path) -> Vec<PathBuf> {
+    let git = root.join(".git");
+    let mut out = vec![git.clone()];
+    let Ok(meta) = std::fs::symlink_metadata(&git) else {
+        return out;
+    };
+    let git_dir = if meta.is_symlink() {
+        std::fs::canonicalize(&git).ok()
+    } else if meta.is_file() {
+        std::fs::read_to_string(&git).ok().and_then(|text| {
+            let dir = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+            std::fs::canonicalize(root.join(dir)).ok()
+        })
+    } else {
+        None
+    };
+    if let Some(dir) = git_dir {
+        if let Some(common) = std::fs::read_to_string(dir.join("commondir"))
+            .ok()
+            .and_then(|c| std::fs::canonicalize(dir.join(c.trim())).ok())
+        {
+            out.push(common);
+        }
+        out.push(dir);
+    }
+    out
 }
 
 /// The real path `path` names: its longest existing prefix canonicalized

@@ -1,12 +1,15 @@
-//! The shell tool under the sandbox: modes per owner, per-call escalation,
-//! and the rules for changing a mode.
+//! The shell tool under the sandbox: modes per owner, a persistent confined
+//! shell per owner, per-call escalation, and the rules for changing a mode.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dsh_shell_persistent::{ShellConfig, ShellPool};
+use dsh_shell_persistent::{ShellConfig, ShellError, ShellPool};
 use serde_json::{Value, json};
 
+use crate::git::Placeholders;
 use crate::{
     Approval, Approver, Enforcement, EscalationRequest, SandboxError, SandboxMode, SandboxPolicy,
     WriteRules,
@@ -23,6 +26,19 @@ pub enum ModeChange {
     Reset,
 }
 
+/// How the restricted modes run commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Persistence {
+    /// One persistent confined shell per owner (the default): the working
+    /// directory, exports, functions and an activated virtualenv persist,
+    /// as in danger-full-access. The confinement is resolved when the shell
+    /// is created.
+    #[default]
+    Persistent,
+    /// A fresh confined shell per call; nothing persists.
+    OneShot,
+}
+
 /// Settings of a [`SandboxedShell`].
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
@@ -34,65 +50,86 @@ pub struct SandboxConfig {
     pub mode_change: ModeChange,
     /// Who approves escalations; `None` refuses every escalation.
     pub approver: Option<Arc<dyn Approver>>,
+    /// Whether restricted modes keep a persistent shell.
+    pub restricted: Persistence,
+}
+
+impl SandboxConfig {
+    /// `policy` over `shell`, rejecting mode changes while a shell is open,
+    /// without an approver, with persistent restricted shells.
+    pub fn new(policy: SandboxPolicy, shell: ShellConfig) -> Self {
+        SandboxConfig {
+            policy,
+            shell,
+            mode_change: ModeChange::default(),
+            approver: None,
+            restricted: Persistence::default(),
+        }
+    }
 }
 
 /// The shell tool with sandbox modes.
 ///
 /// * `danger-full-access`: the owner's persistent shell, unconfined.
-/// * `read-only`, `workspace-write`: every call runs in a fresh, confined
-///   shell (state does not persist, and the tool description says so).
-/// * An approved `sandbox_permissions` runs that one call wider, one-shot.
+/// * `read-only`, `workspace-write`: the owner's persistent shell, confined
+///   when it is created (or a fresh confined shell per call with
+///   [`Persistence::OneShot`]).
+/// * An approved `sandbox_permissions` runs that one call wider, in a fresh
+///   shell; the owner's persistent shell stays as it was.
 ///
-/// The confinement of a restricted call is prepared for that call, so roots
-/// and `.git` directories created since the last call are covered.
+/// Calls of one owner, and changes of its mode, run one at a time in arrival
+/// order.
 #[derive(Debug)]
 pub struct SandboxedShell {
     config: SandboxConfig,
-    persistent: ShellPool,
-    modes: Mutex<HashMap<String, SandboxMode>>,
-    /// Calls of one owner run one at a time, in arrival order, whatever the mode.
-    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    unconfined: ShellPool,
+    owners: Mutex<HashMap<String, Arc<Owner>>>,
+    /// Namespaces failed and the policy allows the weaker mode.
+    weaker: AtomicBool,
 }
 
-/// A pool of fresh shells for one call in `mode` (confined unless
-/// danger-full-access), and what the kernel enforces for it.
-fn one_shot(
-    config: &SandboxConfig,
+#[derive(Debug, Default)]
+struct Owner {
+    /// The owner's turn: calls and mode changes, in arrival order.
+    turn: tokio::sync::Mutex<()>,
+    state: Mutex<OwnerState>,
+}
+
+#[derive(Debug, Default)]
+struct OwnerState {
+    mode: Option<SandboxMode>,
+    confined: Option<Arc<Confined>>,
+}
+
+/// A pool of confined shells and what the kernel enforces for it.
+#[derive(Debug)]
+struct Confined {
     mode: SandboxMode,
-) -> Result<(ShellPool, Enforcement), SandboxError> {
-    let mut shell = one_shot_config(config, mode);
-    let enforcement = if mode == SandboxMode::DangerFullAccess {
-        Enforcement::none()
-    } else {
-        let rules = WriteRules::new(&config.policy, mode, &config.shell.start_dir);
-        confine(&mut shell, &rules, &config.policy)?
-    };
-    let pool = ShellPool::new(shell).map_err(|e| SandboxError::Setup(e.to_string()))?;
-    Ok((pool, enforcement))
+    // Dropped before the placeholders: the shells are killed first.
+    pool: ShellPool,
+    enforcement: Enforcement,
+    _placeholders: Placeholders,
 }
 
-/// The shell settings of a one-shot call in `mode`, before confinement:
-/// fresh shells, and a description that says what the mode allows.
-fn one_shot_config(config: &SandboxConfig, mode: SandboxMode) -> ShellConfig {
-    let dialect = config.shell.dialect;
-    let description = match mode {
-        SandboxMode::DangerFullAccess => dialect.one_shot_description(),
-        _ => format!(
-            "{} Commands run in the {} sandbox{}.",
-            dialect.one_shot_description(),
-            mode.name(),
-            if config.policy.network {
-                ""
-            } else {
-                " without network access"
-            }
-        ),
-    };
-    ShellConfig {
-        persistent: false,
-        description: Some(description),
-        ..config.shell.clone()
+impl Owner {
+    fn state(&self) -> MutexGuard<'_, OwnerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Variables a confined shell keeps from the host's environment; everything
+/// else (API keys, tokens, the host's own settings) stays out.
+const KEPT_ENV: [&str; 8] = [
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SHELL",
+];
+
+fn confined_env(host_env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| KEPT_ENV.contains(&k.as_str()) || k.starts_with("LC_"))
+        .collect();
+    env.push(("TMPDIR".to_owned(), "/tmp".to_owned()));
+    env.extend(host_env.iter().cloned());
+    env
 }
 
 #[cfg(target_os = "linux")]
@@ -100,10 +137,30 @@ fn confine(
     shell: &mut ShellConfig,
     rules: &WriteRules,
     policy: &SandboxPolicy,
+    namespaces: bool,
 ) -> Result<Enforcement, SandboxError> {
-    let (confinement, enforcement) =
-        crate::linux::Confinement::build(rules, policy.network, policy.degrade)?;
+    let workspace = std::fs::canonicalize(&shell.start_dir).map_err(|e| {
+        SandboxError::Setup(format!(
+            "the workspace {} is not usable: {e}",
+            shell.start_dir.display()
+        ))
+    })?;
+    let spec = crate::linux::Spec {
+        rules,
+        workspace: &workspace,
+        cwd: &workspace,
+        network: policy.network,
+        namespaces,
+    };
+    let (confinement, enforcement) = crate::linux::Confinement::build(&spec)?;
+    if !enforcement.missing.is_empty() && !policy.degrade {
+        return Err(SandboxError::NotEnforceable {
+            missing: enforcement.missing.join(", "),
+        });
+    }
     shell.pre_exec.push(Arc::new(confinement));
+    shell.inherit_env = false;
+    shell.env = confined_env(&shell.env);
     tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared");
     Ok(enforcement)
 }
@@ -113,11 +170,14 @@ fn confine(
     shell: &mut ShellConfig,
     rules: &WriteRules,
     policy: &SandboxPolicy,
+    _namespaces: bool,
 ) -> Result<Enforcement, SandboxError> {
     let profile = crate::seatbelt_profile(rules, policy.network);
     let mut argv = vec!["/usr/bin/sandbox-exec".to_owned(), "-p".to_owned(), profile];
     argv.extend(shell.effective_argv());
     shell.argv = Some(argv);
+    shell.inherit_env = false;
+    shell.env = confined_env(&shell.env);
     Ok(Enforcement::seatbelt(policy.network))
 }
 
@@ -126,17 +186,20 @@ fn confine(
     _shell: &mut ShellConfig,
     rules: &WriteRules,
     _policy: &SandboxPolicy,
+    _namespaces: bool,
 ) -> Result<Enforcement, SandboxError> {
     Err(SandboxError::Unsupported { mode: rules.mode })
 }
 
-/// Words in a failed command's output that mean the sandbox said no:
-/// `EACCES`, `EPERM`, `EROFS` (the read-only `.git` bind), and `EXDEV`, which
-/// Landlock returns for a link or rename across directories it may not join.
-const DENIAL_HINTS: [&str; 4] = [
-    "Permission denied",
-    "Operation not permitted",
+/// Words in a failed command's output that mean the sandbox denied a file
+/// access. With namespaces, everything outside the writable roots is a
+/// read-only mount, so a denied write is `EROFS`. The weaker mode adds
+/// Landlock's `EACCES` and `EXDEV` (a rename or link across directories it
+/// may not join).
+const DENIAL_HINTS: [&str; 1] = ["Read-only file system"];
+const WEAKER_DENIAL_HINTS: [&str; 3] = [
     "Read-only file system",
+    "Permission denied",
     "Invalid cross-device link",
 ];
 
@@ -144,44 +207,63 @@ impl SandboxedShell {
     /// The tool. No shell starts until a call; a restricted call whose
     /// confinement cannot be enforced fails closed with the reason.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
-        let persistent = ShellPool::new(ShellConfig {
+        let unconfined = ShellPool::new(ShellConfig {
             persistent: true,
             ..config.shell.clone()
         })
         .map_err(|e| SandboxError::Setup(e.to_string()))?;
         Ok(SandboxedShell {
-            persistent,
-            modes: Mutex::new(HashMap::new()),
-            turns: Mutex::new(HashMap::new()),
+            unconfined,
+            owners: Mutex::new(HashMap::new()),
+            weaker: AtomicBool::new(false),
             config,
         })
     }
 
-    fn modes(&self) -> MutexGuard<'_, HashMap<String, SandboxMode>> {
-        self.modes.lock().unwrap_or_else(|p| p.into_inner())
+    fn owner(&self, owner: &str) -> Arc<Owner> {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(owners.entry(owner.to_owned()).or_default())
     }
 
     /// The owner's mode: its own, else the policy's default.
     pub fn mode(&self, owner: &str) -> SandboxMode {
-        self.modes()
-            .get(owner)
-            .copied()
+        self.owner(owner)
+            .state()
+            .mode
             .unwrap_or(self.config.policy.mode)
     }
 
-    /// What the kernel enforces for `mode` now (the error says why it cannot).
+    /// What the kernel enforces for `mode` now (the error says why it
+    /// cannot). Where namespaces failed and the policy allows degrading,
+    /// this reports the weaker mode.
     pub fn enforcement(&self, mode: SandboxMode) -> Result<Enforcement, SandboxError> {
-        one_shot(&self.config, mode).map(|(_, e)| e)
+        if mode == SandboxMode::DangerFullAccess {
+            return Ok(Enforcement::none());
+        }
+        let mut shell = self.config.shell.clone();
+        let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);
+        confine(
+            &mut shell,
+            &rules,
+            &self.config.policy,
+            !self.weaker.load(Ordering::Relaxed),
+        )
     }
 
     /// Changes `owner`'s mode, following the [`ModeChange`] rule when it has
-    /// a persistent shell or one is being spawned. The same mode keeps the shell.
+    /// a persistent shell. The change waits for the owner's turn, so a call
+    /// that already started finishes under the old mode and every later one
+    /// runs under the new one. The same mode keeps the shell.
     pub async fn set_mode(&self, owner: &str, mode: SandboxMode) -> Result<(), SandboxError> {
-        let from = self.mode(owner);
+        let entry = self.owner(owner);
+        let _turn = entry.turn.lock().await;
+        let from = entry.state().mode.unwrap_or(self.config.policy.mode);
         if from == mode {
             return Ok(());
         }
-        let has_shell = self.persistent.owners().iter().any(|o| o == owner);
+        let confined = entry.state().confined.clone();
+        let has_shell = self.unconfined.has_shell(owner)
+            || confined.as_ref().is_some_and(|c| c.pool.has_shell(owner));
         if has_shell {
             match self.config.mode_change {
                 ModeChange::Reject => {
@@ -191,53 +273,124 @@ impl SandboxedShell {
                         to: mode,
                     });
                 }
-                ModeChange::Reset => self.persistent.close_owner(owner).await,
+                ModeChange::Reset => {
+                    self.unconfined.close_owner(owner).await;
+                    if let Some(c) = confined {
+                        c.pool.close_all().await;
+                    }
+                    entry.state().confined = None;
+                }
             }
         }
-        self.modes().insert(owner.to_owned(), mode);
+        entry.state().mode = Some(mode);
         tracing::info!(owner, %from, to = %mode, "sandbox mode changed");
         Ok(())
     }
 
     /// Closes `owner`'s persistent shell, if any.
     pub async fn close_owner(&self, owner: &str) {
-        self.persistent.close_owner(owner).await;
+        let entry = self.owner(owner);
+        self.unconfined.close_owner(owner).await;
+        let confined = entry.state().confined.take();
+        if let Some(c) = confined {
+            c.pool.close_all().await;
+        }
     }
 
     /// The tool's name: `bash`, `sh` or `pwsh`.
     pub fn tool_name(&self) -> &'static str {
-        self.persistent.tool_name()
+        self.unconfined.tool_name()
     }
 
     /// Closes every shell.
     pub async fn close_all(&self) {
-        self.persistent.close_all().await;
+        self.unconfined.close_all().await;
+        let owners: Vec<Arc<Owner>> = self
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for entry in owners {
+            let confined = entry.state().confined.take();
+            if let Some(c) = confined {
+                c.pool.close_all().await;
+            }
+        }
+    }
+
+    /// The shell settings for `mode` before confinement: persistence and a
+    /// description that says what the mode allows.
+    fn shell_config(&self, mode: SandboxMode, persistent: bool) -> ShellConfig {
+        let dialect = self.config.shell.dialect;
+        let base = if persistent {
+            self.config.shell.effective_description()
+        } else {
+            dialect.one_shot_description()
+        };
+        let description = match mode {
+            SandboxMode::DangerFullAccess => base,
+            _ => format!(
+                "{base} Commands run in the {} sandbox{}.",
+                mode.name(),
+                if self.config.policy.network {
+                    ""
+                } else {
+                    " without network access"
+                }
+            ),
+        };
+        ShellConfig {
+            persistent,
+            description: Some(description),
+            ..self.config.shell.clone()
+        }
+    }
+
+    /// A pool of shells confined to `mode` (resolved now).
+    fn confined(&self, mode: SandboxMode, persistent: bool) -> Result<Confined, SandboxError> {
+        let mut shell = self.shell_config(mode, persistent);
+        let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);
+        let placeholders = Placeholders::create(&rules);
+        let enforcement = confine(
+            &mut shell,
+            &rules,
+            &self.config.policy,
+            !self.weaker.load(Ordering::Relaxed),
+        )?;
+        let pool = ShellPool::new(shell).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        Ok(Confined {
+            mode,
+            pool,
+            enforcement,
+            _placeholders: placeholders,
+        })
     }
 
     /// The tool's definition for `owner`'s current mode: in restricted modes
-    /// it says that nothing persists, and offers `sandbox_permissions` and
-    /// `justification` when an approver is configured.
+    /// it says which sandbox runs the commands (and, one-shot, that nothing
+    /// persists), and offers `sandbox_permissions` and `justification` when
+    /// an approver is configured.
     pub fn schema(&self, owner: &str) -> Value {
         let mode = self.mode(owner);
         // The definition needs no confinement: listing tools must not build
-        // a Landlock ruleset and a seccomp program.
+        // a ruleset and a seccomp program.
         let mut schema = match mode {
-            SandboxMode::DangerFullAccess => self.persistent.schema(),
-            _ => match ShellPool::new(one_shot_config(&self.config, mode)) {
-                Ok(pool) => pool.schema(),
-                Err(_) => self.persistent.schema(),
-            },
+            SandboxMode::DangerFullAccess => self.unconfined.schema(),
+            _ => {
+                let persistent = self.config.restricted == Persistence::Persistent;
+                match ShellPool::new(self.shell_config(mode, persistent)) {
+                    Ok(pool) => pool.schema(),
+                    Err(_) => self.unconfined.schema(),
+                }
+            }
         };
         if mode != SandboxMode::DangerFullAccess && self.config.approver.is_some() {
-            let wider: Vec<&str> = [SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess]
-                .into_iter()
-                .filter(|m| *m > mode)
-                .map(SandboxMode::name)
-                .collect();
             let props = &mut schema["parameters"]["properties"];
             props["sandbox_permissions"] = json!({
                 "type": "string",
-                "enum": wider,
+                "enum": wider_than(mode).iter().map(|m| m.name()).collect::<Vec<_>>(),
                 "description": "Only to retry a command the sandbox blocked: run this one call with more access, after the user approves.",
             });
             props["justification"] = json!({
@@ -260,91 +413,157 @@ impl SandboxedShell {
         &self,
         owner: &str,
         args: &Value,
-        cancel: impl std::future::Future<Output = ()>,
+        cancel: impl Future<Output = ()>,
     ) -> Result<String, SandboxError> {
-        let turn = {
-            let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
-            Arc::clone(turns.entry(owner.to_owned()).or_default())
-        };
-        let _turn = turn.lock().await;
+        let entry = self.owner(owner);
+        let _turn = entry.turn.lock().await;
         let command = args
             .get("command")
             .and_then(Value::as_str)
             .filter(|c| !c.is_empty())
-            .ok_or(SandboxError::Shell(
-                dsh_shell_persistent::ShellError::EmptyCommand,
-            ))?;
+            .ok_or(SandboxError::Shell(ShellError::EmptyCommand))?;
+        let current = entry.state().mode.unwrap_or(self.config.policy.mode);
+        let (mode, escalated) = self.escalation(owner, command, current, args).await?;
+        if mode == SandboxMode::DangerFullAccess {
+            let text = if escalated {
+                let pool = ShellPool::new(self.shell_config(mode, false))
+                    .map_err(|e| SandboxError::Setup(e.to_string()))?;
+                pool.run_with_cancel(owner, command, cancel).await?
+            } else {
+                self.unconfined
+                    .run_with_cancel(owner, command, cancel)
+                    .await?
+            };
+            return Ok(text);
+        }
+        let persistent = !escalated && self.config.restricted == Persistence::Persistent;
+        let mut cancel = std::pin::pin!(cancel);
+        loop {
+            let confined = if persistent {
+                self.persistent_confined(&entry, owner, mode)?
+            } else {
+                Arc::new(self.confined(mode, false)?)
+            };
+            tracing::debug!(owner, %mode, persistent, enforcement = ?confined.enforcement, "confined call");
+            match confined
+                .pool
+                .run_with_cancel(owner, command, cancel.as_mut())
+                .await
+            {
+                Ok(text) => return Ok(self.annotate(text, mode, &confined.enforcement)),
+                Err(ShellError::Spawn {
+                    source: dsh_pty::PtyError::Confine(err),
+                    ..
+                }) => {
+                    entry.state().confined = None;
+                    if confined.enforcement.namespaces && self.config.policy.degrade {
+                        tracing::warn!(%err, "namespaces unavailable; the policy allows the weaker mode");
+                        self.weaker.store(true, Ordering::Relaxed);
+                        continue;
+                    }
+                    return Err(SandboxError::NotEnforceable {
+                        missing: if confined.enforcement.namespaces {
+                            format!("namespaces and a private filesystem view for the shell: {err}")
+                        } else {
+                            format!("the shell's confinement: {err}")
+                        },
+                    });
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// The owner's persistent confined shell pool for `mode`: the current
+    /// one while its shell lives, else a new one resolved now.
+    fn persistent_confined(
+        &self,
+        entry: &Owner,
+        owner: &str,
+        mode: SandboxMode,
+    ) -> Result<Arc<Confined>, SandboxError> {
+        let mut state = entry.state();
+        if let Some(c) = &state.confined {
+            if c.mode == mode && c.pool.has_shell(owner) {
+                return Ok(Arc::clone(c));
+            }
+        }
+        // Drop the old pool (and its placeholders) before making new ones.
+        state.confined = None;
+        let confined = Arc::new(self.confined(mode, true)?);
+        state.confined = Some(Arc::clone(&confined));
+        Ok(confined)
+    }
+
+    /// The mode this call runs in: the owner's, or the one an approver
+    /// allowed for this call only.
+    async fn escalation(
+        &self,
+        owner: &str,
+        command: &str,
+        current: SandboxMode,
+        args: &Value,
+    ) -> Result<(SandboxMode, bool), SandboxError> {
         let permissions = args.get("sandbox_permissions").filter(|v| !v.is_null());
         let justification = args.get("justification").filter(|v| !v.is_null());
-        let current = self.mode(owner);
-        let (mode, escalated) = match (permissions, justification) {
-            (None, None) => (current, false),
+        let (p, j) = match (permissions, justification) {
+            (None, None) => return Ok((current, false)),
             (None, Some(_)) => return Err(SandboxError::JustificationWithoutPermissions),
-            (Some(p), j) => {
-                let requested = p
-                    .as_str()
-                    .and_then(SandboxMode::from_name)
-                    .ok_or(SandboxError::InvalidPermissions)?;
-                let justification = j
-                    .and_then(Value::as_str)
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .ok_or(SandboxError::MissingJustification)?;
-                if requested <= current {
-                    return Err(SandboxError::NotWider { current, requested });
-                }
-                let approver = self
-                    .config
-                    .approver
-                    .as_ref()
-                    .ok_or(SandboxError::NoApprover { current })?;
-                let request = EscalationRequest {
-                    owner: owner.to_owned(),
-                    command: command.to_owned(),
-                    current,
-                    requested,
-                    justification: justification.to_owned(),
-                };
-                match approver.approve(&request).await {
-                    Approval::AllowedOnce => {
-                        tracing::info!(owner, %current, %requested, "escalation approved for one call");
-                        (requested, true)
-                    }
-                    Approval::TimedOut => return Err(SandboxError::ApprovalTimedOut { requested }),
-                    Approval::Denied => return Err(SandboxError::Denied { requested }),
-                }
+            (Some(p), j) => (p, j),
+        };
+        let requested = p
+            .as_str()
+            .and_then(SandboxMode::from_name)
+            .ok_or(SandboxError::InvalidPermissions)?;
+        let justification = j
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or(SandboxError::MissingJustification)?;
+        if requested <= current {
+            return Err(SandboxError::NotWider { current, requested });
+        }
+        let approver = self
+            .config
+            .approver
+            .as_ref()
+            .ok_or(SandboxError::NoApprover { current })?;
+        let request = EscalationRequest {
+            owner: owner.to_owned(),
+            command: command.to_owned(),
+            current,
+            requested,
+            justification: justification.to_owned(),
+        };
+        match approver.approve(&request).await {
+            Approval::AllowedOnce => {
+                tracing::info!(owner, %current, %requested, "escalation approved for one call");
+                Ok((requested, true))
             }
-        };
-        let text = if mode == SandboxMode::DangerFullAccess && !escalated {
-            self.persistent
-                .run_with_cancel(owner, command, cancel)
-                .await?
-        } else {
-            let (pool, enforcement) = one_shot(&self.config, mode)?;
-            tracing::debug!(owner, %mode, ?enforcement, "one-shot call");
-            pool.run_with_cancel(owner, command, cancel).await?
-        };
-        Ok(self.annotate(text, mode))
+            Approval::TimedOut => Err(SandboxError::ApprovalTimedOut { requested }),
+            Approval::Denied => Err(SandboxError::Denied { requested }),
+        }
     }
 
     /// Adds the denial line (and how to escalate) to a restricted command
-    /// that failed on the sandbox.
-    fn annotate(&self, text: String, mode: SandboxMode) -> String {
-        if mode == SandboxMode::DangerFullAccess {
-            return text;
-        }
+    /// that failed on a denied file access.
+    fn annotate(&self, text: String, mode: SandboxMode, enforcement: &Enforcement) -> String {
         let failed = text
             .lines()
             .last()
             .is_some_and(|l| l.starts_with("[exit code: "));
-        if !failed || !DENIAL_HINTS.iter().any(|h| text.contains(h)) {
+        let hints: &[&str] = if enforcement.namespaces {
+            &DENIAL_HINTS
+        } else {
+            &WEAKER_DENIAL_HINTS
+        };
+        if !failed || !hints.iter().any(|h| text.contains(h)) {
             return text;
         }
         let mut out = format!("{text}\n{}", mode.denial_line());
         if self.config.approver.is_some() {
-            let wider: Vec<String> = [SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess]
-                .into_iter()
-                .filter(|m| *m > mode)
+            let wider: Vec<String> = wider_than(mode)
+                .iter()
                 .map(|m| format!("`{}`", m.name()))
                 .collect();
             out.push_str(&format!(
@@ -354,4 +573,11 @@ impl SandboxedShell {
         }
         out
     }
+}
+
+fn wider_than(mode: SandboxMode) -> Vec<SandboxMode> {
+    [SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess]
+        .into_iter()
+        .filter(|m| *m > mode)
+        .collect()
 }

@@ -67,6 +67,7 @@ fn shell(
         },
         mode_change: rule,
         approver: approver.map(|a| Arc::new(FixedApprover(a)) as Arc<dyn dsh_sandbox::Approver>),
+        restricted: dsh_sandbox::Persistence::OneShot,
     })
     .unwrap()
 }
@@ -109,7 +110,7 @@ async fn workspace_write_allows_inside_and_stops_every_escape() {
     let s = shell(&d, ww(), None, ModeChange::Reject);
     let e = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
     assert!(
-        e.filesystem && e.network_seccomp && e.missing.is_empty(),
+        e.filesystem && e.namespaces && e.network_isolated && e.missing.is_empty(),
         "{e:?}"
     );
 

@@ -44,6 +44,10 @@ pub struct ShellConfig {
     pub rc_files: bool,
     /// Extra environment variables for the shell (applied after the tool's own).
     pub env: Vec<(String, String)>,
+    /// Whether the shell starts from this process's environment (the
+    /// default). With `false` it gets only the tool's own variables and
+    /// [`ShellConfig::env`]: the host's secrets stay out of the shell.
+    pub inherit_env: bool,
     /// How long one call may run before the shell is killed and reset (default 300 s).
     pub timeout: Duration,
     /// Output beyond this many characters is clipped (default 16,000).
@@ -102,6 +106,7 @@ impl ShellConfig {
             argv: None,
             rc_files: false,
             env: Vec::new(),
+            inherit_env: true,
             timeout: Duration::from_secs(300),
             max_output_chars: 16_000,
             clip: ClipMode::Head,

@@ -279,6 +279,15 @@ impl ShellPool {
     pub fn owners(&self) -> Vec<String> {
         self.inner.owners().keys().cloned().collect()
     }
+
+    /// Whether `owner` has a live shell or a call under way (which may be
+    /// starting one).
+    pub fn has_shell(&self, owner: &str) -> bool {
+        self.inner
+            .owners()
+            .get(owner)
+            .is_some_and(|o| o.slot.try_lock().map_or(true, |slot| slot.is_some()))
+    }
 }
 
 fn exit_line(exit: ExitStatus) -> String {

@@ -61,7 +61,11 @@ impl Shell {
         let argv = config.effective_argv();
         let ready = token()?;
         let first_start = token()?;
-        let mut spec = SpawnSpec::new(&argv[0])
+        let mut spec = SpawnSpec::new(&argv[0]);
+        if !config.inherit_env {
+            spec = spec.env_clear();
+        }
+        let mut spec = spec
             .args(&argv[1..])
             .cwd(&config.start_dir)
             .size(config.term_size)

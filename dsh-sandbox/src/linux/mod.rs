@@ -1,0 +1,305 @@
+//! Linux enforcement, modelled on bubblewrap and nsjail, with Landlock and
+//! seccomp as extra layers.
+//!
+//! # Process layout
+//!
+//! A confined shell is three processes. The PTY backend forks the
+//! *supervisor* (a session leader holding the terminal, in the host's PID
+//! namespace); its [`PreExec`](dsh_pty::PreExec) hook unshares user, mount,
+//! PID, IPC, UTS, cgroup (and, with the network off, network) namespaces,
+//! maps the caller's uid and gid to themselves, and forks the namespace's
+//! *init* (pid 1), which builds the filesystem view ([`view`]), brings the
+//! loopback interface up, and forks the *shell* (pid 2). The shell drops
+//! every capability, sets `no_new_privs`, enters Landlock and seccomp, and
+//! returns from the hook, so the backend `exec`s the real shell program.
+//!
+//! * init reaps orphans, never signals or is signalled from inside (a PID
+//!   namespace's init only gets signals it handles, and it handles none), is
+//!   not dumpable, and holds no capability after the fork. When the shell
+//!   ends, init ends, and the kernel kills everything left in the namespace:
+//!   nothing started inside (`setsid`, double fork, `nohup`) outlives it.
+//! * init dies with the supervisor (`PR_SET_PDEATHSIG`), and the supervisor
+//!   ends exactly like the shell did (same code, or killed by the same
+//!   signal), so the backend reports the shell's own exit.
+//! * The backend's `spawn` learns of success when every copy of its
+//!   close-on-exec error pipe is closed: the shell's at `exec`, the
+//!   supervisor's and init's explicitly. A failure anywhere in the chain is
+//!   returned from the hook in that process and reported as usual.
+//!
+//! Everything is prepared in the parent (mount plan, C strings, Landlock
+//! ruleset, BPF programs); the three processes only make raw system calls.
+//!
+//! # The weaker mode
+//!
+//! Where namespaces cannot be created (some container runtimes forbid user
+//! namespaces or mounting `proc` in them), a policy with `degrade: true`
+//! gets the old layering instead: capabilities dropped, `no_new_privs`,
+//! Landlock (writes only beneath the writable roots, TCP denied when the
+//! network is off) and seccomp (no socket but `AF_UNIX` when the network is
+//! off). It shares the host's PID namespace and filesystem view, so it does
+//! not hold against root; [`Enforcement`] says what is missing.
+
+mod landlock;
+mod seccomp;
+mod sys;
+mod view;
+
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use self::landlock::landlock_abi;
+use self::landlock::Grant;
+use self::view::{Attachment, View};
+use crate::{Enforcement, SandboxError, SandboxMode, WriteRules};
+
+/// What to confine, as the sandbox resolved it when the shell is created.
+#[derive(Debug)]
+pub(crate) struct Spec<'a> {
+    pub(crate) rules: &'a WriteRules,
+    /// The workspace (canonical): visible read-only in read-only mode.
+    pub(crate) workspace: &'a Path,
+    /// The shell's start directory.
+    pub(crate) cwd: &'a Path,
+    pub(crate) network: bool,
+    /// Use namespaces (`false`: the weaker mode).
+    pub(crate) namespaces: bool,
+}
+
+#[derive(Debug)]
+struct Namespaces {
+    flags: libc::c_int,
+    uid_map: CString,
+    gid_map: CString,
+    view: View,
+    loopback: bool,
+}
+
+/// The confinement applied to one shell (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Confinement {
+    namespaces: Option<Namespaces>,
+    landlock: Option<self::landlock::Plan>,
+    seccomp: seccomp::Filters,
+    /// Fail if capabilities cannot be dropped (we are root somewhere).
+    strict_capabilities: bool,
+}
+
+impl Confinement {
+    /// Prepares the confinement of `spec`. In the weaker mode, fails closed
+    /// when Landlock is missing.
+    pub(crate) fn build(spec: &Spec<'_>) -> Result<(Confinement, Enforcement), SandboxError> {
+        let abi = landlock_abi();
+        let rules = spec.rules;
+        let writable = rules.mode == SandboxMode::WorkspaceWrite;
+        let mut enforcement = Enforcement {
+            landlock_abi: abi,
+            seccomp: true,
+            capabilities_dropped: true,
+            ..Enforcement::default()
+        };
+        let mut grants: Vec<(PathBuf, Grant)> =
+            rules.roots.iter().map(|r| (r.clone(), Grant::Write)).collect();
+
+        let namespaces = if spec.namespaces {
+            let mut attachments: Vec<Attachment> = rules
+                .roots
+                .iter()
+                .map(|r| Attachment {
+                    path: r.clone(),
+                    writable: true,
+                })
+                .collect();
+            if !rules.roots.iter().any(|r| r == spec.workspace) {
+                attachments.push(Attachment {
+                    path: spec.workspace.to_owned(),
+                    writable: false,
+                });
+            }
+            let protected: Vec<PathBuf> = rules
+                .protected
+                .iter()
+                .filter(|p| std::fs::symlink_metadata(p).is_ok())
+                .filter(|p| rules.roots.iter().any(|r| p.starts_with(r)))
+                .cloned()
+                .collect();
+            enforcement.git_read_only = writable && !protected.is_empty();
+            let view = View::plan(&attachments, &protected, rules.tmp, writable, spec.cwd)?;
+            if rules.tmp {
+                grants.push((PathBuf::from("/tmp"), Grant::Write));
+            }
+            if writable {
+                grants.push((PathBuf::from("/dev/shm"), Grant::Write));
+            }
+            grants.push((PathBuf::from("/dev"), Grant::Files));
+            // SAFETY: getters without preconditions.
+            let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+            let map = |id: u32| {
+                CString::new(format!("{id} {id} 1"))
+                    .map_err(|_| SandboxError::Setup("uid map".to_owned()))
+            };
+            let mut flags = libc::CLONE_NEWUSER
+                | libc::CLONE_NEWNS
+                | libc::CLONE_NEWPID
+                | libc::CLONE_NEWIPC
+                | libc::CLONE_NEWUTS
+                | libc::CLONE_NEWCGROUP;
+            if !spec.network {
+                flags |= libc::CLONE_NEWNET;
+            }
+            enforcement.namespaces = true;
+            enforcement.filesystem = true;
+            enforcement.network_isolated = !spec.network;
+            Some(Namespaces {
+                flags,
+                uid_map: map(uid)?,
+                gid_map: map(gid)?,
+                view,
+                loopback: !spec.network,
+            })
+        } else {
+            enforcement.missing.push(
+                "user, mount and PID namespaces (processes and the filesystem view are shared with the host)",
+            );
+            if rules.tmp {
+                grants.push((PathBuf::from("/tmp"), Grant::Write));
+                if let Some(tmp) = std::env::var_os("TMPDIR") {
+                    if let Ok(tmp) = std::fs::canonicalize(tmp) {
+                        grants.push((tmp, Grant::Write));
+                    }
+                }
+            }
+            for dev in ["/dev/null", "/dev/tty"] {
+                grants.push((PathBuf::from(dev), Grant::Files));
+            }
+            None
+        };
+
+        let landlock = self::landlock::plan(abi, &grants, !spec.network && namespaces.is_none())?;
+        match &landlock {
+            Some(plan) => {
+                enforcement.landlock = true;
+                enforcement.landlock_scopes = plan.scoped;
+                if namespaces.is_none() {
+                    enforcement.filesystem = true;
+                    enforcement.network_isolated = !spec.network && plan.tcp_denied;
+                }
+            }
+            None if namespaces.is_none() => {
+                enforcement
+                    .missing
+                    .push("filesystem confinement (Landlock ABI 3 or newer)");
+            }
+            None => {}
+        }
+        let seccomp = seccomp::filters(namespaces.is_some(), spec.network)?;
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        Ok((
+            Confinement {
+                strict_capabilities: namespaces.is_some() || root,
+                namespaces,
+                landlock,
+                seccomp,
+            },
+            enforcement,
+        ))
+    }
+
+    /// The last steps, in the process that goes on to `exec` the shell.
+    fn restrict_self(&self) -> io::Result<()> {
+        if let Err(err) = sys::drop_capabilities() {
+            if self.strict_capabilities {
+                return Err(err);
+            }
+        }
+        sys::no_new_privs()?;
+        if let Some(plan) = &self.landlock {
+            plan.enforce()?;
+        }
+        for program in &self.seccomp.programs {
+            sys::seccomp_install(program)?;
+        }
+        Ok(())
+    }
+
+    /// The namespace chain (see the module docs). Returns `Ok` only in the
+    /// shell; the supervisor and init never return.
+    fn enter_namespaces(&self, ns: &Namespaces) -> io::Result<()> {
+        // SAFETY: every call is a raw system call on data prepared before
+        // the fork; `fork` in a single-threaded child is safe, and the
+        // children only make raw system calls too.
+        unsafe {
+            sys::check(libc::unshare(ns.flags).into())?;
+            sys::write_file(c"/proc/self/setgroups", b"deny")?;
+            sys::write_file(c"/proc/self/uid_map", ns.uid_map.as_bytes())?;
+            sys::write_file(c"/proc/self/gid_map", ns.gid_map.as_bytes())?;
+            let (ready_rx, ready_tx) = sys::pipe()?;
+            let (report_rx, report_tx) = sys::pipe()?;
+            let init = sys::check(libc::fork().into())? as libc::pid_t;
+            if init > 0 {
+                // The supervisor: wait until the shell exec'd (or the chain
+                // failed and reported it), then let `spawn` return.
+                libc::close(ready_tx);
+                libc::close(report_tx);
+                sys::drain(ready_rx);
+                sys::close_all_except(&[report_rx]);
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                let status = sys::wait(init).map_or(libc::EXIT_FAILURE << 8, |(_, s)| s);
+                let mut signal = 0u8;
+                libc::read(report_rx, (&mut signal as *mut u8).cast(), 1);
+                sys::exit_like(status, signal.into());
+            }
+            // init, pid 1 of the new PID namespace. If the supervisor died
+            // before this line, init is still a member of its terminal
+            // session, which the backend kills when the supervisor exits.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            libc::close(ready_rx);
+            libc::close(report_rx);
+            ns.view.apply()?;
+            if ns.loopback {
+                sys::loopback_up()?;
+            }
+            let shell = sys::check(libc::fork().into())? as libc::pid_t;
+            if shell > 0 {
+                libc::close(ready_tx);
+                sys::close_all_except(&[report_tx]);
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                // Nothing to do with the result: init keeps no capability.
+                let _ = sys::drop_capabilities();
+                loop {
+                    match sys::wait(-1) {
+                        Some((pid, status)) if pid == shell => {
+                            if libc::WIFSIGNALED(status) {
+                                let signal = libc::WTERMSIG(status) as u8;
+                                libc::write(report_tx, (&signal as *const u8).cast(), 1);
+                            }
+                            let code = if libc::WIFEXITED(status) {
+                                libc::WEXITSTATUS(status)
+                            } else {
+                                0
+                            };
+                            libc::_exit(code);
+                        }
+                        Some(_) => {}
+                        None => libc::_exit(1),
+                    }
+                }
+            }
+            // The shell (pid 2): `ready_tx` closes when it execs.
+            libc::close(report_tx);
+            Ok(())
+        }
+    }
+}
+
+// SAFETY: `pre_exec` only makes raw system calls on data prepared before
+// the fork (see the module docs); it does not allocate, lock or log.
+unsafe impl dsh_pty::PreExec for Confinement {
+    fn pre_exec(&self) -> io::Result<()> {
+        if let Some(ns) = &self.namespaces {
+            self.enter_namespaces(ns)?;
+        }
+        self.restrict_self()
+    }
+}

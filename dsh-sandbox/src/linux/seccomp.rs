@@ -1,0 +1,219 @@
+//! seccomp: what the namespaces and dropped capabilities do not already
+//! cover, as a second layer.
+//!
+//! Denied with `EPERM`: file handles (`open_by_handle_at`,
+//! `name_to_handle_at`), the kernel keyring, `bpf`, `perf_event_open`,
+//! `userfaultfd`, `io_uring`, new namespaces (`unshare`, `setns`, `clone`
+//! with a namespace flag), every mount call and `chroot`, device nodes
+//! (`mknod` of a character or block device), `ptrace` attach and
+//! `process_vm_*` on the sandbox's init (pid 1) and shell (pid 2),
+//! `prlimit64` and `setpriority` on any process but the caller, and sockets
+//! of any family but `AF_UNIX`, `AF_INET`, `AF_INET6` (and no raw or packet
+//! sockets at all). With the network off and no network namespace, every
+//! family but `AF_UNIX` is denied. `clone3`, whose flags seccomp cannot
+//! read, fails with `ENOSYS` so that the C library falls back to `clone`;
+//! on x86_64, every x32 system call fails with `ENOSYS` (a deny list must
+//! not be bypassed through the other ABI).
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
+    SeccompFilter, SeccompRule, TargetArch,
+};
+
+use crate::SandboxError;
+
+/// The programs to install, in order.
+#[derive(Debug)]
+pub(crate) struct Filters {
+    pub(crate) programs: Vec<Vec<libc::sock_filter>>,
+}
+
+fn error(e: &dyn std::fmt::Display) -> SandboxError {
+    SandboxError::Setup(format!("seccomp: {e}"))
+}
+
+fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<Cond, SandboxError> {
+    Cond::new(arg, len, op, value).map_err(|e| error(&e))
+}
+
+fn rule(conds: Vec<Cond>) -> Result<SeccompRule, SandboxError> {
+    SeccompRule::new(conds).map_err(|e| error(&e))
+}
+
+fn arch() -> Result<TargetArch, SandboxError> {
+    std::env::consts::ARCH.try_into().map_err(|e| error(&e))
+}
+
+fn compile(rules: Vec<(i64, Vec<SeccompRule>)>, errno: i32) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    let filter = SeccompFilter::new(
+        rules.into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno as u32),
+        arch()?,
+    )
+    .map_err(|e| error(&e))?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| error(&e))?;
+    Ok(program
+        .into_iter()
+        .map(|f| libc::sock_filter {
+            code: f.code,
+            jt: f.jt,
+            jf: f.jf,
+            k: f.k,
+        })
+        .collect())
+}
+
+/// The filters for a shell in namespaces (`namespaces: true`: its own
+/// network namespace when the network is off, so `AF_INET` is harmless) or
+/// in the weaker mode without them (`namespaces: false`, where the network
+/// being off means no socket but `AF_UNIX`).
+pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, SandboxError> {
+    let always = |_: ()| -> Result<Vec<SeccompRule>, SandboxError> { Ok(Vec::new()) };
+    let family_is_not = |families: &[i32]| -> Result<Vec<SeccompRule>, SandboxError> {
+        let conds = families
+            .iter()
+            .map(|f| cond(0, Len::Dword, Op::Ne, *f as u64))
+            .collect::<Result<_, _>>()?;
+        Ok(vec![rule(conds)?])
+    };
+    let inet_only = namespaces || network;
+    let mut socket = if inet_only {
+        family_is_not(&[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6])?
+    } else {
+        family_is_not(&[libc::AF_UNIX])?
+    };
+    // SOCK_PACKET (10), the obsolete packet socket type.
+    for kind in [libc::SOCK_RAW, 10] {
+        socket.push(rule(vec![cond(1, Len::Dword, Op::MaskedEq(0xf), kind as u64)?])?);
+    }
+    let ns_flags = [
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWCGROUP,
+    ];
+    let clone = ns_flags
+        .iter()
+        .map(|f| rule(vec![cond(0, Len::Qword, Op::MaskedEq(*f as u64), *f as u64)?]))
+        .collect::<Result<_, _>>()?;
+    // pid 1 is the sandbox's init and pid 2 its shell, in their namespace.
+    let own_pids = |arg: u8, extra: Option<(u8, u64)>| -> Result<Vec<SeccompRule>, SandboxError> {
+        [1u64, 2]
+            .iter()
+            .map(|pid| {
+                let mut conds = vec![cond(arg, Len::Dword, Op::Eq, *pid)?];
+                if let Some((a, v)) = extra {
+                    conds.push(cond(a, Len::Dword, Op::Eq, v)?);
+                }
+                rule(conds)
+            })
+            .collect()
+    };
+    let mut ptrace = own_pids(1, Some((0, libc::PTRACE_ATTACH as u64)))?;
+    ptrace.extend(own_pids(1, Some((0, libc::PTRACE_SEIZE as u64)))?);
+    let device_node = |arg: u8| -> Result<Vec<SeccompRule>, SandboxError> {
+        [libc::S_IFCHR, libc::S_IFBLK]
+            .iter()
+            .map(|kind| {
+                rule(vec![cond(
+                    arg,
+                    Len::Dword,
+                    Op::MaskedEq(libc::S_IFMT as u64),
+                    *kind as u64,
+                )?])
+            })
+            .collect()
+    };
+
+    let mut rules: Vec<(i64, Vec<SeccompRule>)> = vec![
+        (libc::SYS_socket, socket),
+        (libc::SYS_socketpair, family_is_not(&[libc::AF_UNIX])?),
+        (libc::SYS_clone, clone),
+        (libc::SYS_ptrace, ptrace),
+        (libc::SYS_process_vm_readv, own_pids(0, None)?),
+        (libc::SYS_process_vm_writev, own_pids(0, None)?),
+        (
+            libc::SYS_prlimit64,
+            vec![rule(vec![cond(0, Len::Dword, Op::Ne, 0)?])?],
+        ),
+        (
+            libc::SYS_setpriority,
+            vec![rule(vec![cond(1, Len::Dword, Op::Ne, 0)?])?],
+        ),
+        (libc::SYS_mknodat, device_node(2)?),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    rules.push((libc::SYS_mknod, device_node(1)?));
+    for nr in [
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_userfaultfd,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_open_tree,
+        libc::SYS_move_mount,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+    ] {
+        rules.push((nr, always(())?));
+    }
+    let eperm = compile(rules, libc::EPERM)?;
+    let enosys = compile(vec![(libc::SYS_clone3, Vec::new())], libc::ENOSYS)?;
+    let mut programs = vec![eperm, enosys];
+    #[cfg(target_arch = "x86_64")]
+    programs.push(x32_guard());
+    Ok(Filters { programs })
+}
+
+/// x86_64 only: every system call numbered in the x32 range fails with
+/// `ENOSYS`.
+#[cfg(target_arch = "x86_64")]
+fn x32_guard() -> Vec<libc::sock_filter> {
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let ld_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    vec![
+        stmt(ld_abs, 4), // seccomp_data.arch
+        jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+        stmt(ld_abs, 0), // seccomp_data.nr
+        jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, X32_SYSCALL_BIT, 0, 1),
+        stmt(
+            libc::BPF_RET | libc::BPF_K,
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        ),
+        stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+    ]
+}

@@ -1,0 +1,440 @@
+//! Raw system calls used between `fork` and `exec`.
+//!
+//! Every function here is async-signal-safe: it makes system calls on data
+//! prepared before the fork (C strings, plain integers) and never allocates,
+//! locks or logs. The mount-API constants that `libc` does not carry for
+//! glibc targets are defined here from `<linux/mount.h>`.
+
+use std::ffi::CStr;
+use std::io;
+
+use libc::{c_int, c_long, c_uint};
+
+/// `OPEN_TREE_CLONE`: a detached copy of the mount tree at the path.
+const OPEN_TREE_CLONE: c_uint = 1;
+/// `MOVE_MOUNT_F_EMPTY_PATH`: the source is the file descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
+/// `MOUNT_ATTR_RDONLY`.
+pub(crate) const ATTR_RDONLY: u64 = 0x1;
+/// `MOUNT_ATTR_NOSUID`.
+pub(crate) const ATTR_NOSUID: u64 = 0x2;
+/// `MOUNT_ATTR_NODEV`.
+pub(crate) const ATTR_NODEV: u64 = 0x4;
+/// `MOUNT_ATTR_NOEXEC`.
+pub(crate) const ATTR_NOEXEC: u64 = 0x8;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's header).
+#[repr(C, packed)]
+struct PathBeneath {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+pub(crate) fn check(rc: c_long) -> io::Result<c_long> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn check_int(rc: c_int) -> io::Result<c_int> {
+    check(rc.into()).map(|_| rc)
+}
+
+/// Writes `data` to the file at `path` (one `write`).
+pub(crate) fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
+    // SAFETY: `path` is NUL-terminated; open/write/close are plain syscalls.
+    unsafe {
+        let fd = check_int(libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if n < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// A detached copy of the mount tree at `path` (`open_tree(2)` with
+/// `OPEN_TREE_CLONE`, recursive); `follow: false` clones a symbolic link or
+/// file itself.
+pub(crate) fn clone_tree(path: &CStr, follow: bool) -> io::Result<c_int> {
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as c_uint | libc::AT_RECURSIVE as c_uint;
+    if !follow {
+        flags |= libc::AT_SYMLINK_NOFOLLOW as c_uint;
+    }
+    // SAFETY: a plain syscall on a NUL-terminated path.
+    let fd = check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })?;
+    Ok(fd as c_int)
+}
+
+/// Attaches the detached tree `fd` at `target` (`move_mount(2)`); `target`
+/// itself is not followed if it is a symbolic link.
+pub(crate) fn attach(fd: c_int, target: &CStr) -> io::Result<()> {
+    // SAFETY: plain syscalls on a descriptor we own and a NUL-terminated path.
+    unsafe {
+        let to = check_int(libc::open(
+            target.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        ))?;
+        let rc = libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            c"".as_ptr(),
+            to,
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | 0x40, // MOVE_MOUNT_T_EMPTY_PATH
+        );
+        let err = io::Error::last_os_error();
+        libc::close(to);
+        if rc < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// Sets and clears mount attributes on the mount at `path` (and every mount
+/// beneath it when `recursive`), without following a final symbolic link.
+pub(crate) fn set_attr(path: &CStr, set: u64, clear: u64, recursive: bool) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_SYMLINK_NOFOLLOW as c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as c_uint;
+    }
+    // SAFETY: `attr` lives on this stack frame for the duration of the call.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
+/// `mount(2)` of a new filesystem instance.
+pub(crate) fn mount_fs(
+    fstype: &CStr,
+    target: &CStr,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    let data = data.map_or(std::ptr::null(), |d| d.as_ptr().cast());
+    // SAFETY: NUL-terminated strings that outlive the call.
+    check_int(unsafe { libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, data) })?;
+    Ok(())
+}
+
+/// Makes every mount of this namespace private: nothing done here reaches
+/// the parent namespace, and nothing from there reaches us.
+pub(crate) fn make_private() -> io::Result<()> {
+    // SAFETY: constant strings; a plain syscall.
+    check_int(unsafe {
+        libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })?;
+    Ok(())
+}
+
+/// Whether anything exists at `path` (not following a final link).
+pub(crate) fn exists(path: &CStr) -> bool {
+    // SAFETY: `st` is written by the kernel; the path is NUL-terminated.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::lstat(path.as_ptr(), &mut st) == 0
+    }
+}
+
+/// `mkdir(2)`, succeeding if something is already there.
+pub(crate) fn mkdir(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    if exists(path) {
+        return Ok(());
+    }
+    // SAFETY: a NUL-terminated path.
+    check_int(unsafe { libc::mkdir(path.as_ptr(), mode) })?;
+    Ok(())
+}
+
+/// Creates an empty file (a mount point for a device node).
+pub(crate) fn touch(path: &CStr) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path; the descriptor is closed at once.
+    unsafe {
+        let fd = check_int(libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+            0o644 as c_uint,
+        ))?;
+        libc::close(fd);
+    }
+    Ok(())
+}
+
+/// `symlink(2)`.
+pub(crate) fn symlink(target: &CStr, link: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated strings.
+    check_int(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
+    Ok(())
+}
+
+/// `chdir(2)`.
+pub(crate) fn chdir(path: &CStr) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path.
+    check_int(unsafe { libc::chdir(path.as_ptr()) })?;
+    Ok(())
+}
+
+/// Closes every descriptor from 3 up except those in `keep` (which must be
+/// sorted and at least 3).
+pub(crate) fn close_all_except(keep: &[c_int]) {
+    let mut from: c_uint = 3;
+    for &fd in keep {
+        let fd = fd as c_uint;
+        if fd > from {
+            // SAFETY: closing descriptors has no memory effects.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, c_uint::MAX, 0u32) };
+}
+
+/// Drops every capability: the bounding set, the ambient set, and the
+/// effective, permitted and inheritable sets; and locks the securebits so
+/// that `execve` of a set-user-ID-root or any program as uid 0 grants none.
+pub(crate) fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl and capset with valid arguments; `data` and `header`
+    // live on this frame.
+    unsafe {
+        let bits = libc::SECBIT_NOROOT
+            | libc::SECBIT_NOROOT_LOCKED
+            | libc::SECBIT_NO_SETUID_FIXUP
+            | libc::SECBIT_NO_SETUID_FIXUP_LOCKED
+            | libc::SECBIT_KEEP_CAPS_LOCKED
+            | libc::SECBIT_NO_CAP_AMBIENT_RAISE
+            | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+        check_int(libc::prctl(libc::PR_SET_SECUREBITS, bits as libc::c_ulong, 0, 0, 0))?;
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
+                let err = io::Error::last_os_error();
+                // EINVAL: no such capability on this kernel; we are done.
+                if err.raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return Err(err);
+            }
+        }
+        check_int(libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ))?;
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: c_int,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        check(libc::syscall(
+            libc::SYS_capset,
+            &header as *const Header,
+            data.as_ptr(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
+pub(crate) fn no_new_privs() -> io::Result<()> {
+    // SAFETY: a plain prctl.
+    check_int(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// Adds a Landlock rule granting `access` beneath `path` to `ruleset`.
+/// A path that does not exist is skipped.
+pub(crate) fn landlock_allow(ruleset: c_int, path: &CStr, access: u64) -> io::Result<()> {
+    // SAFETY: plain syscalls; `attr` lives on this frame.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+        if fd < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::ENOENT) {
+                return Ok(());
+            }
+            return Err(err);
+        }
+        let attr = PathBeneath {
+            allowed_access: access,
+            parent_fd: fd,
+        };
+        let rc = libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            1u32, // LANDLOCK_RULE_PATH_BENEATH
+            &attr as *const PathBeneath,
+            0u32,
+        );
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if rc < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// `landlock_restrict_self(2)`.
+pub(crate) fn landlock_restrict(ruleset: c_int) -> io::Result<()> {
+    // SAFETY: a plain syscall.
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) })?;
+    Ok(())
+}
+
+/// Installs a seccomp filter program.
+pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
+    let prog = libc::sock_fprog {
+        len: program.len() as libc::c_ushort,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `program`, which outlives the call; the kernel
+    // copies the filter.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &prog as *const libc::sock_fprog,
+        )
+    })?;
+    Ok(())
+}
+
+/// Brings the loopback interface of this network namespace up.
+pub(crate) fn loopback_up() -> io::Result<()> {
+    // SAFETY: a socket used for two ioctls on a zeroed `ifreq` on this frame.
+    unsafe {
+        let sock = check_int(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?;
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        let mut rc = libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req);
+        if rc == 0 {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            rc = libc::ioctl(sock, libc::SIOCSIFFLAGS, &req);
+        }
+        let err = io::Error::last_os_error();
+        libc::close(sock);
+        if rc < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// `pipe2(O_CLOEXEC)`: `(read end, write end)`.
+pub(crate) fn pipe() -> io::Result<(c_int, c_int)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    check_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((fds[0], fds[1]))
+}
+
+/// Reads and discards until end-of-file (or an error other than `EINTR`).
+pub(crate) fn drain(fd: c_int) {
+    let mut buf = [0u8; 16];
+    loop {
+        // SAFETY: `buf` is a local buffer of the given size.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 || (n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)) {
+            continue;
+        }
+        return;
+    }
+}
+
+/// `waitpid(pid)` retried on `EINTR`; `None` on any other error.
+pub(crate) fn wait(pid: libc::pid_t) -> Option<(libc::pid_t, c_int)> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: `status` is a local the kernel writes.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc >= 0 {
+            return Some((rc, status));
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+    }
+}
+
+/// Ends this process the way `status` (from `waitpid`) says another one
+/// ended: the same exit code, or death by the same signal.
+pub(crate) fn exit_like(status: c_int, signal: c_int) -> ! {
+    // SAFETY: signal/kill/_exit are async-signal-safe and end the process.
+    unsafe {
+        let sig = if signal > 0 {
+            signal
+        } else if libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            0
+        };
+        if sig > 0 {
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        libc::_exit(1)
+    }
+}

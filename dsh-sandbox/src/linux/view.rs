@@ -1,0 +1,314 @@
+//! The confined shell's view of the filesystem, built in its own mount
+//! namespace.
+//!
+//! The plan is computed in the parent ([`View::plan`]); the child replays it
+//! with raw system calls ([`View::apply`]):
+//!
+//! 1. every mount becomes private, and the trees the view needs from the host
+//!    (the workspace, writable roots, protected `.git` paths, a few device
+//!    nodes) are cloned while they are still reachable;
+//! 2. the whole tree is made read-only, `nosuid` and `nodev` in one
+//!    recursive `mount_setattr(2)`;
+//! 3. `/tmp` gets a private tmpfs, `/run` (and a real `/var/run`) an empty
+//!    read-only one, `/dev` a minimal tmpfs (null, zero, full, random,
+//!    urandom, tty bound from the host, a private `devpts` and `/dev/shm`),
+//!    and `/proc` a fresh proc of the new PID namespace with `sys`,
+//!    `sysrq-trigger`, `irq` and `bus` read-only;
+//! 4. the workspace and writable roots are attached on top (read-write in
+//!    workspace-write, read-only otherwise), then every protected path,
+//!    read-only, over them — a mount point cannot be renamed or removed, so
+//!    a `.git` symlink or gitdir file cannot be swapped either;
+//! 5. the shell's working directory is entered again, in the new view.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use libc::c_int;
+
+use super::sys::{self, ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY};
+use crate::SandboxError;
+
+/// The most trees one view clones from the host (roots, protected paths,
+/// device nodes): the child keeps their descriptors on its stack.
+pub(crate) const MAX_CLONES: usize = 64;
+
+/// Device nodes bound from the host into the minimal `/dev`.
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Parts of `/proc` bound read-only over themselves (as bubblewrap does).
+const PROC_READ_ONLY: [&str; 4] = ["sys", "sysrq-trigger", "irq", "bus"];
+
+#[derive(Debug)]
+struct Source {
+    path: CString,
+    follow: bool,
+}
+
+#[derive(Debug)]
+enum Step {
+    /// A fresh tmpfs.
+    Tmpfs {
+        target: CString,
+        options: CString,
+        read_only: bool,
+    },
+    Mkdir(CString),
+    Touch(CString),
+    Symlink {
+        target: CString,
+        link: CString,
+    },
+    /// Attach cloned tree `source` at `target`, then set `attrs` on it
+    /// (recursively).
+    Attach {
+        source: usize,
+        target: CString,
+        attrs: u64,
+    },
+    /// A fresh proc for the new PID namespace.
+    Proc(CString),
+    /// A private devpts instance.
+    Devpts(CString),
+    /// Bind `path` (of the new view) read-only over itself, if it exists.
+    ReadOnlySelf(CString),
+    /// Set attributes of one mount.
+    SetAttr {
+        path: CString,
+        set: u64,
+    },
+}
+
+/// What a confined shell sees.
+#[derive(Debug)]
+pub(crate) struct View {
+    sources: Vec<Source>,
+    steps: Vec<Step>,
+    cwd: CString,
+}
+
+/// One root to attach: its (canonical) path and whether it is writable.
+#[derive(Debug, Clone)]
+pub(crate) struct Attachment {
+    pub(crate) path: PathBuf,
+    pub(crate) writable: bool,
+}
+
+fn c(path: &Path) -> Result<CString, SandboxError> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| SandboxError::Setup(format!("path with a NUL byte: {}", path.display())))
+}
+
+fn cs(text: &str) -> CString {
+    // Only called with literals and paths built from literals: no NUL.
+    CString::new(text).unwrap_or_default()
+}
+
+fn is_real_dir(path: &str) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+impl View {
+    /// The plan for `roots` (the workspace and writable roots, in any
+    /// order), `protected` paths (read-only over the roots; each must exist),
+    /// a private `/tmp` (writable or not), a private `/dev/shm`, and `cwd`.
+    pub(crate) fn plan(
+        roots: &[Attachment],
+        protected: &[PathBuf],
+        tmp_writable: bool,
+        shm_writable: bool,
+        cwd: &Path,
+    ) -> Result<View, SandboxError> {
+        let mut sources = Vec::new();
+        let mut steps = Vec::new();
+        let mut source = |path: &Path, follow: bool| -> Result<usize, SandboxError> {
+            sources.push(Source {
+                path: c(path)?,
+                follow,
+            });
+            Ok(sources.len() - 1)
+        };
+
+        // Private /tmp (the roots may live beneath it: they are attached
+        // after, on directories made in the tmpfs).
+        steps.push(Step::Tmpfs {
+            target: cs("/tmp"),
+            options: cs("mode=1777"),
+            read_only: false,
+        });
+        // Socket directories: empty and read-only.
+        for dir in ["/run", "/var/run"] {
+            if is_real_dir(dir) {
+                steps.push(Step::Tmpfs {
+                    target: cs(dir),
+                    options: cs("mode=755"),
+                    read_only: true,
+                });
+            }
+        }
+        // A minimal /dev.
+        steps.push(Step::Tmpfs {
+            target: cs("/dev"),
+            options: cs("mode=755"),
+            read_only: false,
+        });
+        for dev in DEVICES {
+            let host = format!("/dev/{dev}");
+            if Path::new(&host).exists() {
+                let index = source(Path::new(&host), true)?;
+                steps.push(Step::Touch(cs(&host)));
+                steps.push(Step::Attach {
+                    source: index,
+                    target: cs(&host),
+                    attrs: ATTR_NOSUID | ATTR_NOEXEC,
+                });
+            }
+        }
+        steps.push(Step::Mkdir(cs("/dev/pts")));
+        steps.push(Step::Devpts(cs("/dev/pts")));
+        steps.push(Step::Symlink {
+            target: cs("pts/ptmx"),
+            link: cs("/dev/ptmx"),
+        });
+        steps.push(Step::Mkdir(cs("/dev/shm")));
+        steps.push(Step::Tmpfs {
+            target: cs("/dev/shm"),
+            options: cs("mode=1777"),
+            read_only: !shm_writable,
+        });
+        for (target, link) in [
+            ("/proc/self/fd", "/dev/fd"),
+            ("/proc/self/fd/0", "/dev/stdin"),
+            ("/proc/self/fd/1", "/dev/stdout"),
+            ("/proc/self/fd/2", "/dev/stderr"),
+        ] {
+            steps.push(Step::Symlink {
+                target: cs(target),
+                link: cs(link),
+            });
+        }
+        steps.push(Step::SetAttr {
+            path: cs("/dev"),
+            set: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC,
+        });
+        // A fresh /proc for the PID namespace.
+        steps.push(Step::Proc(cs("/proc")));
+        for part in PROC_READ_ONLY {
+            steps.push(Step::ReadOnlySelf(cs(&format!("/proc/{part}"))));
+        }
+
+        // The workspace and writable roots, shortest first so that nested
+        // roots land on top of their parents.
+        let mut roots = roots.to_vec();
+        roots.sort_by_key(|r| r.path.as_os_str().len());
+        for root in &roots {
+            let index = source(&root.path, true)?;
+            // Directories leading to a root under a private tmpfs must be
+            // made there; elsewhere they already exist.
+            let mut prefixes: Vec<&Path> = root.path.ancestors().collect();
+            prefixes.reverse();
+            for prefix in prefixes.iter().skip(1) {
+                steps.push(Step::Mkdir(c(prefix)?));
+            }
+            let mut attrs = ATTR_NOSUID | ATTR_NODEV;
+            if !root.writable {
+                attrs |= ATTR_RDONLY;
+            }
+            steps.push(Step::Attach {
+                source: index,
+                target: c(&root.path)?,
+                attrs,
+            });
+        }
+        for path in protected {
+            let index = source(path, false)?;
+            steps.push(Step::Attach {
+                source: index,
+                target: c(path)?,
+                attrs: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
+            });
+        }
+        if !tmp_writable {
+            steps.push(Step::SetAttr {
+                path: cs("/tmp"),
+                set: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
+            });
+        }
+        if sources.len() > MAX_CLONES {
+            return Err(SandboxError::Setup(format!(
+                "the sandbox can attach at most {MAX_CLONES} writable roots, protected paths and devices; this policy needs {}",
+                sources.len()
+            )));
+        }
+        Ok(View {
+            sources,
+            steps,
+            cwd: c(cwd)?,
+        })
+    }
+
+    /// Builds the view. Runs in the child, in new user, mount and PID
+    /// namespaces, before `exec`; async-signal-safe.
+    pub(crate) fn apply(&self) -> io::Result<()> {
+        sys::make_private()?;
+        let mut fds: [c_int; MAX_CLONES] = [-1; MAX_CLONES];
+        for (fd, src) in fds.iter_mut().zip(&self.sources) {
+            *fd = sys::clone_tree(&src.path, src.follow)?;
+        }
+        sys::set_attr(c"/", ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV, 0, true)?;
+        for step in &self.steps {
+            match step {
+                Step::Tmpfs {
+                    target,
+                    options,
+                    read_only,
+                } => {
+                    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+                    if *read_only {
+                        flags |= libc::MS_RDONLY;
+                    }
+                    sys::mount_fs(c"tmpfs", target, flags, Some(options))?;
+                }
+                Step::Mkdir(path) => sys::mkdir(path, 0o755)?,
+                Step::Touch(path) => sys::touch(path)?,
+                Step::Symlink { target, link } => sys::symlink(target, link)?,
+                Step::Attach {
+                    source,
+                    target,
+                    attrs,
+                } => {
+                    sys::attach(fds[*source], target)?;
+                    sys::set_attr(target, *attrs, 0, true)?;
+                }
+                Step::Proc(target) => sys::mount_fs(
+                    c"proc",
+                    target,
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    None,
+                )?,
+                Step::Devpts(target) => sys::mount_fs(
+                    c"devpts",
+                    target,
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    Some(c"newinstance,ptmxmode=0666,mode=0620"),
+                )?,
+                Step::ReadOnlySelf(path) => {
+                    if sys::exists(path) {
+                        let fd = sys::clone_tree(path, false)?;
+                        sys::attach(fd, path)?;
+                        // SAFETY: closing our own descriptor.
+                        unsafe { libc::close(fd) };
+                        sys::set_attr(path, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV, 0, true)?;
+                    }
+                }
+                Step::SetAttr { path, set } => sys::set_attr(path, *set, 0, false)?,
+            }
+        }
+        for fd in fds.iter().take(self.sources.len()) {
+            // SAFETY: closing descriptors we opened.
+            unsafe { libc::close(*fd) };
+        }
+        sys::chdir(&self.cwd)
+    }
+}

@@ -6,21 +6,19 @@
 //! `dsh-mcp --help`; this library holds the server so it can be embedded.
 //!
 //! ```no_run
-//! use dsh_editor::{Editor, fs::LocalFs};
+//! use dsh_editor::Editor;
 //! use dsh_mcp::DshServer;
-//! use dsh_sandbox::{ModeChange, SandboxConfig, SandboxFs, SandboxMode, SandboxPolicy, SandboxedShell};
+//! use dsh_sandbox::{SandboxConfig, SandboxFs, SandboxMode, SandboxPolicy, SandboxedShell};
 //! use dsh_shell_persistent::ShellConfig;
 //! use rmcp::ServiceExt;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let policy = SandboxPolicy { mode: SandboxMode::WorkspaceWrite, ..SandboxPolicy::default() };
-//! let shell = SandboxedShell::new(SandboxConfig {
-//!     policy: policy.clone(),
-//!     shell: ShellConfig::new("/workspace"),
-//!     mode_change: ModeChange::Reject,
-//!     approver: None,
-//! })?;
-//! let editor = Editor::new(SandboxFs::new(LocalFs::new(), policy, "/workspace"));
+//! let shell = SandboxedShell::new(SandboxConfig::new(
+//!     policy.clone(),
+//!     ShellConfig::new("/workspace"),
+//! ))?;
+//! let editor = Editor::new(SandboxFs::new(policy, "/workspace"));
 //! let server = DshServer::new(shell, editor, None, None);
 //! let running = server.clone().serve(rmcp::transport::stdio()).await?;
 //! running.waiting().await?;

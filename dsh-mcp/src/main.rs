@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use dsh_editor::{Editor, EditorConfig, fs::LocalFs};
+use dsh_editor::{Editor, EditorConfig};
 use dsh_mcp::{DshServer, ElicitApprover, SessionLog};
 use dsh_sandbox::{
-    Approval, Approver, FixedApprover, ModeChange, SandboxConfig, SandboxFs, SandboxMode,
+    Approval, Approver, FixedApprover, ModeChange, Persistence, SandboxConfig, SandboxFs, SandboxMode,
     SandboxPolicy, SandboxedShell,
 };
 use dsh_shell_persistent::{Dialect, ShellConfig};
@@ -53,6 +53,11 @@ struct Args {
     /// Allow network access in the restricted sandbox modes.
     #[arg(long, env = "DSH_NETWORK")]
     network: bool,
+
+    /// In the restricted modes, run every call in a fresh confined shell
+    /// instead of one persistent confined shell.
+    #[arg(long, env = "DSH_ONE_SHOT")]
+    one_shot: bool,
 
     /// Who approves a call's `sandbox_permissions`: nobody (`never`), every
     /// request (`always`), or the client's user through MCP elicitation
@@ -166,6 +171,11 @@ async fn serve(args: Args) -> ExitCode {
         shell: config,
         mode_change: ModeChange::Reject,
         approver,
+        restricted: if args.one_shot {
+            Persistence::OneShot
+        } else {
+            Persistence::Persistent
+        },
     }) {
         Ok(shell) => shell,
         Err(err) => {
@@ -174,7 +184,7 @@ async fn serve(args: Args) -> ExitCode {
         }
     };
     let editor = match Editor::with_config(
-        SandboxFs::new(LocalFs::new(), policy, &workspace),
+        SandboxFs::new(policy, &workspace),
         EditorConfig {
             max_output_chars,
             ..EditorConfig::default()

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use dsh_editor::fs::LocalFs;
 use dsh_editor::{Editor, TOOL_NAME as EDITOR_TOOL};
 use dsh_sandbox::{SandboxFs, SandboxedShell};
 use rmcp::model::{
@@ -23,7 +22,7 @@ pub const OWNER: &str = "mcp";
 #[derive(Debug, Clone)]
 pub struct DshServer {
     shell: Arc<SandboxedShell>,
-    editor: Arc<Editor<SandboxFs<LocalFs>>>,
+    editor: Arc<Editor<SandboxFs>>,
     log: Option<Arc<SessionLog>>,
     elicit: Option<Arc<ElicitApprover>>,
     /// One call at a time, in arrival order (a fair lock, taken before
@@ -36,7 +35,7 @@ impl DshServer {
     /// `elicit` is told the client of each call so it can ask for approvals.
     pub fn new(
         shell: SandboxedShell,
-        editor: Editor<SandboxFs<LocalFs>>,
+        editor: Editor<SandboxFs>,
         log: Option<SessionLog>,
         elicit: Option<Arc<ElicitApprover>>,
     ) -> Self {

@@ -1,28 +1,37 @@
 //! The editor's filesystem under the policy.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use dsh_editor::fs::{DirEntry, Fs, FsError, Metadata, Version};
+use dsh_editor::fs::{DirEntry, Fs, FsError, LocalFs, Metadata, Version};
 
 use crate::{SandboxMode, SandboxPolicy, WriteRules};
 
-/// An [`Fs`] that applies the policy to every mutation after resolving the
-/// real path (symlinks of the existing part, then `.`/`..`): a write outside
-/// the writable roots, into a protected `.git`, or any write in read-only
-/// mode is refused with `[sandbox: file access denied under <mode> mode]`
-/// and changes nothing. Reads pass through (the policy reads everywhere).
+/// The local filesystem under the policy. Reads go everywhere (the policy
+/// reads everywhere); every mutation is checked against the writable roots
+/// of the current mode:
 ///
-/// Bind mounts are not visible to path resolution: a directory bound into
-/// the workspace from elsewhere counts as inside it.
+/// * `read-only`: every create and edit is refused;
+/// * `workspace-write`: the path is resolved beneath an open directory of a
+///   writable root, and every step of the write (missing directories, the
+///   temporary file, the version check, the final link or rename) is made
+///   relative to it, so that no rename or symlink swap made meanwhile can
+///   send the write elsewhere. A symbolic link whose target leaves the root
+///   (including any absolute target) is refused, as is any path through a
+///   `.git` or into a protected git directory. The shell's private `/tmp`
+///   is not a writable root for the editor;
+/// * `danger-full-access`: [`LocalFs`], unrestricted.
+///
+/// A refusal is `[sandbox: file access denied under <mode> mode]` and
+/// changes nothing.
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use dsh_editor::{Editor, fs::LocalFs};
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use dsh_editor::Editor;
 /// use dsh_sandbox::{SandboxFs, SandboxMode, SandboxPolicy};
 /// let dir = tempfile::tempdir().unwrap();
-/// let fs = SandboxFs::new(LocalFs::new(), SandboxPolicy::default(), dir.path());
+/// let fs = SandboxFs::new(SandboxPolicy::default(), dir.path());
 /// assert_eq!(fs.mode(), SandboxMode::ReadOnly);
 /// let editor = Editor::new(fs);
 /// let path = dir.path().join("x.txt");
@@ -34,27 +43,27 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 /// # });
 /// ```
 #[derive(Debug)]
-pub struct SandboxFs<F> {
-    inner: F,
+pub struct SandboxFs {
+    local: LocalFs,
     policy: SandboxPolicy,
     workspace: PathBuf,
-    rules: Mutex<WriteRules>,
+    rules: Mutex<Arc<WriteRules>>,
 }
 
-impl<F: Fs> SandboxFs<F> {
-    /// `inner` under `policy`, in the policy's default mode.
-    pub fn new(inner: F, policy: SandboxPolicy, workspace: impl Into<PathBuf>) -> Self {
+impl SandboxFs {
+    /// The local filesystem under `policy`, in the policy's default mode.
+    pub fn new(policy: SandboxPolicy, workspace: impl Into<PathBuf>) -> Self {
         let workspace = workspace.into();
         let rules = WriteRules::new(&policy, policy.mode, &workspace);
         SandboxFs {
-            inner,
+            local: LocalFs::new(),
             policy,
             workspace,
-            rules: Mutex::new(rules),
+            rules: Mutex::new(Arc::new(rules)),
         }
     }
 
-    fn rules(&self) -> MutexGuard<'_, WriteRules> {
+    fn rules(&self) -> MutexGuard<'_, Arc<WriteRules>> {
         self.rules.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -65,40 +74,74 @@ impl<F: Fs> SandboxFs<F> {
 
     /// Switches the mode (the writable roots are resolved again).
     pub fn set_mode(&self, mode: SandboxMode) {
-        *self.rules() = WriteRules::new(&self.policy, mode, &self.workspace);
+        *self.rules() = Arc::new(WriteRules::new(&self.policy, mode, &self.workspace));
     }
 
-    fn check(&self, path: &Path) -> Result<(), FsError> {
-        let rules = self.rules();
-        if rules.allows(path) {
-            Ok(())
-        } else {
-            tracing::info!(path = %path.display(), mode = %rules.mode, "sandbox refused a write");
-            Err(FsError::Refused {
-                path: path.to_owned(),
-                message: rules.mode.denial_line(),
-            })
+    fn refused(path: &Path, rules: &WriteRules) -> FsError {
+        tracing::info!(path = %path.display(), mode = %rules.mode, "sandbox refused a write");
+        FsError::Refused {
+            path: path.to_owned(),
+            message: rules.mode.denial_line(),
         }
     }
 }
 
+/// Runs a confined write on the blocking pool.
+#[cfg(unix)]
+async fn confined<T: Send + 'static>(
+    rules: Arc<WriteRules>,
+    path: &Path,
+    f: impl FnOnce(&WriteRules) -> Result<T, crate::beneath::Outcome> + Send + 'static,
+) -> Result<T, FsError> {
+    use crate::beneath::Outcome;
+    let joined = tokio::task::spawn_blocking(move || {
+        let out = f(&rules);
+        (out, rules)
+    })
+    .await;
+    match joined {
+        Ok((Ok(v), _)) => Ok(v),
+        Ok((Err(Outcome::Fs(e)), _)) => Err(e),
+        Ok((Err(Outcome::Refused), rules)) => Err(SandboxFs::refused(path, &rules)),
+        Err(e) => Err(FsError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        }),
+    }
+}
+
 #[async_trait]
-impl<F: Fs> Fs for SandboxFs<F> {
+impl Fs for SandboxFs {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
-        self.inner.stat(path).await
+        self.local.stat(path).await
     }
 
     async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
-        self.inner.read(path).await
+        self.local.read(path).await
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
-        self.inner.read_dir(path).await
+        self.local.read_dir(path).await
     }
 
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
-        self.check(path)?;
-        self.inner.create_new(path, data).await
+        let rules = Arc::clone(&self.rules());
+        match rules.mode {
+            SandboxMode::DangerFullAccess => self.local.create_new(path, data).await,
+            SandboxMode::ReadOnly => Err(Self::refused(path, &rules)),
+            #[cfg(unix)]
+            SandboxMode::WorkspaceWrite => {
+                let p = path.to_owned();
+                confined(rules, path, move |r| crate::beneath::create_new(r, &p, &data)).await
+            }
+            #[cfg(not(unix))]
+            SandboxMode::WorkspaceWrite => {
+                if !rules.allows(path) {
+                    return Err(Self::refused(path, &rules));
+                }
+                self.local.create_new(path, data).await
+            }
+        }
     }
 
     async fn replace(
@@ -107,7 +150,26 @@ impl<F: Fs> Fs for SandboxFs<F> {
         data: Vec<u8>,
         expected: &Version,
     ) -> Result<Version, FsError> {
-        self.check(path)?;
-        self.inner.replace(path, data, expected).await
+        let rules = Arc::clone(&self.rules());
+        match rules.mode {
+            SandboxMode::DangerFullAccess => self.local.replace(path, data, expected).await,
+            SandboxMode::ReadOnly => Err(Self::refused(path, &rules)),
+            #[cfg(unix)]
+            SandboxMode::WorkspaceWrite => {
+                let p = path.to_owned();
+                let expected = expected.clone();
+                confined(rules, path, move |r| {
+                    crate::beneath::replace(r, &p, &data, &expected)
+                })
+                .await
+            }
+            #[cfg(not(unix))]
+            SandboxMode::WorkspaceWrite => {
+                if !rules.allows(path) {
+                    return Err(Self::refused(path, &rules));
+                }
+                self.local.replace(path, data, expected).await
+            }
+        }
     }
 }

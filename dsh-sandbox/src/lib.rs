@@ -39,6 +39,8 @@
 //! answers with the marker line alone and leaves the file unchanged.
 
 mod approval;
+#[cfg(unix)]
+mod beneath;
 mod error;
 mod fs;
 mod git;

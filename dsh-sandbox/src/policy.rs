@@ -168,7 +168,7 @@ impl WriteRules {
 }
 
 /// The git paths of `root` to keep read-only (see [`WriteRules::protected`]).
-fn git_paths(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
     let git = root.join(".git");
     let mut out = vec![git.clone()];
     let Ok(meta) = std::fs::symlink_metadata(&git) else {

@@ -193,10 +193,10 @@ fn confine(
 
 /// Words in a failed command's output that mean the sandbox denied a file
 /// access. With namespaces, everything outside the writable roots is a
-/// read-only mount, so a denied write is `EROFS`. The weaker mode adds
-/// Landlock's `EACCES` and `EXDEV` (a rename or link across directories it
-/// may not join).
-const DENIAL_HINTS: [&str; 1] = ["Read-only file system"];
+/// read-only mount, so a denied write is `EROFS`, and a hard link or rename
+/// from the workspace to outside crosses mounts (`EXDEV`). The weaker mode
+/// adds Landlock's `EACCES`.
+const DENIAL_HINTS: [&str; 2] = ["Read-only file system", "Invalid cross-device link"];
 const WEAKER_DENIAL_HINTS: [&str; 3] = [
     "Read-only file system",
     "Permission denied",

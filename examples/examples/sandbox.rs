@@ -7,7 +7,9 @@
 //! ```
 #![allow(clippy::print_stdout)]
 
-use dsh_sandbox::{ModeChange, SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
+use dsh_sandbox::{
+    ModeChange, Persistence, SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell,
+};
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
 
@@ -23,6 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         shell: ShellConfig::new(workspace.path()),
         mode_change: ModeChange::Reject,
         approver: None,
+        restricted: Persistence::Persistent,
     })?;
     println!(
         "enforced: {:?}\n",

@@ -42,6 +42,12 @@ impl LocalFs {
     pub fn new() -> Self {
         LocalFs::default()
     }
+
+    /// The version [`LocalFs`] gives a file with this metadata, for other
+    /// filesystems over the same files (the sandbox's confined writer).
+    pub fn version(meta: &std::fs::Metadata) -> Version {
+        version_of(meta)
+    }
 }
 
 async fn blocking<T: Send + 'static>(

@@ -10,8 +10,8 @@ use clap::{Parser, ValueEnum};
 use dsh_editor::{Editor, EditorConfig};
 use dsh_mcp::{DshServer, ElicitApprover, SessionLog};
 use dsh_sandbox::{
-    Approval, Approver, FixedApprover, ModeChange, Persistence, SandboxConfig, SandboxFs, SandboxMode,
-    SandboxPolicy, SandboxedShell,
+    Approval, Approver, FixedApprover, ModeChange, Persistence, SandboxConfig, SandboxFs,
+    SandboxMode, SandboxPolicy, SandboxedShell,
 };
 use dsh_shell_persistent::{Dialect, ShellConfig};
 use rmcp::ServiceExt;

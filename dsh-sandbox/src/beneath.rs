@@ -55,7 +55,10 @@ fn locate<'a>(rules: &'a WriteRules, path: &Path) -> Result<Target<'a>, Outcome>
         .ok_or(Outcome::Refused)?;
     let rel = real.strip_prefix(root).map_err(|_| Outcome::Refused)?;
     // The editor never writes in a `.git`, wherever it is.
-    if rel.components().any(|c| c == Component::Normal(".git".as_ref())) {
+    if rel
+        .components()
+        .any(|c| c == Component::Normal(".git".as_ref()))
+    {
         return Err(Outcome::Refused);
     }
     let name = rel.file_name().ok_or(Outcome::Refused)?.to_owned();

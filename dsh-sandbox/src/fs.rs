@@ -132,7 +132,10 @@ impl Fs for SandboxFs {
             #[cfg(unix)]
             SandboxMode::WorkspaceWrite => {
                 let p = path.to_owned();
-                confined(rules, path, move |r| crate::beneath::create_new(r, &p, &data)).await
+                confined(rules, path, move |r| {
+                    crate::beneath::create_new(r, &p, &data)
+                })
+                .await
             }
             #[cfg(not(unix))]
             SandboxMode::WorkspaceWrite => {

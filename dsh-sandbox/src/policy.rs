@@ -83,9 +83,17 @@ pub struct SandboxPolicy {
     pub git_writable: bool,
     /// Allow network access in the restricted modes (default `false`).
     pub network: bool,
-    /// Run even when the kernel cannot enforce everything asked, reporting
-    /// what is enforced (default `false`: fail closed).
+    /// Where namespaces cannot be created, run in the weaker mode
+    /// (capabilities dropped, Landlock and seccomp, but the host's process
+    /// table and filesystem view) and report what is missing, instead of
+    /// failing closed (default `false`).
     pub degrade: bool,
+    /// Linux: let this bubblewrap program (`bwrap`, looked up on `PATH`
+    /// without a `/`) build the namespaces and the filesystem view with
+    /// equivalent flags, instead of the built-in code (default: none). The
+    /// seccomp layer is the same; Landlock is not applied (bubblewrap's own
+    /// mounts would be refused under it).
+    pub bubblewrap: Option<PathBuf>,
 }
 
 impl Default for SandboxPolicy {
@@ -97,6 +105,7 @@ impl Default for SandboxPolicy {
             git_writable: false,
             network: false,
             degrade: false,
+            bubblewrap: None,
         }
     }
 }

@@ -152,6 +152,16 @@ fn confine(
         network: policy.network,
         namespaces,
     };
+    if let Some(bwrap) = &policy.bubblewrap {
+        let (argv, handoff, enforcement) =
+            crate::linux::bubblewrap::command(bwrap, &spec, &shell.effective_argv())?;
+        shell.argv = Some(argv);
+        shell.pre_exec.push(Arc::new(handoff));
+        shell.inherit_env = false;
+        shell.env = confined_env(&shell.env);
+        tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared (bubblewrap)");
+        return Ok(enforcement);
+    }
     let (confinement, enforcement) = crate::linux::Confinement::build(&spec)?;
     if !enforcement.missing.is_empty() && !policy.degrade {
         return Err(SandboxError::NotEnforceable {

@@ -273,7 +273,11 @@ async fn network_is_isolated_unless_the_flag_says_so() {
     let s = shell(&d, ww(), None, ModeChange::Reject);
     // Its own network namespace, with only a loopback of its own.
     assert_eq!(
-        run(&s, &format!("[ \"$(readlink /proc/self/ns/net)\" != '{host_net}' ] && echo own")).await,
+        run(
+            &s,
+            &format!("[ \"$(readlink /proc/self/ns/net)\" != '{host_net}' ] && echo own")
+        )
+        .await,
         "own"
     );
     let out = run(&s, &connect).await;

@@ -19,10 +19,13 @@ pub(crate) struct PtyPair {
 }
 
 pub(crate) fn open(size: TermSize, echo: bool, opost: bool) -> Result<PtyPair, PtyError> {
-    let master =
-        posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY).map_err(|e| PtyError::OpenPty(e.into()))?;
-    // Close-on-exec right away: no other child spawned by this process may
-    // inherit the master (it would keep the terminal open and hide EOF).
+    // Close-on-exec from the start: no child forked by another thread, even
+    // between these two lines, may inherit the master (it would keep the
+    // terminal open, hide EOF, and hand one owner's terminal to another's
+    // confined shell).
+    let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | CLOEXEC_AT_OPEN)
+        .map_err(|e| PtyError::OpenPty(e.into()))?;
+    // Where `posix_openpt` takes no O_CLOEXEC, set it at once.
     set_cloexec(&master)?;
     grantpt(&master).map_err(|e| PtyError::OpenPty(e.into()))?;
     unlockpt(&master).map_err(|e| PtyError::OpenPty(e.into()))?;
@@ -61,6 +64,13 @@ pub(crate) fn open(size: TermSize, echo: bool, opost: bool) -> Result<PtyPair, P
         tty_path,
     })
 }
+
+/// Linux's `posix_openpt` passes its flags to `open("/dev/ptmx")`; other
+/// systems reject flags they do not know.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const CLOEXEC_AT_OPEN: OFlag = OFlag::O_CLOEXEC;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const CLOEXEC_AT_OPEN: OFlag = OFlag::empty();
 
 fn set_cloexec(fd: &PtyMaster) -> Result<(), PtyError> {
     fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))

@@ -54,7 +54,11 @@ fn error(e: impl std::fmt::Display) -> SandboxError {
 /// A ruleset handling every write right of `abi` (and TCP when
 /// `deny_tcp`), scoping signals and abstract Unix sockets where the ABI has
 /// scopes, with `rules`. `None` below ABI 3 (no way to deny `truncate`).
-pub(crate) fn plan(abi: i32, rules: &[(PathBuf, Grant)], deny_tcp: bool) -> Result<Option<Plan>, SandboxError> {
+pub(crate) fn plan(
+    abi: i32,
+    rules: &[(PathBuf, Grant)],
+    deny_tcp: bool,
+) -> Result<Option<Plan>, SandboxError> {
     if abi < 3 {
         return Ok(None);
     }

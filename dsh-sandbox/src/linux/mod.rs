@@ -39,6 +39,7 @@
 //! off). It shares the host's PID namespace and filesystem view, so it does
 //! not hold against root; [`Enforcement`] says what is missing.
 
+pub(crate) mod bubblewrap;
 mod landlock;
 mod seccomp;
 mod sys;
@@ -48,8 +49,8 @@ use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use self::landlock::landlock_abi;
 use self::landlock::Grant;
+pub use self::landlock::landlock_abi;
 use self::view::{Attachment, View};
 use crate::{Enforcement, SandboxError, SandboxMode, WriteRules};
 
@@ -98,8 +99,11 @@ impl Confinement {
             capabilities_dropped: true,
             ..Enforcement::default()
         };
-        let mut grants: Vec<(PathBuf, Grant)> =
-            rules.roots.iter().map(|r| (r.clone(), Grant::Write)).collect();
+        let mut grants: Vec<(PathBuf, Grant)> = rules
+            .roots
+            .iter()
+            .map(|r| (r.clone(), Grant::Write))
+            .collect();
 
         let namespaces = if spec.namespaces {
             let mut attachments: Vec<Attachment> = rules
@@ -208,6 +212,7 @@ impl Confinement {
 
     /// The last steps, in the process that goes on to `exec` the shell.
     fn restrict_self(&self) -> io::Result<()> {
+        sys::no_core_dumps()?;
         if let Err(err) = sys::drop_capabilities() {
             if self.strict_capabilities {
                 return Err(err);

@@ -16,8 +16,8 @@
 //! not be bypassed through the other ABI).
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
-    SeccompFilter, SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
 use crate::SandboxError;
@@ -44,7 +44,10 @@ fn arch() -> Result<TargetArch, SandboxError> {
     std::env::consts::ARCH.try_into().map_err(|e| error(&e))
 }
 
-fn compile(rules: Vec<(i64, Vec<SeccompRule>)>, errno: i32) -> Result<Vec<libc::sock_filter>, SandboxError> {
+fn compile(
+    rules: Vec<(i64, Vec<SeccompRule>)>,
+    errno: i32,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
     let filter = SeccompFilter::new(
         rules.into_iter().collect(),
         SeccompAction::Allow,
@@ -87,7 +90,12 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
     };
     // SOCK_PACKET (10), the obsolete packet socket type.
     for kind in [libc::SOCK_RAW, 10] {
-        socket.push(rule(vec![cond(1, Len::Dword, Op::MaskedEq(0xf), kind as u64)?])?);
+        socket.push(rule(vec![cond(
+            1,
+            Len::Dword,
+            Op::MaskedEq(0xf),
+            kind as u64,
+        )?])?);
     }
     let ns_flags = [
         libc::CLONE_NEWNS,
@@ -100,7 +108,14 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
     ];
     let clone = ns_flags
         .iter()
-        .map(|f| rule(vec![cond(0, Len::Qword, Op::MaskedEq(*f as u64), *f as u64)?]))
+        .map(|f| {
+            rule(vec![cond(
+                0,
+                Len::Qword,
+                Op::MaskedEq(*f as u64),
+                *f as u64,
+            )?])
+        })
         .collect::<Result<_, _>>()?;
     // pid 1 is the sandbox's init and pid 2 its shell, in their namespace.
     let own_pids = |arg: u8, extra: Option<(u8, u64)>| -> Result<Vec<SeccompRule>, SandboxError> {
@@ -207,9 +222,19 @@ fn x32_guard() -> Vec<libc::sock_filter> {
     let ld_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     vec![
         stmt(ld_abs, 4), // seccomp_data.arch
-        jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, AUDIT_ARCH_X86_64, 0, 3),
+        jump(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            AUDIT_ARCH_X86_64,
+            0,
+            3,
+        ),
         stmt(ld_abs, 0), // seccomp_data.nr
-        jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, X32_SYSCALL_BIT, 0, 1),
+        jump(
+            libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K,
+            X32_SYSCALL_BIT,
+            0,
+            1,
+        ),
         stmt(
             libc::BPF_RET | libc::BPF_K,
             libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,

@@ -75,7 +75,8 @@ pub(crate) fn clone_tree(path: &CStr, follow: bool) -> io::Result<c_int> {
         flags |= libc::AT_SYMLINK_NOFOLLOW as c_uint;
     }
     // SAFETY: a plain syscall on a NUL-terminated path.
-    let fd = check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })?;
+    let fd =
+        check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })?;
     Ok(fd as c_int)
 }
 
@@ -141,7 +142,15 @@ pub(crate) fn mount_fs(
 ) -> io::Result<()> {
     let data = data.map_or(std::ptr::null(), |d| d.as_ptr().cast());
     // SAFETY: NUL-terminated strings that outlive the call.
-    check_int(unsafe { libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, data) })?;
+    check_int(unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data,
+        )
+    })?;
     Ok(())
 }
 
@@ -238,7 +247,13 @@ pub(crate) fn drop_capabilities() -> io::Result<()> {
             | libc::SECBIT_KEEP_CAPS_LOCKED
             | libc::SECBIT_NO_CAP_AMBIENT_RAISE
             | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-        check_int(libc::prctl(libc::PR_SET_SECUREBITS, bits as libc::c_ulong, 0, 0, 0))?;
+        check_int(libc::prctl(
+            libc::PR_SET_SECUREBITS,
+            bits as libc::c_ulong,
+            0,
+            0,
+            0,
+        ))?;
         for cap in 0..64 {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
                 let err = io::Error::last_os_error();
@@ -283,6 +298,20 @@ pub(crate) fn drop_capabilities() -> io::Result<()> {
             data.as_ptr(),
         ))?;
     }
+    Ok(())
+}
+
+/// No core dumps, whatever the shell does: `RLIMIT_CORE` of 1 byte (hard
+/// and soft) is below every executable format's minimum dump, and the
+/// kernel refuses to pipe a dump to a `core_pattern` helper at exactly 1.
+/// Without `CAP_SYS_RESOURCE` nothing inside can raise it.
+pub(crate) fn no_core_dumps() -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: 1,
+        rlim_max: 1,
+    };
+    // SAFETY: `limit` lives on this frame.
+    check_int(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &limit) })?;
     Ok(())
 }
 
@@ -356,7 +385,11 @@ pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
 pub(crate) fn loopback_up() -> io::Result<()> {
     // SAFETY: a socket used for two ioctls on a zeroed `ifreq` on this frame.
     unsafe {
-        let sock = check_int(libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0))?;
+        let sock = check_int(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
         let mut req: libc::ifreq = std::mem::zeroed();
         for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
             *dst = *src as libc::c_char;

@@ -1,0 +1,1337 @@
+//! The escape suite: every way out of a confined shell or editor we know of,
+//! tried against the real persistent shell and the real editor, in
+//! read-only and workspace-write, as this user (root in CI) and as an
+//! unprivileged user, and — with `--include-ignored` where `bwrap` is
+//! installed — against bubblewrap doing the namespaces and mounts.
+//!
+//! After every technique the suite checks that nothing outside changed
+//! (content, mode, owner, times, link count, extended attributes, entries),
+//! that a process the test started is unharmed (alive, nice value, limits,
+//! CPU affinity), that the shell still works with its state, and that the
+//! technique's own probe did not print `ESCAPED`. Techniques that would
+//! change host-wide state if the sandbox failed first check, without side
+//! effects, that the namespace concerned is not the host's, and do nothing
+//! otherwise (the check itself then fails the technique).
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::print_stderr,
+    clippy::print_stdout,
+    clippy::type_complexity
+)]
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use dsh_editor::Editor;
+use dsh_sandbox::{SandboxConfig, SandboxFs, SandboxMode, SandboxPolicy, SandboxedShell};
+use dsh_shell_persistent::ShellConfig;
+use serde_json::json;
+
+const SYS_PY: &str = include_str!("escape/sys.py");
+
+/// The uid the suite drops to when it runs as root.
+const UNPRIVILEGED: u32 = 65534;
+
+// ---------------------------------------------------------------------------
+// Snapshots of what must not change.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    kind: &'static str,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    content: Option<Vec<u8>>,
+    link: Option<PathBuf>,
+    xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+fn xattrs(path: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let mut names = vec![0u8; 4096];
+    // SAFETY: buffers of the given sizes.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for name in names[..n as usize]
+        .split(|b| *b == 0)
+        .filter(|n| !n.is_empty())
+    {
+        let cname = CString::new(name).unwrap();
+        let mut value = vec![0u8; 4096];
+        // SAFETY: as above.
+        let m = unsafe {
+            libc::lgetxattr(
+                c.as_ptr(),
+                cname.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        value.truncate(m.max(0) as usize);
+        out.push((name.to_vec(), value));
+    }
+    out.sort();
+    out
+}
+
+fn snapshot_into(root: &Path, out: &mut BTreeMap<PathBuf, Entry>) {
+    let Ok(meta) = std::fs::symlink_metadata(root) else {
+        return;
+    };
+    let ft = meta.file_type();
+    let kind = if ft.is_symlink() {
+        "link"
+    } else if ft.is_dir() {
+        "dir"
+    } else if ft.is_file() {
+        "file"
+    } else {
+        "other"
+    };
+    out.insert(
+        root.to_owned(),
+        Entry {
+            kind,
+            mode: meta.mode(),
+            uid: meta.uid(),
+            gid: meta.gid(),
+            nlink: meta.nlink(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            content: ft
+                .is_file()
+                .then(|| std::fs::read(root).unwrap_or_default()),
+            link: ft.is_symlink().then(|| std::fs::read_link(root).unwrap()),
+            xattrs: xattrs(root),
+        },
+    );
+    if ft.is_dir() {
+        let mut names: Vec<_> = std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for name in names {
+            snapshot_into(&name, out);
+        }
+    }
+}
+
+fn snapshot(roots: &[&Path]) -> BTreeMap<PathBuf, Entry> {
+    let mut out = BTreeMap::new();
+    for root in roots {
+        snapshot_into(root, &mut out);
+    }
+    out
+}
+
+fn diff(before: &BTreeMap<PathBuf, Entry>, after: &BTreeMap<PathBuf, Entry>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, entry) in before {
+        match after.get(path) {
+            None => out.push(format!("removed {}", path.display())),
+            Some(now) if now != entry => {
+                out.push(format!("changed {}: {entry:?} -> {now:?}", path.display()))
+            }
+            _ => {}
+        }
+    }
+    for path in after.keys() {
+        if !before.contains_key(path) {
+            out.push(format!("new {}", path.display()));
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// The lab: what the test creates, and the only things it touches.
+
+struct Lab {
+    _base: tempfile::TempDir,
+    ws: PathBuf,
+    out: PathBuf,
+    tools: PathBuf,
+    /// A workspace whose `.git` is a symlink to a directory inside it.
+    wsl: PathBuf,
+    /// A workspace whose `.git` is a `gitdir:` file (a worktree).
+    wsf: PathBuf,
+    /// A workspace without `.git`.
+    wsn: PathBuf,
+    victim: Child,
+    mark: String,
+    shm: libc::c_int,
+    shm_key: libc::key_t,
+    msg_key: libc::key_t,
+    tmp_socket: PathBuf,
+    run_socket: Option<PathBuf>,
+    _listeners: Vec<std::os::unix::net::UnixListener>,
+    abstract_name: String,
+    python: String,
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    // SAFETY: valid strings and buffer.
+    let rc = unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "setxattr on {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+fn ns(kind: &str) -> String {
+    std::fs::read_link(format!("/proc/self/ns/{kind}"))
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+impl Lab {
+    /// The lab lives where the sandbox can see it (not under the private
+    /// `/tmp`): `DSH_ESCAPE_DIR` (set for the unprivileged run) or the
+    /// target directory.
+    fn new() -> Lab {
+        let parent = std::env::var_os("DSH_ESCAPE_DIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+        let base_dir = tempfile::Builder::new()
+            .prefix("dsh-escape-")
+            .tempdir_in(parent)
+            .unwrap();
+        let base = std::fs::canonicalize(base_dir.path()).unwrap();
+        let ws = base.join("ws");
+        let out = base.join("out");
+        let tools = base.join("tools");
+        write(&ws.join("a.txt"), "inside\n");
+        write(&ws.join("src/main.rs"), "fn main() {}\n");
+        write(&ws.join(".git/config"), "[core]\n\tbare = false\n");
+        write(&ws.join(".git/HEAD"), "ref: refs/heads/main\n");
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        write(&out.join("file.txt"), "outside\n");
+        write(&out.join("dir/inner.txt"), "inner\n");
+        write(&out.join("exec.sh"), "#!/bin/sh\necho hi\n");
+        std::fs::set_permissions(
+            out.join("exec.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::create_dir_all(out.join("emptydir")).unwrap();
+        std::os::unix::fs::symlink(out.join("file.txt"), out.join("link")).unwrap();
+        set_xattr(&out.join("file.txt"), "user.keep", b"1");
+        write(&tools.join("sys.py"), SYS_PY);
+
+        let wsl = base.join("wsl");
+        write(&wsl.join(".realgit/config"), "[core]\n");
+        std::fs::create_dir_all(wsl.join(".realgit/hooks")).unwrap();
+        std::os::unix::fs::symlink(".realgit", wsl.join(".git")).unwrap();
+        let wsf = base.join("wsf");
+        write(&wsf.join(".main/.git/config"), "[core]\n");
+        std::fs::create_dir_all(wsf.join(".main/.git/hooks")).unwrap();
+        write(
+            &wsf.join(".main/.git/worktrees/wt/HEAD"),
+            "ref: refs/heads/wt\n",
+        );
+        write(&wsf.join(".main/.git/worktrees/wt/commondir"), "../..\n");
+        write(&wsf.join(".git"), "gitdir: .main/.git/worktrees/wt\n");
+        let wsn = base.join("wsn");
+        write(&wsn.join("notes.txt"), "no repository here\n");
+        // Everything the unprivileged run needs to reach.
+        for dir in [&base, &ws, &out, &tools, &wsl, &wsf, &wsn] {
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+
+        let mark = format!("dsh-victim-{}", std::process::id());
+        let victim = Command::new("bash")
+            .arg("-c")
+            .arg(format!("exec -a {mark} sleep 3600"))
+            .spawn()
+            .unwrap();
+        // Wait until the victim is `sleep` under its name (an event, bounded).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read(format!("/proc/{}/cmdline", victim.id()))
+            .map_or(true, |c| !c.starts_with(mark.as_bytes()))
+        {
+            assert!(Instant::now() < deadline, "the victim did not start");
+            std::thread::yield_now();
+        }
+
+        let shm_key = 0x5d5e_0000 | (std::process::id() as libc::key_t & 0xffff);
+        let msg_key = shm_key ^ 0x00a0_0000;
+        // SAFETY: plain SysV calls on a segment this test creates and removes.
+        let shm = unsafe { libc::shmget(shm_key, 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
+        assert!(shm >= 0, "shmget: {}", std::io::Error::last_os_error());
+        // SAFETY: attaching our own segment and writing within its size.
+        unsafe {
+            let addr = libc::shmat(shm, std::ptr::null(), 0);
+            std::ptr::copy_nonoverlapping(b"intact".as_ptr(), addr.cast::<u8>(), 6);
+            libc::shmdt(addr);
+        }
+
+        let mut listeners = Vec::new();
+        let tmp_socket = std::fs::canonicalize(std::env::temp_dir())
+            .unwrap()
+            .join(format!("dsh-escape-{}.sock", std::process::id()));
+        listeners.push(std::os::unix::net::UnixListener::bind(&tmp_socket).unwrap());
+        let run_socket = PathBuf::from(format!("/run/dsh-escape-{}.sock", std::process::id()));
+        let run_socket = match std::os::unix::net::UnixListener::bind(&run_socket) {
+            Ok(l) => {
+                listeners.push(l);
+                Some(run_socket)
+            }
+            Err(_) => None,
+        };
+        let abstract_name = format!("dsh-escape-{}", std::process::id());
+        {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+                .unwrap();
+            listeners.push(std::os::unix::net::UnixListener::bind_addr(&addr).unwrap());
+        }
+        let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("the escape suite needs python3 in /usr/bin or /usr/local/bin")
+            .to_owned();
+        Lab {
+            _base: base_dir,
+            ws,
+            out,
+            tools,
+            wsl,
+            wsf,
+            wsn,
+            victim,
+            mark,
+            shm,
+            shm_key,
+            msg_key,
+            tmp_socket,
+            run_socket,
+            _listeners: listeners,
+            abstract_name,
+            python,
+        }
+    }
+
+    /// Everything outside the writable workspace that must not change.
+    fn outside(&self) -> BTreeMap<PathBuf, Entry> {
+        snapshot(&[
+            &self.out,
+            &self.tools,
+            &self.ws.join(".git"),
+            &self.wsl.join(".git"),
+            &self.wsl.join(".realgit"),
+            &self.wsf.join(".git"),
+            &self.wsf.join(".main"),
+        ])
+    }
+
+    /// The victim's state as other processes see it.
+    fn victim_state(&self) -> (bool, String, String, String) {
+        let pid = self.victim.id();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let nice = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(16))
+            .unwrap_or("")
+            .to_owned();
+        let alive = !stat.is_empty() && !stat.contains(") Z");
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+        let affinity = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("Cpus_allowed"))
+            .collect::<Vec<_>>()
+            .join(";");
+        (alive, nice, limits, affinity)
+    }
+
+    fn shm_content(&self) -> Vec<u8> {
+        // SAFETY: our own segment, read within its size.
+        unsafe {
+            let addr = libc::shmat(self.shm, std::ptr::null(), libc::SHM_RDONLY);
+            let mut buf = vec![0u8; 6];
+            std::ptr::copy_nonoverlapping(addr.cast::<u8>(), buf.as_mut_ptr(), 6);
+            libc::shmdt(addr);
+            buf
+        }
+    }
+
+    fn env(&self, workspace: &Path) -> Vec<(String, String)> {
+        vec![
+            ("OUT".into(), self.out.display().to_string()),
+            ("WS".into(), workspace.display().to_string()),
+            ("T".into(), self.tools.join("sys.py").display().to_string()),
+            ("PY".into(), self.python.clone()),
+            ("VICTIM".into(), self.victim.id().to_string()),
+            ("MARK".into(), self.mark.clone()),
+            ("SHMKEY".into(), self.shm_key.to_string()),
+            ("MSGKEY".into(), self.msg_key.to_string()),
+            ("TMPSOCK".into(), self.tmp_socket.display().to_string()),
+            ("ABSTRACT".into(), format!("@{}", self.abstract_name)),
+            ("HOST_PID".into(), ns("pid")),
+            ("HOST_MNT".into(), ns("mnt")),
+            ("HOST_IPC".into(), ns("ipc")),
+            ("HOST_UTS".into(), ns("uts")),
+            ("HOST_NET".into(), ns("net")),
+            ("HOST_USER".into(), ns("user")),
+            ("HOST_CGROUP".into(), ns("cgroup")),
+            ("DSH_KEEP".into(), "unset".into()),
+        ]
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.victim.kill();
+        let _ = self.victim.wait();
+        // SAFETY: removing the segment this test created.
+        unsafe { libc::shmctl(self.shm, libc::IPC_RMID, std::ptr::null_mut()) };
+        let _ = std::fs::remove_file(&self.tmp_socket);
+        if let Some(s) = &self.run_socket {
+            let _ = std::fs::remove_file(s);
+        }
+        // A queue the sandbox failed to keep in its own IPC namespace.
+        // SAFETY: msgget/msgctl on a key this test chose.
+        unsafe {
+            let q = libc::msgget(self.msg_key, 0);
+            if q >= 0 {
+                libc::msgctl(q, libc::IPC_RMID, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Techniques.
+
+/// Runs only in the native engine: bubblewrap cannot do it (said why).
+const NATIVE_ONLY: bool = true;
+
+struct Technique {
+    name: &'static str,
+    /// Which workspace: "ws", "wsl", "wsf", "wsn".
+    workspace: &'static str,
+    cmd: String,
+    native_only: bool,
+}
+
+fn t(name: &'static str, cmd: &str) -> Technique {
+    Technique {
+        name,
+        workspace: "ws",
+        cmd: cmd.to_owned(),
+        native_only: false,
+    }
+}
+
+fn tw(name: &'static str, workspace: &'static str, cmd: &str, native_only: bool) -> Technique {
+    Technique {
+        name,
+        workspace,
+        cmd: cmd.to_owned(),
+        native_only,
+    }
+}
+
+/// `cmd` runs only if namespace `kind` is not the host's; otherwise the
+/// probe prints `ESCAPED` (the isolation it relies on is missing).
+fn guarded(kind: &str, cmd: &str) -> String {
+    let var = format!("HOST_{}", kind.to_uppercase());
+    format!(
+        "if [ \"$(readlink /proc/self/ns/{kind})\" = \"${var}\" ]; then echo ESCAPED-shared-{kind}; else {cmd}; fi"
+    )
+}
+
+fn techniques(lab: &Lab) -> Vec<Technique> {
+    let mut v = vec![
+        // Writing outside the writable roots.
+        t("create a file outside", "touch $OUT/new && echo ESCAPED"),
+        t(
+            "overwrite a file outside",
+            "echo x > $OUT/file.txt && echo ESCAPED",
+        ),
+        t(
+            "append to a file outside",
+            "echo x >> $OUT/file.txt && echo ESCAPED",
+        ),
+        t(
+            "truncate a file outside",
+            "truncate -s 0 $OUT/file.txt && echo ESCAPED",
+        ),
+        t(
+            "remove a file outside",
+            "rm -f $OUT/file.txt && [ ! -e $OUT/file.txt ] && echo ESCAPED",
+        ),
+        t(
+            "rename a file outside",
+            "mv $OUT/file.txt $OUT/moved && echo ESCAPED",
+        ),
+        t("make a directory outside", "mkdir $OUT/d2 && echo ESCAPED"),
+        t(
+            "remove a directory outside",
+            "rmdir $OUT/emptydir && echo ESCAPED",
+        ),
+        t(
+            "symlink outside",
+            "ln -s /etc/passwd $OUT/l2 && echo ESCAPED",
+        ),
+        t(
+            "hard link an outside file into the workspace",
+            "ln $OUT/file.txt $WS/hard && echo ESCAPED",
+        ),
+        t(
+            "write through a workspace symlink to outside",
+            "ln -sf $OUT/file.txt $WS/to-out; echo x > $WS/to-out && echo ESCAPED",
+        ),
+        t(
+            "climb out with ..",
+            "echo x > $WS/../out/new && echo ESCAPED",
+        ),
+        t(
+            "in-place edit outside (sed -i)",
+            "sed -i s/outside/pwned/ $OUT/file.txt && echo ESCAPED",
+        ),
+        t(
+            "dd into a file outside",
+            "echo pwned | dd of=$OUT/file.txt conv=notrunc status=none && echo ESCAPED",
+        ),
+        t(
+            "move a workspace file over an outside one",
+            "echo pwned > $WS/mv-src; mv -f $WS/mv-src $OUT/file.txt && echo ESCAPED",
+        ),
+        t("O_TMPFILE outside", "$PY $T o_tmpfile $OUT"),
+        t("fifo outside", "mkfifo $OUT/fifo && echo ESCAPED"),
+        t(
+            "reopen a read-only descriptor for writing through /proc/self/fd",
+            "exec 3<$OUT/file.txt; echo x > /proc/self/fd/3 && echo ESCAPED; exec 3<&-",
+        ),
+        t(
+            "write through init's root (/proc/1/root)",
+            "echo x > /proc/1/root$OUT/file.txt && echo ESCAPED",
+        ),
+        t(
+            "write through a sibling's cwd (/proc/self/cwd/..)",
+            "cd $OUT/dir && echo x > /proc/self/cwd/inner.txt && echo ESCAPED; cd $WS",
+        ),
+        // Metadata of files outside.
+        t(
+            "chmod 4777 outside",
+            "chmod 4777 $OUT/exec.sh && echo ESCAPED",
+        ),
+        t(
+            "chmod a directory outside",
+            "chmod 777 $OUT/dir && echo ESCAPED",
+        ),
+        t(
+            "chown outside",
+            "chown 12345:12345 $OUT/file.txt && echo ESCAPED",
+        ),
+        t(
+            "chown a symlink outside (lchown)",
+            "chown -h 12345 $OUT/link && echo ESCAPED",
+        ),
+        t(
+            "set times outside (touch -d)",
+            "touch -d 2000-01-01 $OUT/file.txt && echo ESCAPED",
+        ),
+        t(
+            "set times outside (utime)",
+            "$PY -c 'import os,sys; os.utime(sys.argv[1], (0, 0)); print(\"ESCAPED\")' $OUT/file.txt",
+        ),
+        t(
+            "user xattr outside",
+            "$PY $T setxattr $OUT/file.txt user.evil 31",
+        ),
+        t(
+            "remove an xattr outside",
+            "$PY $T removexattr $OUT/file.txt user.keep",
+        ),
+        t(
+            "security.capability outside",
+            "$PY $T setxattr $OUT/exec.sh security.capability 0100000200200000000000000000000000000000",
+        ),
+        t(
+            "POSIX ACL outside",
+            "$PY $T setxattr $OUT/file.txt system.posix_acl_access 0200000001000600ffffffff04000400ffffffff10000400ffffffff20000400ffffffff",
+        ),
+        t(
+            "trusted xattr outside",
+            "$PY $T setxattr $OUT/file.txt trusted.evil 31",
+        ),
+        // File handles and links that bypass paths.
+        t(
+            "open_by_handle_at outside",
+            "$PY $T handle_open $OUT/file.txt",
+        ),
+        t(
+            "open_by_handle_at .git/config",
+            "$PY $T handle_open $WS/.git/config",
+        ),
+        t(
+            "linkat(AT_EMPTY_PATH) of .git/config",
+            "$PY $T linkat_empty $WS/.git/config $WS/gitlink",
+        ),
+        t(
+            "linkat(AT_EMPTY_PATH) of an outside file",
+            "$PY $T linkat_empty $OUT/file.txt $WS/outlink",
+        ),
+        // Devices.
+        t(
+            "block device node in the workspace",
+            "$PY $T mknod $WS/blk block 7 0",
+        ),
+        t(
+            "character device node in the workspace (mem)",
+            "mknod $WS/mem c 1 1 && echo ESCAPED",
+        ),
+        t(
+            "device node outside",
+            "mknod $OUT/null c 1 3 && echo ESCAPED",
+        ),
+        t(
+            "host disks visible in /dev",
+            "ls /dev/sd* /dev/vd* /dev/nvme* /dev/loop* /dev/mem /dev/kmsg /dev/port 2>/dev/null | grep . && echo ESCAPED",
+        ),
+        t(
+            "write /dev/kmsg",
+            "echo dsh-escape > /dev/kmsg && echo ESCAPED",
+        ),
+        t(
+            "loop device control",
+            "losetup -f 2>&1; [ -e /dev/loop-control ] && echo ESCAPED",
+        ),
+        // Mounts.
+        t(
+            "bind the workspace over outside",
+            "$PY $T mount_bind $WS $OUT",
+        ),
+        t("remount / read-write", "$PY $T remount_rw /"),
+        t("unmount the private /tmp", "$PY $T umount /tmp"),
+        t("unmount the read-only .git", "$PY $T umount $WS/.git"),
+        t("open_tree clone", "$PY $T open_tree /"),
+        t("fsopen a new filesystem", "$PY $T fsopen"),
+        t("chroot", "$PY $T chroot /tmp"),
+        t("nested user namespace", "unshare -Ur true && echo ESCAPED"),
+        t("nested mount namespace", "unshare -m true && echo ESCAPED"),
+        t(
+            "pivot_root",
+            "mkdir -p /tmp/nr 2>/dev/null; pivot_root /tmp/nr /tmp/nr 2>&1 && echo ESCAPED",
+        ),
+        // Kernel interfaces.
+        t(
+            "/proc/sysrq-trigger writable",
+            "[ -w /proc/sysrq-trigger ] && echo ESCAPED",
+        ),
+        t(
+            "/proc/sys writable",
+            "[ -w /proc/sys/kernel/core_pattern ] && echo ESCAPED",
+        ),
+        t(
+            "/sys writable",
+            "[ -w /sys/kernel/mm/transparent_hugepage/enabled ] && echo ESCAPED",
+        ),
+        t("bpf map", "$PY $T bpf_map"),
+        t("perf_event_open on every process", "$PY $T perf_all_cpus"),
+        t("keyring: add_key", "$PY $T add_key"),
+        t("keyring: new session keyring", "$PY $T keyctl_join"),
+        t("io_uring", "$PY $T io_uring"),
+        t("userfaultfd", "$PY $T userfaultfd"),
+        // Capabilities and privileges.
+        t(
+            "capabilities left",
+            "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status | grep -v '0000000000000000$' && echo ESCAPED",
+        ),
+        t(
+            "capabilities after exec of a set-user-ID program",
+            "for p in /usr/bin/newgrp /usr/bin/passwd /bin/su; do [ -u $p ] && $PY -c 'import os; print(open(\"/proc/self/status\").read())' > /dev/null; done; grep -q '^NoNewPrivs:[[:space:]]*1' /proc/self/status || echo ESCAPED",
+        ),
+        t(
+            "raise the core limit",
+            "ulimit -c unlimited 2>/dev/null && echo ESCAPED",
+        ),
+        // Other processes and the host.
+        t(
+            "kill a process outside",
+            "kill -9 $VICTIM 2>/dev/null; $PY $T kill $VICTIM 0",
+        ),
+        t(
+            "see processes outside",
+            "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -qx \"$MARK 3600 \" && echo ESCAPED",
+        ),
+        t(
+            "kill every process (kill -9 -1)",
+            &guarded("pid", "kill -9 -1; true"),
+        ),
+        t(
+            "pkill by name",
+            &guarded(
+                "pid",
+                "pkill -9 -f \"$MARK\"; killall -9 sleep 2>/dev/null; true",
+            ),
+        ),
+        t(
+            "signal the sandbox's init",
+            "kill -9 1; kill -TERM 1; kill -HUP 1; true",
+        ),
+        t(
+            "renice a process outside",
+            "renice -n 19 -p $VICTIM >/dev/null 2>&1; true",
+        ),
+        t(
+            "taskset a process outside",
+            "taskset -p 1 $VICTIM >/dev/null 2>&1; true",
+        ),
+        t(
+            "prlimit a process outside",
+            "prlimit --pid $VICTIM --nofile=12:12 2>/dev/null; true",
+        ),
+        t("prlimit the sandbox's init", "$PY $T prlimit 1"),
+        t("prlimit the shell", "$PY $T prlimit 2"),
+        t("ptrace the shell", "$PY $T ptrace_attach 2"),
+        t("ptrace-seize the shell", "$PY $T ptrace_seize 2"),
+        t("ptrace the sandbox's init", "$PY $T ptrace_attach 1"),
+        t(
+            "write the shell's memory (process_vm_writev)",
+            "$PY $T process_vm_writev 2",
+        ),
+        t(
+            "SysV shared memory of a process outside",
+            "$PY $T shm_write $SHMKEY",
+        ),
+        t(
+            "SysV message queue (host IPC)",
+            &guarded("ipc", "$PY $T msg_create $MSGKEY >/dev/null; true"),
+        ),
+        t("sethostname", &guarded("uts", "$PY $T sethostname")),
+        t("setdomainname", &guarded("uts", "$PY $T setdomainname")),
+        t(
+            "a process namespace of its own",
+            "[ \"$(readlink /proc/self/ns/pid)\" = \"$HOST_PID\" ] && echo ESCAPED",
+        ),
+        t(
+            "a mount namespace of its own",
+            "[ \"$(readlink /proc/self/ns/mnt)\" = \"$HOST_MNT\" ] && echo ESCAPED",
+        ),
+        t(
+            "an IPC namespace of its own",
+            "[ \"$(readlink /proc/self/ns/ipc)\" = \"$HOST_IPC\" ] && echo ESCAPED",
+        ),
+        t(
+            "a UTS namespace of its own",
+            "[ \"$(readlink /proc/self/ns/uts)\" = \"$HOST_UTS\" ] && echo ESCAPED",
+        ),
+        t(
+            "a user namespace of its own",
+            "[ \"$(readlink /proc/self/ns/user)\" = \"$HOST_USER\" ] && echo ESCAPED",
+        ),
+        t(
+            "a network namespace of its own",
+            "[ \"$(readlink /proc/self/ns/net)\" = \"$HOST_NET\" ] && echo ESCAPED",
+        ),
+        // Sockets.
+        t(
+            "Unix socket in the host's /tmp",
+            "$PY $T unix_connect $TMPSOCK",
+        ),
+        t(
+            "abstract Unix socket of the host",
+            "$PY $T unix_connect $ABSTRACT",
+        ),
+        t("raw socket", "$PY $T socket raw"),
+        t("raw IPv6 socket", "$PY $T socket inet6raw"),
+        t("packet socket", "$PY $T socket packet"),
+        t("packet datagram socket", "$PY $T socket packet_dgram"),
+        t("netlink socket", "$PY $T socket netlink"),
+        t("vsock", "$PY $T socket vsock"),
+        // .git of the workspace.
+        t(
+            ".git/config",
+            "echo '[core] fsmonitor = touch /tmp/pwned' >> $WS/.git/config && echo ESCAPED",
+        ),
+        t(
+            ".git hook",
+            "echo 'touch /tmp/pwned' > $WS/.git/hooks/pre-commit && echo ESCAPED",
+        ),
+        t(
+            "git config core.fsmonitor",
+            "git -C $WS config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null && echo ESCAPED",
+        ),
+        t(
+            "remove .git",
+            "rm -rf $WS/.git 2>/dev/null; [ -d $WS/.git/hooks ] || echo ESCAPED",
+        ),
+        t(
+            "rename .git away",
+            "mv $WS/.git $WS/old-git && echo ESCAPED",
+        ),
+        t(
+            "hard link .git/config",
+            "ln $WS/.git/config $WS/cfg && echo ESCAPED",
+        ),
+        t(
+            "chmod .git/config",
+            "chmod 666 $WS/.git/config && echo ESCAPED",
+        ),
+        t(
+            "xattr on .git/config",
+            "$PY $T setxattr $WS/.git/config user.evil 31",
+        ),
+        // A .git that is a symlink to a directory inside the workspace.
+        tw(
+            "write through a .git symlink",
+            "wsl",
+            "echo x >> $WS/.git/config && echo ESCAPED",
+            false,
+        ),
+        tw(
+            "hook through a .git symlink",
+            "wsl",
+            "touch $WS/.git/hooks/post-checkout && echo ESCAPED",
+            false,
+        ),
+        tw(
+            "write the symlink's target directly",
+            "wsl",
+            "touch $WS/.realgit/hooks/pre-push && echo ESCAPED",
+            false,
+        ),
+        // bubblewrap resolves a symlink destination: it cannot mount over
+        // the link itself, so it cannot stop the link being replaced.
+        tw(
+            "replace the .git symlink",
+            "wsl",
+            "ln -sfn $OUT $WS/.git && [ \"$(readlink $WS/.git)\" = \"$OUT\" ] && echo ESCAPED",
+            NATIVE_ONLY,
+        ),
+        tw(
+            "swap the .git symlink for a directory",
+            "wsl",
+            "rm -f $WS/.git && mkdir $WS/.git && echo ESCAPED",
+            NATIVE_ONLY,
+        ),
+        // A .git that is a gitdir: file (a worktree).
+        tw(
+            "rewrite the gitdir file",
+            "wsf",
+            "echo 'gitdir: /tmp/evil' > $WS/.git && echo ESCAPED",
+            false,
+        ),
+        tw(
+            "remove the gitdir file",
+            "wsf",
+            "rm -f $WS/.git && [ ! -e $WS/.git ] && echo ESCAPED",
+            false,
+        ),
+        tw(
+            "the worktree's git directory",
+            "wsf",
+            "echo x >> $WS/.main/.git/worktrees/wt/HEAD && echo ESCAPED",
+            false,
+        ),
+        tw(
+            "the common directory's hooks",
+            "wsf",
+            "touch $WS/.main/.git/hooks/post-checkout && echo ESCAPED",
+            false,
+        ),
+        // No .git yet.
+        tw(
+            "git init where there was no repository",
+            "wsn",
+            "git -C $WS init -q 2>/dev/null && echo ESCAPED",
+            false,
+        ),
+        tw(
+            "make .git/hooks where there was none",
+            "wsn",
+            "mkdir -p $WS/.git/hooks && echo ESCAPED",
+            false,
+        ),
+    ];
+    if lab.run_socket.is_some() {
+        v.push(t(
+            "Unix socket in the host's /run",
+            &format!(
+                "$PY $T unix_connect {}",
+                lab.run_socket.as_ref().unwrap().display()
+            ),
+        ));
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------
+// Running the suite.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Native,
+    Bubblewrap,
+}
+
+fn shell(lab: &Lab, workspace: &Path, mode: SandboxMode, engine: Engine) -> SandboxedShell {
+    let policy = SandboxPolicy {
+        mode,
+        bubblewrap: (engine == Engine::Bubblewrap).then(|| PathBuf::from("bwrap")),
+        ..SandboxPolicy::default()
+    };
+    SandboxedShell::new(SandboxConfig::new(
+        policy,
+        ShellConfig {
+            env: lab.env(workspace),
+            timeout: Duration::from_secs(120),
+            ..ShellConfig::new(workspace)
+        },
+    ))
+    .unwrap()
+}
+
+async fn run(s: &SandboxedShell, cmd: &str) -> String {
+    s.execute("agent", &json!({ "command": cmd }))
+        .await
+        .unwrap_or_else(|e| format!("tool error: {e}"))
+}
+
+/// Runs every technique in `mode`; returns the failures and the count run.
+async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<String>, usize) {
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    let mut shells: BTreeMap<&str, SandboxedShell> = BTreeMap::new();
+    for (key, dir) in [
+        ("ws", &lab.ws),
+        ("wsl", &lab.wsl),
+        ("wsf", &lab.wsf),
+        ("wsn", &lab.wsn),
+    ] {
+        let s = shell(lab, dir, mode, engine);
+        // State that must survive every technique.
+        assert_eq!(
+            run(&s, "export DSH_KEEP=kept; cd src 2>/dev/null; echo ok").await,
+            "ok"
+        );
+        // Without this the suite would be vacuous: what it attacks must be
+        // visible (and readable) inside.
+        assert_eq!(
+            run(
+                &s,
+                "cat $OUT/file.txt >/dev/null && ls $WS >/dev/null && echo visible"
+            )
+            .await,
+            "visible"
+        );
+        shells.insert(key, s);
+    }
+    let workspace_of = |key: &str| match key {
+        "wsl" => &lab.wsl,
+        "wsf" => &lab.wsf,
+        "wsn" => &lab.wsn,
+        _ => &lab.ws,
+    };
+    let test_limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let domainname = std::fs::read_to_string("/proc/sys/kernel/domainname").unwrap();
+    let victim = lab.victim_state();
+    assert!(victim.0, "the victim must be alive before the suite");
+    for technique in techniques(lab) {
+        if engine == Engine::Bubblewrap && technique.native_only {
+            continue;
+        }
+        ran += 1;
+        let ws = workspace_of(technique.workspace);
+        let s = &shells[technique.workspace];
+        let mut watched = lab.outside();
+        if mode == SandboxMode::ReadOnly {
+            watched.extend(snapshot(&[ws]));
+        }
+        let out = run(s, &technique.cmd).await;
+        let mut now = lab.outside();
+        if mode == SandboxMode::ReadOnly {
+            now.extend(snapshot(&[ws]));
+        }
+        let mut problems = Vec::new();
+        if out.contains("ESCAPED") {
+            problems.push(format!("the probe got through: {out}"));
+        }
+        problems.extend(diff(&watched, &now));
+        if lab.victim_state() != victim {
+            problems.push(format!("the victim changed: {:?}", lab.victim_state()));
+        }
+        if lab.shm_content() != b"intact" {
+            problems.push("the shared memory segment changed".to_owned());
+        }
+        // SAFETY: a lookup of a key this test chose.
+        if unsafe { libc::msgget(lab.msg_key, 0) } >= 0 {
+            problems.push("a message queue appeared in the host's IPC namespace".to_owned());
+        }
+        if std::fs::read_to_string("/proc/self/limits").unwrap() != test_limits {
+            problems.push("this process's limits changed".to_owned());
+        }
+        if std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap() != hostname
+            || std::fs::read_to_string("/proc/sys/kernel/domainname").unwrap() != domainname
+        {
+            problems.push("the host name changed".to_owned());
+        }
+        let state = run(s, "echo $DSH_KEEP").await;
+        if state != "kept" {
+            problems.push(format!("the shell lost its state: {state}"));
+        }
+        if mode == SandboxMode::ReadOnly && technique.workspace == "ws" {
+            // Clean up nothing: read-only mode must not have written anything.
+        } else {
+            // Undo what was legitimately written inside the workspace.
+            for name in [
+                "hard", "to-out", "mv-src", "gitlink", "outlink", "blk", "mem", "cfg", "old-git",
+            ] {
+                let _ = std::fs::remove_file(ws.join(name));
+            }
+        }
+        let verdict = if problems.is_empty() {
+            "held"
+        } else {
+            "FAILED"
+        };
+        if std::env::var_os("DSH_ESCAPE_REPORT").is_some() {
+            println!(
+                "{:?} {} {:<60} {verdict} {}",
+                engine,
+                mode.name(),
+                technique.name,
+                if problems.is_empty() {
+                    String::new()
+                } else {
+                    problems.join("; ")
+                }
+            );
+            if !problems.is_empty() {
+                println!("{out}");
+            }
+        }
+        if !problems.is_empty() {
+            failures.push(format!(
+                "[{}] {} ({}): {}",
+                mode.name(),
+                technique.name,
+                technique.cmd,
+                problems.join("; ")
+            ));
+        }
+    }
+
+    // Nothing started inside outlives the shell.
+    let survivors = format!(
+        "(setsid bash -c 'exec -a {m}-setsid sleep 1000' &); \
+         ( (exec -a {m}-double sleep 1000 &) & ); \
+         (nohup bash -c 'exec -a {m}-nohup sleep 1000' >/dev/null 2>&1 &); \
+         setsid -f bash -c 'exec -a {m}-daemon sleep 1000'; echo started",
+        m = lab.mark
+    );
+    ran += 1;
+    let s = &shells["ws"];
+    assert_eq!(run(s, &survivors).await, "started");
+    let find = |m: &str| -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                let path = e.ok()?.path();
+                let cmd = std::fs::read(path.join("cmdline")).ok()?;
+                let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                (text.starts_with(&format!("{m}-"))).then_some(text)
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while find(&lab.mark).len() < 4 && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(find(&lab.mark).len(), 4, "the survivors did not start");
+    for s in shells.values() {
+        s.close_all().await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !find(&lab.mark).is_empty() && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    let left = find(&lab.mark);
+    if !left.is_empty() {
+        failures.push(format!(
+            "[{}] processes outlived the shell: {left:?}",
+            mode.name()
+        ));
+    }
+    // The .git placeholder goes with the shell.
+    if lab.wsn.join(".git").exists() {
+        failures.push(format!(
+            "[{}] the .git placeholder was left behind",
+            mode.name()
+        ));
+    }
+    (failures, ran)
+}
+
+/// The editor's techniques (workspace-write), including the race that used
+/// to get a file created outside.
+async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
+    let policy = SandboxPolicy {
+        mode: SandboxMode::WorkspaceWrite,
+        ..SandboxPolicy::default()
+    };
+    let editor = Editor::new(SandboxFs::new(policy, &lab.ws));
+    std::os::unix::fs::symlink(&lab.out, lab.ws.join("out-link")).unwrap();
+    std::os::unix::fs::symlink(lab.ws.join(".git/hooks"), lab.ws.join("hooks-link")).unwrap();
+    std::os::unix::fs::symlink(lab.ws.join("src"), lab.ws.join("abs-inside")).unwrap();
+    let out = &lab.out;
+    let ws = &lab.ws;
+    let cases = vec![
+        (
+            "create outside",
+            json!({"command": "create", "path": out.join("e1.txt"), "file_text": "x"}),
+        ),
+        (
+            "edit outside",
+            json!({"command": "str_replace", "path": out.join("file.txt"), "old_str": "outside", "new_str": "pwned"}),
+        ),
+        (
+            "insert outside",
+            json!({"command": "insert", "path": out.join("file.txt"), "insert_line": 0, "new_str": "pwned"}),
+        ),
+        (
+            "create through a symlink to outside",
+            json!({"command": "create", "path": ws.join("out-link/e2.txt"), "file_text": "x"}),
+        ),
+        (
+            "edit through a symlink to outside",
+            json!({"command": "str_replace", "path": ws.join("out-link/file.txt"), "old_str": "outside", "new_str": "pwned"}),
+        ),
+        (
+            "create with ..",
+            json!({"command": "create", "path": format!("{}/../out/e3.txt", ws.display()), "file_text": "x"}),
+        ),
+        (
+            "edit .git/HEAD",
+            json!({"command": "str_replace", "path": ws.join(".git/HEAD"), "old_str": "main", "new_str": "evil"}),
+        ),
+        (
+            "create a hook",
+            json!({"command": "create", "path": ws.join(".git/hooks/pre-commit"), "file_text": "x"}),
+        ),
+        (
+            "create a hook through a link into .git",
+            json!({"command": "create", "path": ws.join("hooks-link/post-checkout"), "file_text": "x"}),
+        ),
+        (
+            "create .git where there is none",
+            json!({"command": "create", "path": lab.wsn.join(".git/config"), "file_text": "x"}),
+        ),
+        (
+            "edit the gitdir file",
+            json!({"command": "str_replace", "path": lab.wsf.join(".git"), "old_str": "wt", "new_str": "evil"}),
+        ),
+    ];
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for (name, args) in cases {
+        ran += 1;
+        let before = lab.outside();
+        let result = editor.execute(&args).await;
+        let after = lab.outside();
+        let mut problems = diff(&before, &after);
+        match &result {
+            Err(e)
+                if e.to_string() == "[sandbox: file access denied under workspace-write mode]" => {}
+            other => problems.push(format!("not refused: {other:?}")),
+        }
+        if lab.wsn.join(".git").exists() {
+            problems.push("a .git appeared".to_owned());
+        }
+        if !problems.is_empty() {
+            failures.push(format!("[editor] {name}: {}", problems.join("; ")));
+        }
+    }
+    // A link with an absolute target that stays inside the workspace is
+    // followed (its target is resolved first, then opened beneath the root).
+    ran += 1;
+    let r = editor
+        .execute(
+            &json!({"command": "create", "path": ws.join("abs-inside/new.rs"), "file_text": "x"}),
+        )
+        .await;
+    if r.is_err() || !ws.join("src/new.rs").exists() {
+        failures.push(format!(
+            "[editor] a link inside the workspace was not followed: {r:?}"
+        ));
+    }
+    let _ = std::fs::remove_file(ws.join("src/new.rs"));
+
+    // The race: a process in the workspace keeps swapping a directory for a
+    // symlink to outside while the editor creates files in it.
+    ran += 1;
+    let s = shell(lab, &lab.ws, SandboxMode::WorkspaceWrite, Engine::Native);
+    assert_eq!(
+        run(
+            &s,
+            "mkdir -p race; ( (while :; do mv race race.d 2>/dev/null; ln -sfn $OUT race 2>/dev/null; rm -f race; mv race.d race 2>/dev/null; done) >/dev/null 2>&1 & ); echo started"
+        )
+        .await,
+        "started"
+    );
+    let before = lab.outside();
+    for i in 0..400 {
+        let _ = editor
+            .execute(&json!({"command": "create", "path": ws.join(format!("race/f{i}.txt")), "file_text": "x"}))
+            .await;
+    }
+    s.close_all().await;
+    let mut problems = diff(&before, &lab.outside());
+    if std::fs::read_dir(&lab.out).unwrap().any(|e| {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        name.starts_with('f') && name[1..].starts_with(|c: char| c.is_ascii_digit())
+    }) {
+        problems.push("a raced file landed outside".to_owned());
+    }
+    if !problems.is_empty() {
+        failures.push(format!(
+            "[editor] the directory/symlink race: {}",
+            problems.join("; ")
+        ));
+    }
+    for name in ["out-link", "hooks-link", "abs-inside", "race", "race.d"] {
+        let p = ws.join(name);
+        if p.is_dir() && !p.is_symlink() {
+            let _ = std::fs::remove_dir_all(&p);
+        } else {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+    (failures, ran)
+}
+
+async fn whole_suite(engine: Engine) {
+    let lab = Lab::new();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let (f, n) = shell_suite(&lab, mode, engine).await;
+        failures.extend(f);
+        ran += n;
+    }
+    if engine == Engine::Native {
+        let (f, n) = editor_suite(&lab).await;
+        failures.extend(f);
+        ran += n;
+    }
+    // SAFETY: getters without preconditions.
+    let uid = unsafe { libc::geteuid() };
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} techniques failed as uid {uid}:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    println!("escape suite: {ran} techniques held as uid {uid} ({engine:?})");
+    drop(lab);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escapes_fail_as_this_user() {
+    whole_suite(Engine::Native).await;
+}
+
+/// As root: the same suite, run by a copy of this test binary as an
+/// unprivileged user (unprivileged user namespaces). Not root: this process
+/// already is unprivileged, and runs the suite itself.
+#[test]
+fn escapes_fail_as_an_unprivileged_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(whole_suite(Engine::Native));
+        return;
+    }
+    // A directory the unprivileged user owns, where the sandbox can see it
+    // (the checkout may not be reachable by that user: the directories on
+    // the way are opened for traversal only if they are not already).
+    let dir = tempfile::Builder::new()
+        .prefix("dsh-escape-user-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
+    for up in dir.path().ancestors().skip(1) {
+        let mode = std::fs::metadata(up).unwrap().mode();
+        assert!(
+            mode & 0o001 != 0,
+            "{} is not traversable by other users (mode {mode:o}); the unprivileged run needs it",
+            up.display()
+        );
+    }
+    let copy = dir.path().join("escape");
+    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+    let output = std::process::Command::new(&copy)
+        .args([
+            "--exact",
+            "escapes_fail_as_this_user",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("HOME", "/tmp")
+        .env("TMPDIR", "/tmp")
+        .env("DSH_ESCAPE_DIR", dir.path())
+        .current_dir("/tmp")
+        .uid(UNPRIVILEGED)
+        .gid(UNPRIVILEGED)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "as uid {UNPRIVILEGED}:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("techniques held as uid {UNPRIVILEGED}")),
+        "the suite did not run as uid {UNPRIVILEGED}:\n{stdout}\n{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs bwrap (bubblewrap); .ci/run installs it and runs this"]
+async fn escapes_fail_under_bubblewrap() {
+    whole_suite(Engine::Bubblewrap).await;
+}

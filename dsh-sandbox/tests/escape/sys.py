@@ -1,0 +1,206 @@
+# System calls the escape suite tries from inside the sandbox, one per run:
+#   python3 sys.py OPERATION ARGS...
+# Prints ESCAPED when the operation succeeded (the sandbox let it through),
+# and the error otherwise. Written for x86_64 and aarch64 Linux.
+import ctypes
+import ctypes.util
+import errno
+import os
+import platform
+import socket
+import sys
+
+libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+libc.syscall.restype = ctypes.c_long
+X86 = platform.machine() == "x86_64"
+NR = {
+    "name_to_handle_at": 303 if X86 else 264,
+    "open_by_handle_at": 304 if X86 else 265,
+    "bpf": 321 if X86 else 280,
+    "perf_event_open": 298 if X86 else 241,
+    "add_key": 248 if X86 else 217,
+    "keyctl": 250 if X86 else 219,
+    "io_uring_setup": 425,
+    "userfaultfd": 323 if X86 else 282,
+    "process_vm_writev": 311 if X86 else 271,
+    "prlimit64": 302 if X86 else 261,
+    "setns": 308 if X86 else 268,
+    "open_tree": 428,
+    "fsopen": 430,
+}
+
+
+def fail(what):
+    e = ctypes.get_errno()
+    print(f"{what}: {os.strerror(e)} (errno {e})")
+    sys.exit(1)
+
+
+def escaped():
+    print("ESCAPED")
+    sys.exit(0)
+
+
+def check(rc, what):
+    if rc < 0:
+        fail(what)
+    return rc
+
+
+op, args = sys.argv[1], sys.argv[2:]
+
+if op == "handle_open":
+    # name_to_handle_at + open_by_handle_at(O_RDWR): reopen a file through a
+    # file handle, bypassing the path (and so a read-only bind).
+    class Handle(ctypes.Structure):
+        _fields_ = [("bytes", ctypes.c_uint), ("type", ctypes.c_int), ("f", ctypes.c_ubyte * 128)]
+
+    h = Handle(bytes=128)
+    mount_id = ctypes.c_int()
+    check(libc.syscall(NR["name_to_handle_at"], -100, args[0].encode(), ctypes.byref(h), ctypes.byref(mount_id), 0), "name_to_handle_at")
+    mfd = os.open("/", os.O_RDONLY)
+    fd = check(libc.syscall(NR["open_by_handle_at"], mfd, ctypes.byref(h), os.O_RDWR), "open_by_handle_at")
+    os.write(fd, b"pwned")
+    escaped()
+elif op == "linkat_empty":
+    fd = os.open(args[0], os.O_RDONLY)
+    check(libc.linkat(fd, b"", -100, args[1].encode(), 0x1000), "linkat(AT_EMPTY_PATH)")
+    escaped()
+elif op == "setxattr":  # PATH NAME HEX-VALUE
+    value = bytes.fromhex(args[2])
+    try:
+        os.setxattr(args[0], args[1], value, follow_symlinks=False)
+    except OSError as e:
+        print(f"setxattr: {e}")
+        sys.exit(1)
+    escaped()
+elif op == "removexattr":
+    try:
+        os.removexattr(args[0], args[1], follow_symlinks=False)
+    except OSError as e:
+        print(f"removexattr: {e}")
+        sys.exit(1)
+    escaped()
+elif op == "ptrace_attach":
+    check(libc.ptrace(16, int(args[0]), 0, 0), "ptrace(PTRACE_ATTACH)")
+    escaped()
+elif op == "ptrace_seize":
+    check(libc.ptrace(0x4206, int(args[0]), 0, 0), "ptrace(PTRACE_SEIZE)")
+    escaped()
+elif op == "process_vm_writev":
+    buf = ctypes.create_string_buffer(b"x")
+
+    class Iov(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    local = Iov(ctypes.cast(buf, ctypes.c_void_p), 1)
+    remote = Iov(0x1000, 1)
+    check(libc.syscall(NR["process_vm_writev"], int(args[0]), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0), "process_vm_writev")
+    escaped()
+elif op == "bpf_map":
+    attr = (ctypes.c_uint32 * 32)(2, 4, 4, 16)  # BPF_MAP_TYPE_ARRAY, key 4, value 4, 16 entries
+    check(libc.syscall(NR["bpf"], 0, ctypes.byref(attr), 128), "bpf(BPF_MAP_CREATE)")
+    escaped()
+elif op == "perf_all_cpus":
+    attr = (ctypes.c_uint32 * 32)()
+    attr[0] = 1  # PERF_TYPE_SOFTWARE
+    attr[1] = 128  # size
+    check(libc.syscall(NR["perf_event_open"], ctypes.byref(attr), -1, 0, -1, 0), "perf_event_open(pid=-1, cpu=0)")
+    escaped()
+elif op == "add_key":
+    check(libc.syscall(NR["add_key"], b"user", b"dsh-escape", b"x", 1, -4), "add_key")
+    escaped()
+elif op == "keyctl_join":
+    check(libc.syscall(NR["keyctl"], 1, None), "keyctl(JOIN_SESSION_KEYRING)")
+    escaped()
+elif op == "io_uring":
+    params = (ctypes.c_uint32 * 30)()
+    check(libc.syscall(NR["io_uring_setup"], 8, ctypes.byref(params)), "io_uring_setup")
+    escaped()
+elif op == "userfaultfd":
+    check(libc.syscall(NR["userfaultfd"], 0), "userfaultfd")
+    escaped()
+elif op == "prlimit":
+    lim = (ctypes.c_uint64 * 2)(12, 12)
+    check(libc.syscall(NR["prlimit64"], int(args[0]), 7, ctypes.byref(lim), None), "prlimit64(RLIMIT_NOFILE)")
+    escaped()
+elif op == "setns_host":
+    fd = os.open(args[0], os.O_RDONLY)
+    check(libc.syscall(NR["setns"], fd, 0), "setns")
+    escaped()
+elif op == "mount_bind":
+    check(libc.mount(args[0].encode(), args[1].encode(), None, 4096 | 16384, None), "mount(MS_BIND)")
+    escaped()
+elif op == "remount_rw":
+    check(libc.mount(None, args[0].encode(), None, 32 | 4096, None), "mount(MS_REMOUNT|MS_BIND)")
+    escaped()
+elif op == "umount":
+    check(libc.umount2(args[0].encode(), 2), "umount2(MNT_DETACH)")
+    escaped()
+elif op == "open_tree":
+    check(libc.syscall(NR["open_tree"], -100, args[0].encode(), 1), "open_tree(OPEN_TREE_CLONE)")
+    escaped()
+elif op == "fsopen":
+    check(libc.syscall(NR["fsopen"], b"tmpfs", 0), "fsopen")
+    escaped()
+elif op == "chroot":
+    check(libc.chroot(args[0].encode()), "chroot")
+    escaped()
+elif op == "mknod":
+    kind = {"block": 0o060000, "char": 0o020000}[args[1]]
+    dev = os.makedev(int(args[2]), int(args[3]))
+    check(libc.mknod(args[0].encode(), kind | 0o666, ctypes.c_ulong(dev)), f"mknod({args[1]})")
+    escaped()
+elif op == "o_tmpfile":
+    try:
+        fd = os.open(args[0], os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except OSError as e:
+        print(f"O_TMPFILE: {e}")
+        sys.exit(1)
+    os.write(fd, b"x")
+    escaped()
+elif op == "unix_connect":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(args[0] if not args[0].startswith("@") else "\0" + args[0][1:])
+    except OSError as e:
+        print(f"connect: {e}")
+        sys.exit(1)
+    escaped()
+elif op == "socket":
+    fam = {"raw": (socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
+           "packet": (17, socket.SOCK_RAW, 0),
+           "netlink": (socket.AF_NETLINK, socket.SOCK_RAW, 0),
+           "inet6raw": (socket.AF_INET6, socket.SOCK_RAW, 58),
+           "packet_dgram": (17, socket.SOCK_DGRAM, 0),
+           "vsock": (40, socket.SOCK_STREAM, 0)}[args[0]]
+    try:
+        socket.socket(*fam)
+    except OSError as e:
+        print(f"socket({args[0]}): {e}")
+        sys.exit(1)
+    escaped()
+elif op == "shm_write":
+    libc.shmget.restype = ctypes.c_int
+    libc.shmat.restype = ctypes.c_void_p
+    sid = check(libc.shmget(int(args[0]), 0, 0), "shmget")
+    addr = libc.shmat(sid, None, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        fail("shmat")
+    ctypes.memmove(addr, b"pwned", 5)
+    escaped()
+elif op == "msg_create":
+    check(libc.msgget(int(args[0]), 0o1000 | 0o600), "msgget(IPC_CREAT)")
+    escaped()
+elif op == "sethostname":
+    check(libc.sethostname(b"dsh-escaped", 11), "sethostname")
+    escaped()
+elif op == "setdomainname":
+    check(libc.setdomainname(b"dsh-escaped", 11), "setdomainname")
+    escaped()
+elif op == "kill":
+    check(libc.kill(int(args[0]), int(args[1])), "kill")
+    escaped()
+else:
+    print(f"unknown operation {op}")
+    sys.exit(2)

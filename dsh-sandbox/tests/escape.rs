@@ -629,10 +629,7 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
             "host disks visible in /dev",
             "ls /dev/sd* /dev/vd* /dev/nvme* /dev/loop* /dev/mem /dev/kmsg /dev/port 2>/dev/null | grep . && echo ESCAPED",
         ),
-        t(
-            "write /dev/kmsg",
-            "echo dsh-escape > /dev/kmsg && echo ESCAPED",
-        ),
+        t("the kernel log device", "[ -e /dev/kmsg ] && echo ESCAPED"),
         t(
             "loop device control",
             "losetup -f 2>&1; [ -e /dev/loop-control ] && echo ESCAPED",
@@ -640,11 +637,20 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
         // Mounts.
         t(
             "bind the workspace over outside",
-            "$PY $T mount_bind $WS $OUT",
+            &guarded("mnt", "$PY $T mount_bind $WS $OUT"),
         ),
-        t("remount / read-write", "$PY $T remount_rw /"),
-        t("unmount the private /tmp", "$PY $T umount /tmp"),
-        t("unmount the read-only .git", "$PY $T umount $WS/.git"),
+        t(
+            "remount / read-write",
+            &guarded("mnt", "$PY $T remount_rw /"),
+        ),
+        t(
+            "unmount the private /tmp",
+            &guarded("mnt", "$PY $T umount /tmp"),
+        ),
+        t(
+            "unmount the read-only .git",
+            &guarded("mnt", "$PY $T umount $WS/.git"),
+        ),
         t("open_tree clone", "$PY $T open_tree /"),
         t("fsopen a new filesystem", "$PY $T fsopen"),
         t("chroot", "$PY $T chroot /tmp"),
@@ -652,7 +658,10 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
         t("nested mount namespace", "unshare -m true && echo ESCAPED"),
         t(
             "pivot_root",
-            "mkdir -p /tmp/nr 2>/dev/null; pivot_root /tmp/nr /tmp/nr 2>&1 && echo ESCAPED",
+            &guarded(
+                "mnt",
+                "mkdir -p /tmp/nr 2>/dev/null; pivot_root /tmp/nr /tmp/nr 2>&1 && echo ESCAPED",
+            ),
         ),
         // Kernel interfaces.
         t(
@@ -669,7 +678,7 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
         ),
         t("bpf map", "$PY $T bpf_map"),
         t("perf_event_open on every process", "$PY $T perf_all_cpus"),
-        t("keyring: add_key", "$PY $T add_key"),
+        t("keyring: add_key", &guarded("user", "$PY $T add_key")),
         t("keyring: new session keyring", "$PY $T keyctl_join"),
         t("io_uring", "$PY $T io_uring"),
         t("userfaultfd", "$PY $T userfaultfd"),
@@ -708,7 +717,7 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
         ),
         t(
             "signal the sandbox's init",
-            "kill -9 1; kill -TERM 1; kill -HUP 1; true",
+            &guarded("pid", "kill -9 1; kill -TERM 1; kill -HUP 1; true"),
         ),
         t(
             "renice a process outside",
@@ -722,14 +731,26 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
             "prlimit a process outside",
             "prlimit --pid $VICTIM --nofile=12:12 2>/dev/null; true",
         ),
-        t("prlimit the sandbox's init", "$PY $T prlimit 1"),
-        t("prlimit the shell", "$PY $T prlimit 2"),
-        t("ptrace the shell", "$PY $T ptrace_attach 2"),
-        t("ptrace-seize the shell", "$PY $T ptrace_seize 2"),
-        t("ptrace the sandbox's init", "$PY $T ptrace_attach 1"),
+        t(
+            "prlimit the sandbox's init",
+            &guarded("pid", "$PY $T prlimit 1"),
+        ),
+        t("prlimit the shell", &guarded("pid", "$PY $T prlimit 2")),
+        t(
+            "ptrace the shell",
+            &guarded("pid", "$PY $T ptrace_attach 2"),
+        ),
+        t(
+            "ptrace-seize the shell",
+            &guarded("pid", "$PY $T ptrace_seize 2"),
+        ),
+        t(
+            "ptrace the sandbox's init",
+            &guarded("pid", "$PY $T ptrace_attach 1"),
+        ),
         t(
             "write the shell's memory (process_vm_writev)",
-            "$PY $T process_vm_writev 2",
+            &guarded("pid", "$PY $T process_vm_writev 2"),
         ),
         t(
             "SysV shared memory of a process outside",
@@ -1065,14 +1086,16 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
     ran += 1;
     let s = &shells["ws"];
     assert_eq!(run(s, &survivors).await, "started");
-    let find = |m: &str| -> Vec<String> {
+    // (pid, command line) of the processes this suite's shell started.
+    let find = |m: &str| -> Vec<(i32, String)> {
         std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| {
                 let path = e.ok()?.path();
+                let pid: i32 = path.file_name()?.to_str()?.parse().ok()?;
                 let cmd = std::fs::read(path.join("cmdline")).ok()?;
                 let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
-                (text.starts_with(&format!("{m}-"))).then_some(text)
+                (text.starts_with(&format!("{m}-"))).then_some((pid, text))
             })
             .collect()
     };
@@ -1084,7 +1107,7 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
     for s in shells.values() {
         s.close_all().await;
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(10);
     while !find(&lab.mark).is_empty() && Instant::now() < deadline {
         tokio::task::yield_now().await;
     }
@@ -1094,6 +1117,10 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
             "[{}] processes outlived the shell: {left:?}",
             mode.name()
         ));
+        for (pid, _) in left {
+            // SAFETY: a process this test's own shell started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
     // The .git placeholder goes with the shell.
     if lab.wsn.join(".git").exists() {
@@ -1327,6 +1354,44 @@ fn escapes_fail_as_an_unprivileged_user() {
     assert!(
         stdout.contains(&format!("techniques held as uid {UNPRIVILEGED}")),
         "the suite did not run as uid {UNPRIVILEGED}:\n{stdout}\n{stderr}"
+    );
+}
+
+/// The suite can fail: against a shell without a sandbox it reports the
+/// escapes (guarded techniques report the shared namespace instead of
+/// acting on the host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_detects_an_unconfined_shell() {
+    let lab = Lab::new();
+    let (failures, ran) = shell_suite(&lab, SandboxMode::DangerFullAccess, Engine::Native).await;
+    let failed = |name: &str| failures.iter().any(|f| f.contains(&format!("] {name} (")));
+    for name in [
+        "overwrite a file outside",
+        "chmod 4777 outside",
+        "open_by_handle_at outside",
+        "kill a process outside",
+        "see processes outside",
+        "a process namespace of its own",
+        "SysV shared memory of a process outside",
+        ".git/config",
+        "kill every process (kill -9 -1)",
+    ] {
+        assert!(
+            failed(name),
+            "not detected: {name}\n{}",
+            failures.join("\n")
+        );
+    }
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.contains("processes outlived the shell")),
+        "survivors not detected"
+    );
+    assert!(
+        failures.len() * 2 > ran,
+        "only {} of {ran} detected",
+        failures.len()
     );
 }
 

@@ -81,7 +81,19 @@ pub(crate) fn command(
             push(&["--tmpfs", dir, "--remount-ro", dir]);
         }
     }
-    push(&["--dev", "/dev", "--proc", "/proc"]);
+    // `--proc` covers `/proc/sys` only when `access(W_OK)` on the directory
+    // succeeds, which it does not for root (mode 0555), leaving sysctls
+    // such as `kernel/core_pattern` writable by a caller whose uid 0 is
+    // mapped to the host's. Cover it in every case.
+    push(&[
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
+    ]);
     let mut roots: Vec<(PathBuf, bool)> = rules.roots.iter().map(|r| (r.clone(), true)).collect();
     if !rules.roots.iter().any(|r| r == spec.workspace) {
         roots.push((spec.workspace.to_owned(), false));

@@ -603,3 +603,165 @@ async fn restricted_schemas_say_nothing_persists_and_offer_escalation() {
             .is_none()
     );
 }
+
+fn persistent(d: &Dirs, policy: SandboxPolicy) -> SandboxedShell {
+    SandboxedShell::new(SandboxConfig {
+        policy,
+        shell: ShellConfig {
+            env: vec![("OUT".into(), d.out.display().to_string())],
+            ..ShellConfig::new(&d.ws)
+        },
+        mode_change: ModeChange::Reject,
+        approver: Some(Arc::new(FixedApprover(Approval::AllowedOnce))),
+        restricted: dsh_sandbox::Persistence::Persistent,
+    })
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restricted_shells_persist_like_the_unconfined_one() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    std::fs::create_dir(d.ws.join("sub")).unwrap();
+    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let s = persistent(&d, SandboxPolicy { mode, ..ww() });
+        let description = s.schema("agent")["description"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            description.contains("persists across calls"),
+            "{description}"
+        );
+        assert!(
+            description.contains(&format!("{} sandbox without network access", mode.name())),
+            "{description}"
+        );
+        assert_eq!(
+            run(
+                &s,
+                "export KEEP=kept; cd sub; f() { echo fn; }; alias al='echo alias'"
+            )
+            .await,
+            ""
+        );
+        assert_eq!(
+            run(&s, "echo $KEEP $(basename $PWD); f; al").await,
+            "kept sub\nfn\nalias"
+        );
+        // An approved wider call runs in a fresh shell; this one keeps its state.
+        let wider = s
+            .execute(
+                "agent",
+                &json!({"command": "echo ${KEEP-fresh}", "sandbox_permissions": "danger-full-access", "justification": "test"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(wider, "fresh");
+        assert_eq!(run(&s, "echo $KEEP").await, "kept");
+        // The shell is pid 2 of its own namespace; init is pid 1.
+        assert_eq!(run(&s, "echo $$ $PPID").await, "2 1");
+        // Its exit is reported as the shell's own, and the next call starts afresh.
+        let out = run(&s, "kill -9 $$").await;
+        assert!(
+            out.starts_with("[shell killed by signal: SIGKILL]"),
+            "{out}"
+        );
+        assert_eq!(run(&s, "echo ${KEEP-fresh}").await, "fresh");
+        let out = run(&s, "exit 3").await;
+        assert!(out.contains("[shell exited: code 3]"), "{out}");
+        s.close_all().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_kills_everything_the_confined_shell_started() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    let s = SandboxedShell::new(SandboxConfig {
+        shell: ShellConfig {
+            timeout: std::time::Duration::from_secs(2),
+            ..ShellConfig::new(&d.ws)
+        },
+        ..SandboxConfig::new(ww(), ShellConfig::new(&d.ws))
+    })
+    .unwrap();
+    let mark = format!("dsh-reset-{}", std::process::id());
+    assert_eq!(
+        run(
+            &s,
+            &format!("(setsid bash -c 'exec -a {mark} sleep 1000' &); echo ok")
+        )
+        .await,
+        "ok"
+    );
+    let alive = || {
+        std::fs::read_dir("/proc").unwrap().any(|e| {
+            std::fs::read(e.unwrap().path().join("cmdline"))
+                .is_ok_and(|c| c.starts_with(mark.as_bytes()))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !alive() && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert!(alive(), "the detached process did not start");
+    // A timeout resets the shell: its whole namespace goes with it.
+    let out = run(&s, "sleep 100").await;
+    assert!(out.contains("timed out"), "{out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while alive() && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert!(!alive(), "a process outlived the reset");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_under_the_private_tmp_is_still_the_workspace() {
+    if !landlock_here() {
+        return;
+    }
+    let ws = tempfile::tempdir_in("/tmp").unwrap();
+    let s = SandboxedShell::new(SandboxConfig::new(ww(), ShellConfig::new(ws.path()))).unwrap();
+    assert_eq!(
+        run(&s, "echo hi > f && cat f && ls -A /tmp | wc -l").await,
+        "hi\n1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("f")).unwrap(),
+        "hi\n"
+    );
+    s.close_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_environment_stays_out_of_the_confined_shell() {
+    if !landlock_here() {
+        return;
+    }
+    let d = dirs();
+    // SAFETY: set before any shell of this test starts; other tests do not
+    // read this variable.
+    unsafe { std::env::set_var("DSH_TEST_SECRET_TOKEN", "hunter2") };
+    let s = SandboxedShell::new(SandboxConfig::new(
+        ww(),
+        ShellConfig {
+            env: vec![("GIVEN".into(), "by-host".into())],
+            ..ShellConfig::new(&d.ws)
+        },
+    ))
+    .unwrap();
+    assert_eq!(
+        run(
+            &s,
+            "echo ${DSH_TEST_SECRET_TOKEN-hidden} $GIVEN $TMPDIR; [ -n \"$PATH\" ] && echo path"
+        )
+        .await,
+        "hidden by-host /tmp\npath"
+    );
+    s.close_all().await;
+}

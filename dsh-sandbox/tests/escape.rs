@@ -275,7 +275,10 @@ impl Lab {
                 .unwrap();
         }
 
-        let mark = format!("dsh-victim-{}", std::process::id());
+        // Unique per lab: suites run concurrently in one process.
+        static LABS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let id = std::process::id() * 8 + LABS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mark = format!("dsh-victim-{id}");
         let victim = Command::new("bash")
             .arg("-c")
             .arg(format!("exec -a {mark} sleep 3600"))
@@ -290,7 +293,7 @@ impl Lab {
             std::thread::yield_now();
         }
 
-        let shm_key = 0x5d5e_0000 | (std::process::id() as libc::key_t & 0xffff);
+        let shm_key = 0x5d5e_0000 | (id as libc::key_t & 0xffff);
         let msg_key = shm_key ^ 0x00a0_0000;
         // SAFETY: plain SysV calls on a segment this test creates and removes.
         let shm = unsafe { libc::shmget(shm_key, 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
@@ -305,9 +308,9 @@ impl Lab {
         let mut listeners = Vec::new();
         let tmp_socket = std::fs::canonicalize(std::env::temp_dir())
             .unwrap()
-            .join(format!("dsh-escape-{}.sock", std::process::id()));
+            .join(format!("dsh-escape-{id}.sock"));
         listeners.push(std::os::unix::net::UnixListener::bind(&tmp_socket).unwrap());
-        let run_socket = PathBuf::from(format!("/run/dsh-escape-{}.sock", std::process::id()));
+        let run_socket = PathBuf::from(format!("/run/dsh-escape-{id}.sock"));
         let run_socket = match std::os::unix::net::UnixListener::bind(&run_socket) {
             Ok(l) => {
                 listeners.push(l);
@@ -315,7 +318,7 @@ impl Lab {
             }
             Err(_) => None,
         };
-        let abstract_name = format!("dsh-escape-{}", std::process::id());
+        let abstract_name = format!("dsh-escape-{id}");
         {
             use std::os::linux::net::SocketAddrExt;
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())

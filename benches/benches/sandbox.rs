@@ -1,0 +1,65 @@
+//! What confinement costs when a shell starts: a fresh shell that runs
+//! `true` and is killed, unconfined (the baseline, same run), confined by
+//! the built-in namespaces + Landlock + seccomp, and confined by bubblewrap
+//! with the same flags (when `bwrap` is installed).
+//!
+//! ```text
+//! cargo bench -p benches --bench sandbox
+//! ```
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use dsh_sandbox::{Persistence, SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
+use dsh_shell_persistent::{ShellConfig, ShellPool};
+
+fn spawn_cost(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut group = c.benchmark_group("fresh_shell_true");
+    group.measurement_time(Duration::from_secs(10));
+    group.sample_size(50);
+
+    let unconfined = ShellPool::new(ShellConfig {
+        persistent: false,
+        ..ShellConfig::new(ws.path())
+    })
+    .unwrap();
+    group.bench_function("unconfined_baseline", |b| {
+        b.iter(|| rt.block_on(unconfined.run("bench", "true")).unwrap())
+    });
+
+    let confined = |bubblewrap: Option<PathBuf>| {
+        let mut config = SandboxConfig::new(
+            SandboxPolicy {
+                mode: SandboxMode::WorkspaceWrite,
+                bubblewrap,
+                ..SandboxPolicy::default()
+            },
+            ShellConfig::new(ws.path()),
+        );
+        config.restricted = Persistence::OneShot;
+        SandboxedShell::new(config).unwrap()
+    };
+    let native = confined(None);
+    let args = serde_json::json!({"command": "true"});
+    group.bench_function("confined_namespaces_landlock_seccomp", |b| {
+        b.iter(|| rt.block_on(native.execute("bench", &args)).unwrap())
+    });
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let bwrap = confined(Some(PathBuf::from("bwrap")));
+        group.bench_function("confined_bubblewrap", |b| {
+            b.iter(|| rt.block_on(bwrap.execute("bench", &args)).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, spawn_cost);
+criterion_main!(benches);

@@ -493,10 +493,11 @@ impl SandboxedShell {
         mode: SandboxMode,
     ) -> Result<Arc<Confined>, SandboxError> {
         let mut state = entry.state();
-        if let Some(c) = &state.confined {
-            if c.mode == mode && c.pool.has_shell(owner) {
-                return Ok(Arc::clone(c));
-            }
+        if let Some(c) = &state.confined
+            && c.mode == mode
+            && c.pool.has_shell(owner)
+        {
+            return Ok(Arc::clone(c));
         }
         // Drop the old pool (and its placeholders) before making new ones.
         state.confined = None;

@@ -909,13 +909,10 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
             false,
         ),
     ];
-    if lab.run_socket.is_some() {
+    if let Some(socket) = &lab.run_socket {
         v.push(t(
             "Unix socket in the host's /run",
-            &format!(
-                "$PY $T unix_connect {}",
-                lab.run_socket.as_ref().unwrap().display()
-            ),
+            &format!("$PY $T unix_connect {}", socket.display()),
         ));
     }
     v

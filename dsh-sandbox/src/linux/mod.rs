@@ -167,10 +167,10 @@ impl Confinement {
             );
             if rules.tmp {
                 grants.push((PathBuf::from("/tmp"), Grant::Write));
-                if let Some(tmp) = std::env::var_os("TMPDIR") {
-                    if let Ok(tmp) = std::fs::canonicalize(tmp) {
-                        grants.push((tmp, Grant::Write));
-                    }
+                if let Some(tmp) = std::env::var_os("TMPDIR")
+                    && let Ok(tmp) = std::fs::canonicalize(tmp)
+                {
+                    grants.push((tmp, Grant::Write));
                 }
             }
             for dev in ["/dev/null", "/dev/tty"] {
@@ -213,10 +213,10 @@ impl Confinement {
     /// The last steps, in the process that goes on to `exec` the shell.
     fn restrict_self(&self) -> io::Result<()> {
         sys::no_core_dumps()?;
-        if let Err(err) = sys::drop_capabilities() {
-            if self.strict_capabilities {
-                return Err(err);
-            }
+        if let Err(err) = sys::drop_capabilities()
+            && self.strict_capabilities
+        {
+            return Err(err);
         }
         sys::no_new_privs()?;
         if let Some(plan) = &self.landlock {

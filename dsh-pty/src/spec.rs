@@ -40,6 +40,17 @@ impl Default for TermSize {
 /// data prepared *before* the fork. It must not allocate, lock, log or touch
 /// anything another thread might have held when the process forked.
 ///
+/// # Hooks that fork
+///
+/// A hook may `fork` (to enter a new PID namespace, say). The process that
+/// returns `Ok` from the hook goes on to `exec` the program. A process that
+/// stays behind (a supervisor) must never return from the hook: it closes
+/// every descriptor it does not need — the spawn learns that the program was
+/// executed when every copy of the backend's close-on-exec descriptors is
+/// closed — and ends with `_exit`, ideally mirroring the program's exit so
+/// that the session reports it. Any process of the chain that returns an
+/// error from the hook makes the spawn fail with that error.
+///
 /// # Guarantees the backend gives
 ///
 /// - Hooks run in the order they were added, after the child has become a

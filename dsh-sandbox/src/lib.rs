@@ -4,27 +4,101 @@
 //! and `danger-full-access`. The policy ([`SandboxPolicy`]) is a plain serde
 //! type. This crate composes the two tools; neither depends on it:
 //!
-//! * [`SandboxedShell`] runs the shell tool: the owner's persistent shell in
-//!   `danger-full-access`, and a fresh confined shell per call in the
-//!   restricted modes (nothing persists there, and the tool description says
-//!   so). A call may carry `sandbox_permissions` + `justification`; an
-//!   [`Approver`] must allow it, for that call only, and every other case
-//!   fails closed with its own error ([`SandboxError`]).
-//! * [`SandboxFs`] wraps the editor's filesystem: every mutation is checked
-//!   against the writable roots after resolving the real path.
+//! * [`SandboxedShell`] runs the shell tool. Every owner (agent) has one
+//!   persistent shell, confined when it is created in the restricted modes:
+//!   the working directory, exports, functions and an activated virtualenv
+//!   persist as in `danger-full-access`, and the tool description says which
+//!   sandbox runs the commands. [`Persistence::OneShot`] runs every
+//!   restricted call in a fresh confined shell instead. A call may carry
+//!   `sandbox_permissions` + `justification`; an [`Approver`] must allow it,
+//!   for that call only (it runs in a fresh shell with the wider mode; the
+//!   persistent one stays confined), and every other case fails closed with
+//!   its own error ([`SandboxError`]).
+//! * [`SandboxFs`] is the editor's filesystem under the same rules: writes
+//!   are resolved beneath an open directory of a writable root, so no
+//!   rename or symlink swap can send them elsewhere.
 //!
-//! # Enforcement
+//! ```
+//! # #[cfg(target_os = "linux")]
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! use dsh_sandbox::{SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
+//! use dsh_shell_persistent::ShellConfig;
+//! # let project = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR"))?;
+//! # std::fs::create_dir(project.path().join("src"))?;
+//! let policy = SandboxPolicy { mode: SandboxMode::WorkspaceWrite, ..SandboxPolicy::default() };
+//! let shell = SandboxedShell::new(SandboxConfig::new(policy, ShellConfig::new(project.path())))?;
+//! let call = |command: &str| serde_json::json!({ "command": command });
+//! shell.execute("agent", &call("cd src && export MODE=dev")).await?;
+//! // Same shell, same state, still confined:
+//! assert_eq!(shell.execute("agent", &call("echo $MODE $(basename $PWD)")).await?, "dev src");
+//! let denied = shell.execute("agent", &call("touch /etc/motd")).await?;
+//! assert!(denied.ends_with("[sandbox: file access denied under workspace-write mode]"));
+//! shell.close_all().await;
+//! # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
-//! On Linux, a restricted shell is confined before `exec` (see the `linux`
-//! module's docs): **Landlock** allows writes only beneath the writable
-//! roots (+ `/dev/null`, `/dev/tty`, and the terminal already open) and,
-//! where the ABI has it (4+), denies TCP bind/connect; a **seccomp** filter
-//! makes `socket(2)` fail for every family but `AF_UNIX` (UDP and raw
-//! sockets included) and blocks `io_uring_setup`; `no_new_privs` is set; and
-//! `.git` in the writable roots is bound read-only in a private mount
-//! namespace. What the kernel enforces is reported ([`Enforcement`]): if it
-//! cannot enforce what the policy asks, calls fail closed unless the policy
-//! opts into `degrade`.
+//! # Enforcement on Linux
+//!
+//! Modelled on bubblewrap and nsjail, with Landlock and seccomp as extra
+//! layers. Each confined shell gets, before `exec`:
+//!
+//! * new **user, mount, PID, IPC, UTS and cgroup namespaces**, and a
+//!   network namespace with only its own loopback when the network is off.
+//!   The caller's uid and gid map to themselves (root stays uid 0, without
+//!   any capability over the host). The shell is pid 2 under an init of its
+//!   own; when it ends, or is reset or killed, the kernel kills everything
+//!   left in the namespace, whatever it did (`setsid`, double fork, `nohup`).
+//! * a **read-only view of the whole filesystem** (`nosuid`, `nodev`); the
+//!   workspace and extra writable roots bound read-write on top (read-only
+//!   in `read-only` mode); `.git` of each writable root — a directory, a
+//!   symlink or a `gitdir:` file with its git and common directories — bound
+//!   read-only over itself, so it cannot be written, renamed, replaced or
+//!   removed; a private `/tmp` (writable in workspace-write unless
+//!   `tmp_writable: false`; its files are the shell's own); `/run` and
+//!   `/var/run` empty; a minimal `/dev` (null, zero, full, random, urandom,
+//!   tty, a private devpts and `/dev/shm`); a fresh `/proc` of its PID
+//!   namespace with `sys`, `sysrq-trigger`, `irq` and `bus` read-only.
+//!   A writable root without `.git` gets an empty read-only `.git` for the
+//!   shell's lifetime, so that none can be created there (see below).
+//! * **no capabilities** (bounding, permitted, effective, inheritable,
+//!   ambient cleared; securebits locked so that `exec` grants none), and
+//!   `no_new_privs`; no core dumps (`RLIMIT_CORE` of 1 byte, which also
+//!   stops a `core_pattern` pipe).
+//! * **Landlock** (ABI 3+, where available): writes only beneath the
+//!   writable roots and the private mounts, no device nodes; signals and
+//!   abstract Unix sockets scoped to the sandbox (ABI 6+); connecting to
+//!   Unix sockets only beneath the writable roots (ABI 9+).
+//! * **seccomp** for what the namespaces do not already cover: file handles
+//!   (`open_by_handle_at`), the keyring, `bpf`, `perf_event_open`,
+//!   `userfaultfd`, `io_uring`, new namespaces, every mount call,
+//!   `ptrace` and `process_vm_*` of the sandbox's init and shell,
+//!   `prlimit64`/`setpriority` of any other process, device nodes, raw and
+//!   packet sockets and every family but Unix and IP (even with the network
+//!   on), and the x32 system-call ABI.
+//! * the host's **environment** left out: the shell gets `PATH`, `HOME`,
+//!   `USER`, `LOGNAME`, `LANG`, `LANGUAGE`, `LC_*`, `TZ`, `SHELL`,
+//!   `TMPDIR=/tmp` and [`ShellConfig::env`](dsh_shell_persistent::ShellConfig::env).
+//!
+//! It works as root and as an unprivileged user (unprivileged user
+//! namespaces). Where namespaces cannot be created (some container runtimes
+//! forbid user namespaces or mounting `proc` in them), calls fail closed with
+//! the reason, unless the policy sets `degrade`: then the weaker mode runs
+//! (capabilities, `no_new_privs`, Landlock and seccomp only, in the host's
+//! process table and filesystem view — it does not hold against root) and
+//! [`Enforcement::missing`] says so. `SandboxPolicy::bubblewrap` hands the
+//! namespaces and mounts to `bwrap` with equivalent flags (same seccomp
+//! programs, no Landlock).
+//!
+//! **Reading** anything outside the sandbox's hidden directories is allowed
+//! by design: the modes limit writes, processes and the network, not
+//! what can be read (the host's secrets in its environment are kept out, but
+//! files readable by the caller's uid stay readable).
+//!
+//! A workspace without `.git`: the empty placeholder directory is made on the
+//! host while the confined shell lives and removed (if still empty) when it
+//! closes; `git init` in the workspace fails with `Read-only file system`.
+//! Git treats an empty `.git` directory as no repository.
 //!
 //! On macOS, a generated Seatbelt profile runs through
 //! `/usr/bin/sandbox-exec` (compiled and tested only as text here). On other
@@ -32,11 +106,15 @@
 //!
 //! # Messages
 //!
-//! A confined command that failed on a denied write gets, after its output
-//! and `[exit code: N]`, the line `[sandbox: file access denied under <mode>
-//! mode]` and, when an approver is configured, one line telling how to ask
-//! for more with `sandbox_permissions`. An editor write that is refused
-//! answers with the marker line alone and leaves the file unchanged.
+//! A confined command that failed on a denied file access — `Read-only file
+//! system` (everything outside the writable roots is a read-only mount) or
+//! `Invalid cross-device link` (a link or rename out of them) — gets, after
+//! its output and `[exit code: N]`, the line `[sandbox: file access denied
+//! under <mode> mode]` and, when an approver is configured, one line telling
+//! how to ask for more with `sandbox_permissions`. Other failures (an
+//! `Operation not permitted` from a denied system call, say) get no such
+//! line. An editor write that is refused answers with the marker line alone
+//! and leaves the file unchanged.
 
 mod approval;
 #[cfg(unix)]

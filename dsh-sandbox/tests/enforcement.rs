@@ -1,7 +1,6 @@
-//! Real Landlock, seccomp and mount-namespace enforcement on this kernel.
-//!
-//! If the kernel lacks Landlock (ABI 3+), these tests fail rather than pass
-//! vacuously, unless `DSH_NO_LANDLOCK=1` marks the run as "no Landlock here".
+//! Real namespaces, mounts, Landlock and seccomp on this kernel: what the
+//! modes allow, persistence, escalation, mode changes. The escape suite
+//! (`escape.rs`) attacks the same confinement.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::type_complexity)]
 
@@ -16,27 +15,6 @@ use dsh_sandbox::{
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
 
-fn landlock_here() -> bool {
-    let abi = dsh_sandbox::landlock_abi();
-    if abi >= 3 {
-        return true;
-    }
-    if std::env::var("DSH_NO_LANDLOCK").as_deref() == Ok("1") {
-        eprintln!("skipped: Landlock ABI {abi} on this kernel and DSH_NO_LANDLOCK=1");
-        return false;
-    }
-    panic!(
-        "this kernel has Landlock ABI {abi} (3+ needed); set DSH_NO_LANDLOCK=1 to mark the run as having no Landlock"
-    );
-}
-
-/// A workspace and an outside directory, under the target directory.
-struct Dirs {
-    _ws: tempfile::TempDir,
-    _out: tempfile::TempDir,
-    ws: PathBuf,
-    out: PathBuf,
-}
 
 fn dirs() -> Dirs {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -103,9 +81,6 @@ const DENIED_WW: &str = "[sandbox: file access denied under workspace-write mode
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspace_write_allows_inside_and_stops_every_escape() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     let s = shell(&d, ww(), None, ModeChange::Reject);
     let e = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
@@ -153,9 +128,6 @@ async fn workspace_write_allows_inside_and_stops_every_escape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_writes_nothing() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     let s = shell(&d, SandboxPolicy::default(), None, ModeChange::Reject);
     for cmd in [
@@ -186,9 +158,6 @@ async fn read_only_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_is_read_only_unless_allowed() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     std::fs::create_dir_all(d.ws.join(".git/hooks")).unwrap();
     std::fs::write(d.ws.join(".git/config"), "[core]\n").unwrap();
@@ -229,9 +198,6 @@ async fn git_is_read_only_unless_allowed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tmp_is_private_and_follows_the_policy() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     let probe = format!("/tmp/dsh-sandbox-probe-{}", std::process::id());
     let s = shell(
@@ -260,9 +226,6 @@ async fn tmp_is_private_and_follows_the_policy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_is_isolated_unless_the_flag_says_so() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = tcp.local_addr().unwrap().port();
@@ -360,9 +323,6 @@ async fn the_editor_wrapper_refuses_outside_writes_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escalation_is_per_call_and_fails_closed() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     let call = |cmd: &str, perms: Option<&str>, why: Option<&str>| {
         let mut args = json!({"command": cmd});
@@ -491,9 +451,6 @@ async fn escalation_is_per_call_and_fails_closed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mode_changes_reject_or_reset_the_persistent_shell() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     let full = SandboxPolicy {
         mode: SandboxMode::DangerFullAccess,
@@ -620,9 +577,6 @@ fn persistent(d: &Dirs, policy: SandboxPolicy) -> SandboxedShell {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restricted_shells_persist_like_the_unconfined_one() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     std::fs::create_dir(d.ws.join("sub")).unwrap();
     for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
@@ -678,9 +632,6 @@ async fn restricted_shells_persist_like_the_unconfined_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_kills_everything_the_confined_shell_started() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     let s = SandboxedShell::new(SandboxConfig {
         shell: ShellConfig {
@@ -722,9 +673,6 @@ async fn a_reset_kills_everything_the_confined_shell_started() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_under_the_private_tmp_is_still_the_workspace() {
-    if !landlock_here() {
-        return;
-    }
     let ws = tempfile::tempdir_in("/tmp").unwrap();
     let s = SandboxedShell::new(SandboxConfig::new(ww(), ShellConfig::new(ws.path()))).unwrap();
     assert_eq!(
@@ -740,9 +688,6 @@ async fn a_workspace_under_the_private_tmp_is_still_the_workspace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_environment_stays_out_of_the_confined_shell() {
-    if !landlock_here() {
-        return;
-    }
     let d = dirs();
     // SAFETY: set before any shell of this test starts; other tests do not
     // read this variable.

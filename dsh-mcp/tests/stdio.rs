@@ -402,9 +402,13 @@ async fn sandbox_flags_confine_and_escalate() {
             .is_none()
     );
     // The confined shell persists between calls.
-    let (text, _) = c.call(30, "bash", json!({"command": "export KEPT=yes; cd /"})).await;
+    let (text, _) = c
+        .call(30, "bash", json!({"command": "export KEPT=yes; cd /"}))
+        .await;
     assert_eq!(text, "");
-    let (text, _) = c.call(31, "bash", json!({"command": "echo $KEPT $PWD"})).await;
+    let (text, _) = c
+        .call(31, "bash", json!({"command": "echo $KEPT $PWD"}))
+        .await;
     assert_eq!(text, "yes /");
     let (text, is_error) = c.call(3, "bash", json!({"command": touch})).await;
     assert!(!is_error);

@@ -15,6 +15,13 @@ use dsh_sandbox::{
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
 
+/// A workspace and an outside directory, under the target directory.
+struct Dirs {
+    _ws: tempfile::TempDir,
+    _out: tempfile::TempDir,
+    ws: PathBuf,
+    out: PathBuf,
+}
 
 fn dirs() -> Dirs {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -709,4 +716,75 @@ async fn the_host_environment_stays_out_of_the_confined_shell() {
         "hidden by-host /tmp\npath"
     );
     s.close_all().await;
+}
+
+/// Where user namespaces are unavailable, restricted calls fail closed, and
+/// `degrade` runs the weaker mode. Real, not simulated: a copy of this test
+/// binary runs `the_weaker_mode_inside_a_namespace_without_namespaces` in a
+/// user namespace whose `user.max_user_namespaces` is 0.
+#[test]
+fn without_namespaces_calls_fail_closed_or_degrade() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--fork", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" --exact the_weaker_mode_inside_a_namespace_without_namespaces --ignored --nocapture")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}\n{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by without_namespaces_calls_fail_closed_or_degrade, in a user namespace without user namespaces"]
+async fn the_weaker_mode_inside_a_namespace_without_namespaces() {
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+            .unwrap()
+            .trim(),
+        "0",
+        "this test only makes sense where user namespaces are disabled"
+    );
+    let d = dirs();
+    let strict = shell(&d, ww(), None, ModeChange::Reject);
+    let err = strict
+        .execute("agent", &json!({"command": "true"}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, SandboxError::NotEnforceable { .. })
+            && err
+                .to_string()
+                .starts_with("The sandbox cannot be enforced on this system (missing: namespaces"),
+        "{err}"
+    );
+
+    let weaker = persistent(
+        &d,
+        SandboxPolicy {
+            degrade: true,
+            ..ww()
+        },
+    );
+    assert_eq!(
+        run(&weaker, "export KEEP=1; echo inside > f && cat f").await,
+        "inside"
+    );
+    let e = weaker.enforcement(SandboxMode::WorkspaceWrite).unwrap();
+    assert!(
+        !e.namespaces && e.landlock && !e.missing.is_empty(),
+        "{e:?}"
+    );
+    let out = run(&weaker, "echo x > $OUT/existing.txt").await;
+    assert!(
+        out.contains("Permission denied") && out.contains(DENIED_WW),
+        "{out}"
+    );
+    outside_untouched(&d);
+    let out = run(&weaker, "exec 3<>/dev/tcp/127.0.0.1/9 && echo connected").await;
+    assert!(!out.contains("connected"), "{out}");
+    assert_eq!(run(&weaker, "echo $KEEP").await, "1");
+    weaker.close_all().await;
 }

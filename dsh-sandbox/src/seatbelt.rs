@@ -30,7 +30,13 @@ pub fn seatbelt_profile(rules: &WriteRules, network: bool) -> String {
          (allow file-read*)\n(allow sysctl-read)\n(allow mach-lookup)\n(allow ipc-posix-shm)\n\
          (allow file-write* (literal \"/dev/null\") (regex #\"^/dev/ttys[0-9]+$\") (literal \"/dev/tty\"))\n",
     );
-    for root in &rules.roots {
+    let mut roots = rules.roots.clone();
+    if rules.tmp {
+        // No private /tmp under Seatbelt: the host's temporary directories.
+        roots.push(std::path::PathBuf::from("/private/tmp"));
+        roots.push(std::path::PathBuf::from("/private/var/folders"));
+    }
+    for root in &roots {
         out.push_str(&format!("(allow file-write* (subpath {}))\n", quote(root)));
     }
     for git in &rules.protected {
@@ -40,4 +46,41 @@ pub fn seatbelt_profile(rules: &WriteRules, network: bool) -> String {
         out.push_str("(allow network*)\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SandboxMode, SandboxPolicy};
+
+    #[test]
+    fn the_profile_writes_only_the_roots_and_keeps_git_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let rules = WriteRules::new(
+            &SandboxPolicy::default(),
+            SandboxMode::WorkspaceWrite,
+            dir.path(),
+        );
+        let profile = seatbelt_profile(&rules, false);
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(profile.contains(&format!(
+            "(allow file-write* (subpath \"{}\"))",
+            root.display()
+        )));
+        assert!(profile.contains(&format!(
+            "(deny file-write* (subpath \"{}\"))",
+            root.join(".git").display()
+        )));
+        assert!(profile.contains("(subpath \"/private/tmp\")"));
+        let strict = WriteRules::new(
+            &SandboxPolicy {
+                tmp_writable: false,
+                ..SandboxPolicy::default()
+            },
+            SandboxMode::WorkspaceWrite,
+            dir.path(),
+        );
+        assert!(!seatbelt_profile(&strict, true).contains("/private/tmp"));
+        assert!(seatbelt_profile(&strict, true).contains("(allow network*)"));
+    }
 }

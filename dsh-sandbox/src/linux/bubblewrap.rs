@@ -152,3 +152,49 @@ unsafe impl dsh_pty::PreExec for Handoff {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SandboxPolicy, WriteRules};
+
+    #[test]
+    fn the_flags_match_the_built_in_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(ws.join(".git")).unwrap();
+        let rules = WriteRules::new(
+            &SandboxPolicy {
+                tmp_writable: false,
+                ..SandboxPolicy::default()
+            },
+            SandboxMode::WorkspaceWrite,
+            &ws,
+        );
+        let spec = Spec {
+            rules: &rules,
+            workspace: &ws,
+            cwd: &ws,
+            network: false,
+            namespaces: true,
+        };
+        let (argv, handoff, enforcement) =
+            command(Path::new("bwrap"), &spec, &["bash".to_owned()]).unwrap();
+        let line = argv.join(" ");
+        let ws = ws.display();
+        for expected in [
+            "--unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup",
+            "--unshare-net",
+            "--ro-bind / / --tmpfs /tmp",
+            "--proc /proc --ro-bind /proc/sys /proc/sys",
+            &format!("--bind {ws} {ws}"),
+            &format!("--ro-bind {ws}/.git {ws}/.git"),
+            "--remount-ro /tmp --cap-drop ALL",
+            &format!("--chdir {ws} -- bash"),
+        ] {
+            assert!(line.contains(expected), "{expected:?} not in {line}");
+        }
+        assert_eq!(line.matches("--add-seccomp-fd").count(), handoff.fds.len());
+        assert!(enforcement.namespaces && enforcement.git_read_only && !enforcement.landlock);
+    }
+}

@@ -14,6 +14,8 @@ use libc::{c_int, c_long, c_uint};
 const OPEN_TREE_CLONE: c_uint = 1;
 /// `MOVE_MOUNT_F_EMPTY_PATH`: the source is the file descriptor itself.
 const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
+/// `MOVE_MOUNT_T_EMPTY_PATH`: the target is the file descriptor itself.
+const MOVE_MOUNT_T_EMPTY_PATH: c_uint = 0x40;
 /// `MOUNT_ATTR_RDONLY`.
 pub(crate) const ATTR_RDONLY: u64 = 0x1;
 /// `MOUNT_ATTR_NOSUID`.
@@ -95,7 +97,7 @@ pub(crate) fn attach(fd: c_int, target: &CStr) -> io::Result<()> {
             c"".as_ptr(),
             to,
             c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | 0x40, // MOVE_MOUNT_T_EMPTY_PATH
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
         );
         let err = io::Error::last_os_error();
         libc::close(to);

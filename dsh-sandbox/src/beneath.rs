@@ -181,24 +181,43 @@ fn write_temp(dir: &Dir, tmp: &OsString, data: &[u8], mode: u32) -> io::Result<s
     Ok(file)
 }
 
-/// Creates a new file at `path` beneath a writable root.
-pub(crate) fn create_new(rules: &WriteRules, path: &Path, data: &[u8]) -> Result<(), Outcome> {
+/// Where a write lands: the directory (opened beneath its root and
+/// checked), the name in it, and the protected identities.
+struct Place {
+    dir: Dir,
+    name: OsString,
+    protected: HashSet<Id>,
+}
+
+fn place(rules: &WriteRules, path: &Path, create: bool) -> Result<Place, Outcome> {
+    // `locate` resolves links, so a replaced file is the real one.
     let target = locate(rules, path)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
     let root = Dir::open_ambient_dir(target.root, ambient_authority()).map_err(io)?;
     let root_id = fstat(&root).map_err(io)?;
     let protected = protected_ids(rules);
-    let dir = open_parent(&root, &target.parent, true).map_err(io)?;
+    let dir = open_parent(&root, &target.parent, create).map_err(io)?;
     check_dir(&dir, root_id, &protected)?;
-    if dir.symlink_metadata(&target.name).is_ok() {
+    Ok(Place {
+        dir,
+        name: target.name,
+        protected,
+    })
+}
+
+/// Creates a new file at `path` beneath a writable root.
+pub(crate) fn create_new(rules: &WriteRules, path: &Path, data: &[u8]) -> Result<(), Outcome> {
+    let Place { dir, name, .. } = place(rules, path, true)?;
+    let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
+    if dir.symlink_metadata(&name).is_ok() {
         return Err(FsError::AlreadyExists(path.to_owned()).into());
     }
-    let tmp = temp_name(&target.name);
+    let tmp = temp_name(&name);
     // The process umask applies to 0o666, as `open(2)` would do.
     let file = write_temp(&dir, &tmp, data, 0o666).map_err(io)?;
     let result = file
         .sync_all()
-        .and_then(|()| dir.hard_link(&tmp, &dir, &target.name));
+        .and_then(|()| dir.hard_link(&tmp, &dir, &name));
     let _ = dir.remove_file(&tmp);
     result.map_err(io)?;
     sync_dir(&dir);
@@ -213,17 +232,15 @@ pub(crate) fn replace(
     data: &[u8],
     expected: &Version,
 ) -> Result<Version, Outcome> {
-    // `locate` resolves links, so the target is the real file.
-    let target = locate(rules, path)?;
+    let Place {
+        dir,
+        name,
+        protected,
+    } = place(rules, path, false)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
-    let root = Dir::open_ambient_dir(target.root, ambient_authority()).map_err(io)?;
-    let root_id = fstat(&root).map_err(io)?;
-    let protected = protected_ids(rules);
-    let dir = open_parent(&root, &target.parent, false).map_err(io)?;
-    check_dir(&dir, root_id, &protected)?;
     let version_now = || -> Result<std::fs::Metadata, Outcome> {
         if dir
-            .symlink_metadata(&target.name)
+            .symlink_metadata(&name)
             .map_err(io)?
             .file_type()
             .is_symlink()
@@ -232,7 +249,7 @@ pub(crate) fn replace(
             return Err(FsError::Changed(path.to_owned()).into());
         }
         let meta = dir
-            .open(&target.name)
+            .open(&name)
             .and_then(|f| f.into_std().metadata())
             .map_err(io)?;
         if protected.contains(&id_of(&meta)) {
@@ -244,7 +261,7 @@ pub(crate) fn replace(
         Ok(meta)
     };
     let before = version_now()?;
-    let tmp = temp_name(&target.name);
+    let tmp = temp_name(&name);
     let file = write_temp(&dir, &tmp, data, 0o600).map_err(io)?;
     let finish = || -> Result<Version, Outcome> {
         file.set_permissions(before.permissions()).map_err(io)?;
@@ -253,7 +270,7 @@ pub(crate) fn replace(
         file.sync_all().map_err(io)?;
         // Last look before the rename: a change made while we wrote wins.
         version_now()?;
-        dir.rename(&tmp, &dir, &target.name).map_err(io)?;
+        dir.rename(&tmp, &dir, &name).map_err(io)?;
         sync_dir(&dir);
         Ok(LocalFs::version(&file.metadata().map_err(io)?))
     };

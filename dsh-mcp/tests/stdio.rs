@@ -484,3 +484,42 @@ async fn sandbox_flags_confine_and_escalate() {
     assert!(c.finish().await.success());
     assert!(!target.exists());
 }
+
+/// A server killed outright (SIGKILL, no cleanup) leaves no confined
+/// process behind: the terminal's hangup ends the supervisor, init dies with
+/// it, and the kernel empties the namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_leaves_no_confined_process() {
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut c = Client::start(ws.path(), &["--sandbox", "workspace-write"]).await;
+    let mark = format!("dsh-orphan-{}", std::process::id());
+    let (text, _) = c
+        .call(
+            2,
+            "bash",
+            json!({"command": format!("(setsid bash -c 'exec -a {mark} sleep 1000' &); ( (exec -a {mark} sleep 1000 &) & ); echo ok")}),
+        )
+        .await;
+    assert_eq!(text, "ok");
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter(|e| {
+                std::fs::read(e.as_ref().unwrap().path().join("cmdline"))
+                    .is_ok_and(|c| c.starts_with(mark.as_bytes()))
+            })
+            .count()
+    };
+    let deadline = std::time::Instant::now() + BOUND;
+    while alive() < 2 && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(alive(), 2, "the detached processes did not start");
+    c.child.start_kill().unwrap();
+    c.child.wait().await.unwrap();
+    let deadline = std::time::Instant::now() + BOUND;
+    while alive() > 0 && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(alive(), 0, "confined processes outlived the server");
+}

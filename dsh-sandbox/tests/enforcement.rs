@@ -788,3 +788,97 @@ async fn the_weaker_mode_inside_a_namespace_without_namespaces() {
     assert_eq!(run(&weaker, "echo $KEEP").await, "1");
     weaker.close_all().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_network_on_raw_packet_netlink_and_host_abstract_sockets_stay_closed() {
+    let d = dirs();
+    let s = shell(
+        &d,
+        SandboxPolicy {
+            network: true,
+            ..ww()
+        },
+        None,
+        ModeChange::Reject,
+    );
+    let host_net = std::fs::read_link("/proc/self/ns/net").unwrap();
+    // The host's network namespace, shared on purpose.
+    assert_eq!(
+        run(&s, "readlink /proc/self/ns/net").await,
+        host_net.display().to_string()
+    );
+    let py = "/usr/bin/python3";
+    for (family, kind) in [
+        ("AF_INET", "SOCK_RAW"),
+        ("AF_PACKET", "SOCK_RAW"),
+        ("AF_NETLINK", "SOCK_RAW"),
+        ("AF_INET6", "SOCK_RAW"),
+    ] {
+        let out = run(
+            &s,
+            &format!("{py} -c 'import socket; socket.socket(socket.{family}, socket.{kind}, 1); print(\"opened\")'"),
+        )
+        .await;
+        assert!(out.contains("Operation not permitted"), "{family}: {out}");
+        // A refused system call is not a denied file access.
+        assert!(!out.contains("[sandbox:"), "{family}: {out}");
+    }
+    if dsh_sandbox::landlock_abi() >= 6 {
+        let name = format!("dsh-abstract-{}", std::process::id());
+        let addr = {
+            use std::os::linux::net::SocketAddrExt;
+            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap()
+        };
+        let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let out = run(
+            &s,
+            &format!("{py} -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); print(\"connected\")'"),
+        )
+        .await;
+        assert!(
+            !out.contains("connected") && out.contains("[exit code: 1]"),
+            "{out}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_change_waits_for_the_call_under_way() {
+    let d = dirs();
+    let s = persistent(&d, ww());
+    let fifo = d.ws.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let args = json!({"command": "cat fifo && touch still-writable && echo done"});
+    let call = s.execute("agent", &args);
+    tokio::pin!(call);
+    // Opening the fifo for writing completes once `cat` has it open: the call
+    // is then under way.
+    let opened = tokio::task::spawn_blocking({
+        let fifo = fifo.clone();
+        move || std::fs::OpenOptions::new().write(true).open(fifo).unwrap()
+    });
+    let mut writer = tokio::select! {
+        w = opened => w.unwrap(),
+        r = &mut call => panic!("the call ended first: {r:?}"),
+    };
+    let change = s.set_mode("agent", SandboxMode::ReadOnly);
+    tokio::pin!(change);
+    tokio::select! {
+        biased;
+        r = &mut change => panic!("the mode changed during a call: {r:?}"),
+        () = std::future::ready(()) => {}
+    }
+    std::io::Write::write_all(&mut writer, b"x\n").unwrap();
+    drop(writer);
+    assert_eq!(call.await.unwrap(), "x\ndone");
+    // The call finished under workspace-write; the change then sees the
+    // shell open and follows the Reject rule.
+    assert!(d.ws.join("still-writable").exists());
+    assert!(matches!(change.await, Err(SandboxError::ShellOpen { .. })));
+}

@@ -388,7 +388,7 @@ fn text_of(r: &Value) -> (String, bool) {
 async fn sandbox_flags_confine_and_escalate() {
     // `--sandbox workspace-write` keeps /tmp writable, and the checkout may
     // live there: the outside directory must be elsewhere.
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
     let out = tempfile::tempdir_in("/var/tmp").unwrap();
     let target = out.path().join("x");
     let touch = format!("touch {}", target.display());
@@ -490,7 +490,7 @@ async fn sandbox_flags_confine_and_escalate() {
 /// it, and the kernel empties the namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_leaves_no_confined_process() {
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
     let mut c = Client::start(ws.path(), &["--sandbox", "workspace-write"]).await;
     let mark = format!("dsh-orphan-{}", std::process::id());
     let (text, _) = c
@@ -522,4 +522,19 @@ async fn a_killed_server_leaves_no_confined_process() {
         tokio::task::yield_now().await;
     }
     assert_eq!(alive(), 0, "confined processes outlived the server");
+}
+
+/// A directory for test files that a confined shell can see wherever the
+/// checkout lives: the shell's `/tmp` is private, so not under `/tmp`.
+fn visible_tmp() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if !target.starts_with("/tmp") {
+        return target.to_owned();
+    }
+    let var_tmp = std::path::PathBuf::from("/var/tmp");
+    assert!(
+        var_tmp.is_dir(),
+        "the checkout is under /tmp, which confined shells do not see, and /var/tmp is missing"
+    );
+    var_tmp
 }

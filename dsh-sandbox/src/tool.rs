@@ -119,10 +119,12 @@ impl Owner {
 
 /// Variables a confined shell keeps from the host's environment; everything
 /// else (API keys, tokens, the host's own settings) stays out.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 const KEPT_ENV: [&str; 8] = [
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SHELL",
 ];
 
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 fn confined_env(host_env: &[(String, String)]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| KEPT_ENV.contains(&k.as_str()) || k.starts_with("LC_"))

@@ -15,7 +15,22 @@ use dsh_sandbox::{
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
 
-/// A workspace and an outside directory, under the target directory.
+/// A directory for test files that a confined shell can see wherever the
+/// checkout lives: the shell's `/tmp` is private, so not under `/tmp`.
+fn visible_tmp() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if !target.starts_with("/tmp") {
+        return target.to_owned();
+    }
+    let var_tmp = std::path::PathBuf::from("/var/tmp");
+    assert!(
+        var_tmp.is_dir(),
+        "the checkout is under /tmp, which confined shells do not see, and /var/tmp is missing"
+    );
+    var_tmp
+}
+
+/// A workspace and an outside directory, where a confined shell sees them.
 struct Dirs {
     _ws: tempfile::TempDir,
     _out: tempfile::TempDir,
@@ -24,7 +39,7 @@ struct Dirs {
 }
 
 fn dirs() -> Dirs {
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base = &visible_tmp();
     let ws_dir = tempfile::tempdir_in(base).unwrap();
     let out_dir = tempfile::tempdir_in(base).unwrap();
     let ws = std::fs::canonicalize(ws_dir.path()).unwrap();

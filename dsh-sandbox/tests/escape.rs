@@ -161,6 +161,21 @@ fn diff(before: &BTreeMap<PathBuf, Entry>, after: &BTreeMap<PathBuf, Entry>) -> 
     out
 }
 
+/// A directory for test files that a confined shell can see wherever the
+/// checkout lives: the shell's `/tmp` is private, so not under `/tmp`.
+fn visible_tmp() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if !target.starts_with("/tmp") {
+        return target.to_owned();
+    }
+    let var_tmp = std::path::PathBuf::from("/var/tmp");
+    assert!(
+        var_tmp.is_dir(),
+        "the checkout is under /tmp, which confined shells do not see, and /var/tmp is missing"
+    );
+    var_tmp
+}
+
 // ---------------------------------------------------------------------------
 // The lab: what the test creates, and the only things it touches.
 
@@ -223,11 +238,10 @@ fn ns(kind: &str) -> String {
 
 impl Lab {
     /// The lab lives where the sandbox can see it (not under the private
-    /// `/tmp`): `DSH_ESCAPE_DIR` (set for the unprivileged run) or the
-    /// target directory.
+    /// `/tmp`): `DSH_ESCAPE_DIR` (set for the unprivileged run) or
+    /// [`visible_tmp`].
     fn new() -> Lab {
-        let parent = std::env::var_os("DSH_ESCAPE_DIR")
-            .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+        let parent = std::env::var_os("DSH_ESCAPE_DIR").map_or_else(visible_tmp, PathBuf::from);
         let base_dir = tempfile::Builder::new()
             .prefix("dsh-escape-")
             .tempdir_in(parent)
@@ -1313,11 +1327,10 @@ fn escapes_fail_as_an_unprivileged_user() {
         return;
     }
     // A directory the unprivileged user owns, where the sandbox can see it
-    // (the checkout may not be reachable by that user: the directories on
-    // the way are opened for traversal only if they are not already).
+    // and that user can reach wherever the checkout is: under /var/tmp.
     let dir = tempfile::Builder::new()
         .prefix("dsh-escape-user-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in("/var/tmp")
         .unwrap();
     std::os::unix::fs::chown(dir.path(), Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
     for up in dir.path().ancestors().skip(1) {
@@ -1330,7 +1343,8 @@ fn escapes_fail_as_an_unprivileged_user() {
     }
     let copy = dir.path().join("escape");
     std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
-    let output = std::process::Command::new(&copy)
+    let mut command = std::process::Command::new(&copy);
+    command
         .args([
             "--exact",
             "escapes_fail_as_this_user",
@@ -1342,9 +1356,18 @@ fn escapes_fail_as_an_unprivileged_user() {
         .env("DSH_ESCAPE_DIR", dir.path())
         .current_dir("/tmp")
         .uid(UNPRIVILEGED)
-        .gid(UNPRIVILEGED)
-        .output()
-        .unwrap();
+        .gid(UNPRIVILEGED);
+    // Until every child forked by other tests while the copy was open for
+    // writing has exec'd, running it fails with ETXTBSY.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let output = loop {
+        match command.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && Instant::now() < deadline => {
+                std::thread::yield_now();
+            }
+            other => break other.unwrap(),
+        }
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -4,6 +4,9 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::type_complexity)]
 
+mod common;
+use common::visible_tmp;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,21 +17,6 @@ use dsh_sandbox::{
 };
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
-
-/// A directory for test files that a confined shell can see wherever the
-/// checkout lives: the shell's `/tmp` is private, so not under `/tmp`.
-fn visible_tmp() -> std::path::PathBuf {
-    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    if !target.starts_with("/tmp") {
-        return target.to_owned();
-    }
-    let var_tmp = std::path::PathBuf::from("/var/tmp");
-    assert!(
-        var_tmp.is_dir(),
-        "the checkout is under /tmp, which confined shells do not see, and /var/tmp is missing"
-    );
-    var_tmp
-}
 
 /// A workspace and an outside directory, where a confined shell sees them.
 struct Dirs {

@@ -467,7 +467,9 @@ impl SandboxedShell {
                     source: dsh_pty::PtyError::Confine(err),
                     ..
                 }) => {
-                    entry.state().confined = None;
+                    if persistent {
+                        entry.state().confined = None;
+                    }
                     if confined.enforcement.namespaces && self.config.policy.degrade {
                         tracing::warn!(%err, "namespaces unavailable; the policy allows the weaker mode");
                         self.weaker.store(true, Ordering::Relaxed);

@@ -23,6 +23,10 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 ///   is not a writable root for the editor;
 /// * `danger-full-access`: [`LocalFs`], unrestricted.
 ///
+/// In the restricted modes the editor also refuses to read `/proc`: it runs
+/// in the host's process, whose environment and memory are there (the
+/// confined shell has a `/proc` of its own).
+///
 /// A refusal is `[sandbox: file access denied under <mode> mode]` and
 /// changes nothing.
 ///
@@ -77,6 +81,19 @@ impl SandboxFs {
         *self.rules() = Arc::new(WriteRules::new(&self.policy, mode, &self.workspace));
     }
 
+    /// Refuses reads of this process's `/proc` in the restricted modes.
+    fn check_read(&self, path: &Path) -> Result<(), FsError> {
+        let rules = Arc::clone(&self.rules());
+        if rules.mode == SandboxMode::DangerFullAccess {
+            return Ok(());
+        }
+        let real = crate::resolve(path).unwrap_or_else(|| path.to_owned());
+        if real.starts_with("/proc") || path.starts_with("/proc") {
+            return Err(Self::refused(path, &rules));
+        }
+        Ok(())
+    }
+
     fn refused(path: &Path, rules: &WriteRules) -> FsError {
         tracing::info!(path = %path.display(), mode = %rules.mode, "sandbox refused a write");
         FsError::Refused {
@@ -113,14 +130,17 @@ async fn confined<T: Send + 'static>(
 #[async_trait]
 impl Fs for SandboxFs {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        self.check_read(path)?;
         self.local.stat(path).await
     }
 
     async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+        self.check_read(path)?;
         self.local.read(path).await
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        self.check_read(path)?;
         self.local.read_dir(path).await
     }
 

@@ -92,8 +92,10 @@
 //!
 //! **Reading** anything outside the sandbox's hidden directories is allowed
 //! by design: the modes limit writes, processes and the network, not
-//! what can be read (the host's secrets in its environment are kept out, but
-//! files readable by the caller's uid stay readable).
+//! what can be read (the host's secrets in its environment are kept out —
+//! the shell has its own `/proc`, and [`SandboxFs`] does not read `/proc` in
+//! the restricted modes — but files readable by the caller's uid stay
+//! readable).
 //!
 //! A workspace without `.git`: the empty placeholder directory is made on the
 //! host while the confined shell lives and removed (if still empty) when it

@@ -1192,6 +1192,18 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
             "edit the gitdir file",
             json!({"command": "str_replace", "path": lab.wsf.join(".git"), "old_str": "wt", "new_str": "evil"}),
         ),
+        (
+            "read the server's environment",
+            json!({"command": "view", "path": "/proc/self/environ"}),
+        ),
+        (
+            "list the server's descriptors",
+            json!({"command": "view", "path": "/proc/self/fd"}),
+        ),
+        (
+            "read the server's environment by pid",
+            json!({"command": "view", "path": format!("/proc/{}/environ", std::process::id())}),
+        ),
     ];
     let mut failures = Vec::new();
     let mut ran = 0;

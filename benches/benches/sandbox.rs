@@ -1,6 +1,7 @@
 //! What confinement costs when a shell starts: a fresh shell that runs
 //! `true` and is killed, unconfined (the baseline, same run), confined by
-//! the built-in namespaces + Landlock + seccomp, and confined by bubblewrap
+//! the built-in namespaces + Landlock + seccomp (with and without a network
+//! namespace of its own), and confined by bubblewrap
 //! with the same flags (when `bwrap` is installed).
 //!
 //! ```text
@@ -47,6 +48,19 @@ fn spawn_cost(c: &mut Criterion) {
     let args = serde_json::json!({"command": "true"});
     group.bench_function("confined_namespaces_landlock_seccomp", |b| {
         b.iter(|| rt.block_on(native.execute("bench", &args)).unwrap())
+    });
+    let mut net = SandboxConfig::new(
+        SandboxPolicy {
+            mode: SandboxMode::WorkspaceWrite,
+            network: true,
+            ..SandboxPolicy::default()
+        },
+        ShellConfig::new(ws.path()),
+    );
+    net.restricted = Persistence::OneShot;
+    let net = SandboxedShell::new(net).unwrap();
+    group.bench_function("confined_with_network", |b| {
+        b.iter(|| rt.block_on(net.execute("bench", &args)).unwrap())
     });
     if std::process::Command::new("bwrap")
         .arg("--version")

@@ -1240,26 +1240,45 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
     }
     let _ = std::fs::remove_file(ws.join("src/new.rs"));
 
-    // The race: a process in the workspace keeps swapping a directory for a
-    // symlink to outside while the editor creates files in it.
-    ran += 1;
+    // The race: a process in the workspace keeps swapping directories for
+    // symlinks to outside while the editor creates files in one and edits a
+    // file named like an outside one (`file.txt`) in the other.
+    ran += 2;
     let s = shell(lab, &lab.ws, SandboxMode::WorkspaceWrite, Engine::Native);
     assert_eq!(
         run(
             &s,
-            "mkdir -p race; ( (while :; do mv race race.d 2>/dev/null; ln -sfn $OUT race 2>/dev/null; rm -f race; mv race.d race 2>/dev/null; done) >/dev/null 2>&1 & ); echo started"
+            "mkdir -p race race2 && echo inside > race2/file.txt; \
+             ( (while :; do for d in race race2; do mv $d $d.d 2>/dev/null; ln -sfn $OUT $d 2>/dev/null; rm -f $d; mv $d.d $d 2>/dev/null; done; done) >/dev/null 2>&1 & ); echo started"
         )
         .await,
         "started"
     );
     let before = lab.outside();
-    for i in 0..400 {
-        let _ = editor
+    let (mut done, mut refused) = (0, 0);
+    for i in 0..300 {
+        let create = editor
             .execute(&json!({"command": "create", "path": ws.join(format!("race/f{i}.txt")), "file_text": "x"}))
             .await;
+        let insert = editor
+            .execute(&json!({"command": "insert", "path": ws.join("race2/file.txt"), "insert_line": 0, "new_str": "pwned-race"}))
+            .await;
+        for r in [create.is_ok(), insert.is_ok()] {
+            if r {
+                done += 1;
+            } else {
+                refused += 1;
+            }
+        }
     }
     s.close_all().await;
     let mut problems = diff(&before, &lab.outside());
+    // Both outcomes seen: the swaps really interleaved with the writes.
+    if done == 0 || refused == 0 {
+        problems.push(format!(
+            "the race did not interleave ({done} writes done, {refused} refused)"
+        ));
+    }
     if std::fs::read_dir(&lab.out).unwrap().any(|e| {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();
         name.starts_with('f') && name[1..].starts_with(|c: char| c.is_ascii_digit())
@@ -1272,7 +1291,15 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
             problems.join("; ")
         ));
     }
-    for name in ["out-link", "hooks-link", "abs-inside", "race", "race.d"] {
+    for name in [
+        "out-link",
+        "hooks-link",
+        "abs-inside",
+        "race",
+        "race.d",
+        "race2",
+        "race2.d",
+    ] {
         let p = ws.join(name);
         if p.is_dir() && !p.is_symlink() {
             let _ = std::fs::remove_dir_all(&p);

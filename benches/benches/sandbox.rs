@@ -75,5 +75,34 @@ fn spawn_cost(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, spawn_cost);
+/// A call in an owner's persistent shell: unconfined next to confined (the
+/// seccomp programs and the namespaces sit on every system call of `bash`).
+fn call_cost(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut group = c.benchmark_group("persistent_call_true");
+    group.measurement_time(Duration::from_secs(5));
+    let args = serde_json::json!({"command": "true"});
+    for (name, mode) in [
+        ("unconfined_baseline", SandboxMode::DangerFullAccess),
+        ("confined_workspace_write", SandboxMode::WorkspaceWrite),
+    ] {
+        let shell = SandboxedShell::new(SandboxConfig::new(
+            SandboxPolicy {
+                mode,
+                ..SandboxPolicy::default()
+            },
+            ShellConfig::new(ws.path()),
+        ))
+        .unwrap();
+        rt.block_on(shell.execute("bench", &args)).unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| rt.block_on(shell.execute("bench", &args)).unwrap())
+        });
+        rt.block_on(shell.close_all());
+    }
+    group.finish();
+}
+
+criterion_group!(benches, spawn_cost, call_cost);
 criterion_main!(benches);

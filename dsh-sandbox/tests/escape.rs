@@ -1346,13 +1346,28 @@ async fn escapes_fail_as_this_user() {
 /// already is unprivileged, and runs the suite itself.
 #[test]
 fn escapes_fail_as_an_unprivileged_user() {
+    as_unprivileged(Engine::Native);
+}
+
+/// The bubblewrap run, as an unprivileged user.
+#[test]
+#[ignore = "needs bwrap (bubblewrap); .ci/run installs it and runs this"]
+fn escapes_fail_under_bubblewrap_as_an_unprivileged_user() {
+    as_unprivileged(Engine::Bubblewrap);
+}
+
+fn as_unprivileged(engine: Engine) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         tokio::runtime::Runtime::new()
             .unwrap()
-            .block_on(whole_suite(Engine::Native));
+            .block_on(whole_suite(engine));
         return;
     }
+    let test = match engine {
+        Engine::Native => "escapes_fail_as_this_user",
+        Engine::Bubblewrap => "escapes_fail_under_bubblewrap",
+    };
     // A directory the unprivileged user owns, where the sandbox can see it
     // and that user can reach wherever the checkout is: under /var/tmp.
     let dir = tempfile::Builder::new()
@@ -1374,7 +1389,8 @@ fn escapes_fail_as_an_unprivileged_user() {
     command
         .args([
             "--exact",
-            "escapes_fail_as_this_user",
+            test,
+            "--include-ignored",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -1401,9 +1417,11 @@ fn escapes_fail_as_an_unprivileged_user() {
         output.status.success(),
         "as uid {UNPRIVILEGED}:\n{stdout}\n{stderr}"
     );
-    let summary = stdout
-        .lines()
-        .find(|l| l.contains(&format!("techniques held as uid {UNPRIVILEGED}")));
+    let summary = stdout.lines().find(|l| {
+        l.contains(&format!(
+            "techniques held as uid {UNPRIVILEGED} ({engine:?})"
+        ))
+    });
     let Some(summary) = summary else {
         panic!("the suite did not run as uid {UNPRIVILEGED}:\n{stdout}\n{stderr}");
     };

@@ -1,5 +1,6 @@
 //! The smallest useful embedding of `dsh-sandbox`: the shell tool in
-//! `workspace-write` mode, where a write outside the workspace is stopped by
+//! `workspace-write` mode — one persistent confined shell that keeps its
+//! state between calls, where a write outside the workspace is stopped by
 //! the kernel and reported to the model.
 //!
 //! ```text
@@ -32,6 +33,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         shell.enforcement(SandboxMode::WorkspaceWrite)
     );
     for command in [
+        "mkdir -p src && cd src && export STAGE=dev",
+        "echo $STAGE $(basename $PWD)",
         "echo inside > notes.txt && cat notes.txt",
         "echo outside > /etc/dsh-demo",
     ] {

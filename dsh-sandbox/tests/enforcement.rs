@@ -60,6 +60,19 @@ fn shell(
     .unwrap()
 }
 
+/// workspace-write with the network on.
+fn networked(d: &Dirs) -> SandboxedShell {
+    shell(
+        d,
+        SandboxPolicy {
+            network: true,
+            ..ww()
+        },
+        None,
+        ModeChange::Reject,
+    )
+}
+
 /// workspace-write without `/tmp`: the checkout (and so the test dirs) may
 /// itself live under `/tmp`.
 fn ww() -> SandboxPolicy {
@@ -263,15 +276,7 @@ async fn network_is_isolated_unless_the_flag_says_so() {
         "loopback"
     );
 
-    let open = shell(
-        &d,
-        SandboxPolicy {
-            network: true,
-            ..ww()
-        },
-        None,
-        ModeChange::Reject,
-    );
+    let open = networked(&d);
     let accept = tokio::spawn(async move { tcp.accept().await.is_ok() });
     assert_eq!(run(&open, &connect).await, "connected");
     assert!(accept.await.unwrap());
@@ -795,15 +800,7 @@ async fn the_weaker_mode_inside_a_namespace_without_namespaces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_network_on_raw_packet_netlink_and_host_abstract_sockets_stay_closed() {
     let d = dirs();
-    let s = shell(
-        &d,
-        SandboxPolicy {
-            network: true,
-            ..ww()
-        },
-        None,
-        ModeChange::Reject,
-    );
+    let s = networked(&d);
     let host_net = std::fs::read_link("/proc/self/ns/net").unwrap();
     // The host's network namespace, shared on purpose.
     assert_eq!(

@@ -4,18 +4,19 @@
 //! ```text
 //! cargo bench -p benches --bench shell
 //! ```
-#![allow(clippy::unwrap_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
 
 use std::time::{Duration, Instant};
 
 use benches::{RawPty, SEQ_BYTES};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dsh_pty::{NativeBackend, PtyBackend, SpawnSpec};
-use dsh_shell_persistent::marker::CallScanner;
+use dsh_shell_persistent::marker::{CallScanner, Markers};
 use dsh_shell_persistent::{ShellConfig, ShellPool};
 
+const PREFIX: &str = "0123456789abcdef";
 const START: &str = "0123456789abcdef0123456789abcdef";
-const END: &str = "fedcba9876543210fedcba9876543210";
+const END: &str = "0123456789abcdeffedcba9876543210";
 
 fn scanning(c: &mut Criterion) {
     // 64 MiB of `seq`-like output, then the end marker.
@@ -39,7 +40,12 @@ fn scanning(c: &mut Criterion) {
     for chunk in [4 << 10, 16 << 10, 64 << 10] {
         group.bench_function(format!("call_scanner_{}KiB_chunks", chunk >> 10), |b| {
             b.iter(|| {
-                let mut scanner = CallScanner::new(START, END);
+                let mut scanner = CallScanner::new(Markers {
+                    prefix: PREFIX.into(),
+                    start: START[16..].into(),
+                    end: END[16..].into(),
+                    ..Markers::default()
+                });
                 let mut out = 0usize;
                 for piece in buf.chunks(chunk) {
                     scanner.feed(piece, &mut |b| out += b.len());
@@ -110,7 +116,34 @@ fn round_trip(c: &mut Criterion) {
     group.bench_function("dsh_shell_persistent", |b| {
         b.iter(|| rt.block_on(pool.run("bench", "true")).unwrap())
     });
+    // A line bash abandons (SIGINT to the shell itself) comes back through
+    // the abandoned-line prompt, not a poll.
+    group.bench_function("dsh_shell_persistent_abandoned_line", |b| {
+        b.iter(|| {
+            let out = rt.block_on(pool.run("bench", "kill -INT $$")).unwrap();
+            assert_eq!(out, "[exit code: 130]");
+        })
+    });
     group.finish();
+
+    // Medians of 100, as the closing notes report them.
+    let median = |cmd: &str| {
+        let mut times: Vec<Duration> = (0..100)
+            .map(|_| {
+                let start = Instant::now();
+                rt.block_on(pool.run("bench", cmd)).unwrap();
+                start.elapsed()
+            })
+            .collect();
+        times.sort();
+        times[50]
+    };
+    let normal = median("true");
+    let abandoned = median("kill -INT $$");
+    let syntax = median("echo 'it's");
+    println!(
+        "median of 100 calls: `true` {normal:?}, abandoned line (`kill -INT $$`) {abandoned:?}, syntax error (`echo 'it's`) {syntax:?}"
+    );
     rt.block_on(pool.close_all());
 }
 

@@ -19,6 +19,8 @@ pub enum Signal {
     Hangup,
     /// `SIGTSTP`, what Ctrl-Z sends.
     TerminalStop,
+    /// `SIGCONT`: a stopped process goes on.
+    Continue,
 }
 
 impl Signal {
@@ -34,6 +36,7 @@ impl Signal {
             Signal::Kill => "SIGKILL",
             Signal::Hangup => "SIGHUP",
             Signal::TerminalStop => "SIGTSTP",
+            Signal::Continue => "SIGCONT",
         }
     }
 
@@ -46,6 +49,7 @@ impl Signal {
             Signal::Kill => libc::SIGKILL,
             Signal::Hangup => libc::SIGHUP,
             Signal::TerminalStop => libc::SIGTSTP,
+            Signal::Continue => libc::SIGCONT,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::bash::Protocol;
 use crate::quote::{bash_ansi_c, has_control, posix_single, pwsh_single, split_token};
 
 /// Commands whose wrapped line would be longer than this many bytes are
@@ -78,18 +79,17 @@ impl Dialect {
     }
 
     /// The line written once after spawning; the shell answers with a prompt
-    /// showing `ready`. For bash it also sets the first call's start marker.
-    pub(crate) fn init_line(self, ready: &str, first_start: &str) -> String {
+    /// showing the `ready` marker. For bash it also installs the protocol and
+    /// sets the first call's start marker. Ids are appended to the
+    /// protocol's prefix.
+    pub(crate) fn init_line(self, proto: &Protocol, ready: &str, first_start: &str) -> String {
+        let ready = proto.marker(ready);
         match self {
-            Dialect::Bash => format!(
-                "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; PS0={}; PS1={}\n",
-                split_token(first_start),
-                split_token(ready)
-            ),
-            Dialect::Sh => format!("unset PS1 PS2 ENV; PS2=; PS1={}\n", split_token(ready)),
+            Dialect::Bash => proto.init_line(&ready, first_start),
+            Dialect::Sh => format!("unset PS1 PS2 ENV; PS2=; PS1={}\n", split_token(&ready)),
             Dialect::Pwsh => format!(
                 "$ErrorActionPreference = 'Stop'; Remove-Module PSReadLine -ErrorAction SilentlyContinue; function global:prompt {{ {} }}\n",
-                pwsh_concat(ready)
+                pwsh_concat(&ready)
             ),
         }
     }
@@ -106,44 +106,20 @@ impl Dialect {
     /// The one physical line that runs `source` (the command inline, or the
     /// file holding it) between the markers.
     ///
-    /// * bash: the start marker is `PS0`, which bash prints after reading a
-    ///   line and before running it; the end marker and status are `PS1`,
-    ///   the next prompt, set only after the command ran, so the command can
-    ///   never read the marker that ends it. No command of the wrapper is
-    ///   looked up by name except `\eval` and `\jobs` (the backslash skips
-    ///   aliases), so functions or aliases named `printf`, `echo`, `builtin`...
-    ///   cannot break it. The user's `PS1` and `PROMPT_COMMAND` are restored
-    ///   before the command runs and saved after. `jobs` collects job-control
-    ///   notices so none leaks.
+    /// * bash: see [`crate::bash`].
     /// * sh: the start marker is printed with `printf`, the end marker is `PS1`.
     /// * pwsh: markers are written with `[Console]::Write`, the status taken
     ///   from `$LASTEXITCODE` when the command set it, else from `$?`.
     pub(crate) fn call_line(
         self,
+        proto: &Protocol,
         source: &CommandSource<'_>,
-        start: &str,
-        end: &str,
-        next_start: &str,
+        ids: &CallIds,
     ) -> String {
+        let start = proto.marker(&ids.start);
+        let end = proto.marker(&ids.end);
         match self {
-            Dialect::Bash => {
-                let run = match source {
-                    CommandSource::Inline(cmd) => {
-                        format!("\\eval {}", bash_ansi_c(&format!("{cmd}\n")))
-                    }
-                    CommandSource::File(path) => format!(
-                        "\\eval \"$(< {})\"$'\\n'",
-                        bash_ansi_c(&path.to_string_lossy())
-                    ),
-                };
-                let _ = start; // bash's start marker was set as PS0 by the previous line
-                format!(
-                    "{{ PS1=${{__dsh_ps1-}}; PROMPT_COMMAND=${{__dsh_pc-}}; }} 2>/dev/null; {run}; \
-{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; __dsh_pc=${{PROMPT_COMMAND-}}; PROMPT_COMMAND=; \\jobs >/dev/null; PS0={}; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
-                    split_token(next_start),
-                    end = split_token(end),
-                )
-            }
+            Dialect::Bash => proto.call_line(source, &ids.call, &ids.end, &ids.next_start),
             Dialect::Sh => {
                 let run = match source {
                     CommandSource::Inline(cmd) => format!("\\eval {}", posix_single(cmd)),
@@ -154,8 +130,8 @@ impl Dialect {
                 format!(
                     "{{ PS1=${{__dsh_ps1-}}; }} 2>/dev/null; printf '%s%s' {}; {run}; \
 {{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; jobs >/dev/null; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
-                    split_token(start).replacen("''", "' '", 1),
-                    end = split_token(end),
+                    split_token(&start).replacen("''", "' '", 1),
+                    end = split_token(&end),
                 )
             }
             Dialect::Pwsh => {
@@ -172,8 +148,8 @@ impl Dialect {
                 format!(
                     "$global:LASTEXITCODE = $null; [Console]::Write({}); $__dsh_ok = $true; try {{ {run}; $__dsh_ok = $? }} catch {{ $__dsh_ok = $false; [Console]::Error.WriteLine(($_ | Out-String).TrimEnd()) }}; \
 $__dsh_s = if ($null -ne $global:LASTEXITCODE) {{ $global:LASTEXITCODE }} elseif ($__dsh_ok) {{ 0 }} else {{ 1 }}; function global:prompt {{ {} + $__dsh_s + '#' }}\n",
-                    pwsh_concat(start),
-                    pwsh_concat(end),
+                    pwsh_concat(&start),
+                    pwsh_concat(&end),
                 )
             }
         }
@@ -183,6 +159,19 @@ $__dsh_s = if ($null -ne $global:LASTEXITCODE) {{ $global:LASTEXITCODE }} elseif
     pub(crate) fn start_is_preset(self) -> bool {
         self == Dialect::Bash
     }
+}
+
+/// The fresh ids of one call (hex, appended to the shell's marker prefix).
+#[derive(Debug, Clone)]
+pub(crate) struct CallIds {
+    /// This call's abandon tag (bash).
+    pub(crate) call: String,
+    /// The start marker's id.
+    pub(crate) start: String,
+    /// The end prompt's id.
+    pub(crate) end: String,
+    /// The next call's start id (bash sets it one call ahead).
+    pub(crate) next_start: String,
 }
 
 /// Where the wrapper finds the command.
@@ -223,11 +212,18 @@ fn base64(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    const T: &str = "00112233445566778899aabbccddeeff";
-    const U: &str = "ffeeddccbbaa99887766554433221100";
+    const P: &str = "0011223344556677";
 
     #[test]
     fn wrappers_are_one_line_and_never_hold_a_whole_marker() {
+        let proto = Protocol::new(P, "8899aabbccddeeff", "01234567");
+        let ids = CallIds {
+            call: "c0c0c0c0".into(),
+            start: "1111111111111111".into(),
+            end: "2222222222222222".into(),
+            next_start: "3333333333333333".into(),
+        };
+        let markers = [&ids.start, &ids.end, &ids.next_start].map(|id| proto.marker(id));
         for dialect in [Dialect::Bash, Dialect::Sh, Dialect::Pwsh] {
             for cmd in ["echo hi", "cat <<EOF\nx\nEOF", "printf '\\x03'\u{3}\t"] {
                 let source = if dialect.needs_file(cmd) {
@@ -235,20 +231,21 @@ mod tests {
                 } else {
                     CommandSource::Inline(cmd)
                 };
-                let line = dialect.call_line(&source, T, U, T);
+                let line = dialect.call_line(&proto, &source, &ids);
                 assert_eq!(line.matches('\n').count(), 1, "{dialect:?}: {line}");
                 assert!(line.ends_with('\n'));
                 assert!(
                     !has_control(line.trim_end_matches('\n')),
                     "{dialect:?}: {line:?}"
                 );
-                assert!(
-                    !line.contains(T) && !line.contains(U),
-                    "{dialect:?}: {line}"
-                );
+                for m in &markers {
+                    assert!(!line.contains(m.as_str()), "{dialect:?}: {line}");
+                }
             }
-            let init = dialect.init_line(T, U);
-            assert!(!init.contains(T) && !init.contains(U));
+            let init = dialect.init_line(&proto, &ids.start, &ids.end);
+            for m in &markers {
+                assert!(!init.contains(m.as_str()), "{dialect:?}: {init}");
+            }
         }
     }
 

@@ -115,13 +115,16 @@
 //! unit-tested everywhere and its live tests run only where `pwsh` exists.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bash;
 mod config;
 mod dialect;
 mod error;
 pub mod marker;
 pub mod normalize;
+mod notice;
 pub mod output;
 mod pool;
+mod probe;
 pub mod quote;
 mod shell;
 
@@ -130,4 +133,4 @@ pub use dialect::Dialect;
 pub use error::ShellError;
 pub use normalize::NormalizeOptions;
 pub use output::{CLIP_NOTE, ClipMode};
-pub use pool::{INPUT_EOF_NOTE, ShellPool};
+pub use pool::{CONTINUED_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE, ShellPool};

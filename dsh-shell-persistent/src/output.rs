@@ -81,6 +81,21 @@ impl Collector {
         self.push_tail(s);
     }
 
+    /// Drops the text after the last newline (a prompt another program
+    /// left waiting for input).
+    pub(crate) fn drop_unfinished_line(&mut self) {
+        let (buf, chars) = if !self.clipped {
+            (&mut self.head, &mut self.head_chars)
+        } else if self.mode == ClipMode::HeadTail {
+            (&mut self.tail, &mut self.tail_chars)
+        } else {
+            return;
+        };
+        let keep = buf.rfind('\n').map_or(0, |i| i + 1);
+        *chars -= buf[keep..].chars().count();
+        buf.truncate(keep);
+    }
+
     fn push_tail(&mut self, s: &str) {
         self.tail.push_str(s);
         self.tail_chars += s.chars().count();
@@ -162,6 +177,18 @@ mod tests {
             c.push(input);
             assert_eq!(c.render(), want);
         }
+    }
+
+    #[test]
+    fn an_unfinished_line_can_be_dropped() {
+        let mut c = Collector::new(100, ClipMode::Head);
+        c.push("banner\n>>> ");
+        c.drop_unfinished_line();
+        assert_eq!(c.render(), "banner");
+        let mut c = Collector::new(100, ClipMode::Head);
+        c.push("$ ");
+        c.drop_unfinished_line();
+        assert_eq!(c.render(), "");
     }
 
     #[test]

@@ -11,11 +11,19 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::shell::{Outcome, Shell};
+use crate::bash::{Fatal, Repairs, strip_fatal_residue};
+use crate::shell::{Broken, Outcome, Shell};
 use crate::{ConfigError, ShellConfig, ShellError};
 
 /// The line added when end-of-file was sent to a command waiting for input.
 pub const INPUT_EOF_NOTE: &str = "[the command was waiting for input on the terminal, so end-of-file (Ctrl-D) was sent to it; pass input through a pipe or a here-string instead]";
+
+/// The line added when the shell had stopped itself and the tool continued it.
+pub const CONTINUED_NOTE: &str =
+    "[the shell was stopped (SIGSTOP) while the command ran; the tool continued it]";
+
+/// The line added when a shell with `set -e` on exited.
+pub const ERREXIT_NOTE: &str = "[`set -e` was on: an interactive shell exits when a command fails]";
 
 #[derive(Debug, Default)]
 struct Owner {
@@ -205,11 +213,12 @@ impl ShellPool {
             }
         };
         let outcome = shell.call(config, command, stop).await;
+        // Between calls no command runs: input has nowhere to go.
+        *owner_entry.live() = None;
         let keep = config.persistent && matches!(outcome, Ok(Outcome::Completed { .. }));
         if keep {
             *slot = Some(shell);
         } else {
-            *owner_entry.live() = None;
             drop(shell); // kills the process tree
         }
         if closed_during {
@@ -229,7 +238,9 @@ impl ShellPool {
 
     /// Writes `input` to the terminal of `owner`'s shell, for hosts that let
     /// the model (or a human) answer a command that reads the terminal.
-    /// Pair it with [`InputWait::Wait`](crate::InputWait::Wait).
+    /// Pair it with [`InputWait::Wait`](crate::InputWait::Wait). Fails with
+    /// [`ShellError::NotRunning`], writing nothing, unless a call of `owner`
+    /// is under way (input typed at an idle prompt would run as a command).
     pub async fn send_input(&self, owner: &str, input: &[u8]) -> Result<(), ShellError> {
         let session = self
             .inner
@@ -299,6 +310,42 @@ fn exit_line(exit: ExitStatus) -> String {
     }
 }
 
+/// The line that says why a shell that is still alive had to be reset.
+fn broken_line(why: Broken, shell: &str) -> String {
+    match why {
+        Broken::Fatal(Fatal::Builtins) => format!(
+            "[the {shell} builtins `eval`, `set` and `unset` are needed by the tool, and one was disabled (enable -n)]"
+        ),
+        Broken::Fatal(Fatal::ReadOnly) => "[a variable the tool sets (PS0, PS1, PROMPT_COMMAND or one of its own) was made read-only]".to_owned(),
+        Broken::Fatal(Fatal::Epilogue) => "[the tool could not point the shell back at its terminal after the command]".to_owned(),
+        Broken::Stale => "[the tool's own commands did not run in the shell (a DEBUG trap with extdebug, a disabled builtin or a read-only variable stopped them)]".to_owned(),
+        Broken::NoPromptExpansion => "[prompt expansion was turned off (shopt -u promptvars), which the tool needs]".to_owned(),
+        Broken::Replaced => "[another program replaced the shell (exec)]".to_owned(),
+    }
+}
+
+/// The line saying which of the shell's standard streams were pointed back
+/// at the terminal after the command.
+fn repairs_line(repairs: Repairs) -> Option<String> {
+    let names: Vec<&str> = [
+        (repairs.stdin, "standard input"),
+        (repairs.stdout, "standard output"),
+        (repairs.stderr, "standard error"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    let (list, them) = match names.as_slice() {
+        [] => return None,
+        [one] => ((*one).to_owned(), "it"),
+        [a, b] => (format!("{a} and {b}"), "them"),
+        [a, b, c, ..] => (format!("{a}, {b} and {c}"), "them"),
+    };
+    Some(format!(
+        "[the command moved the shell's {list} away from the terminal; the tool pointed {them} back at the terminal]"
+    ))
+}
+
 /// The model-visible text of an outcome.
 fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> {
     let reset = config.dialect.reset_line();
@@ -313,16 +360,22 @@ fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> 
             output,
             status,
             eofs_sent,
+            repairs,
+            continued,
         } => {
             push_output(&mut parts, output.render());
             if eofs_sent > 0 {
                 parts.push(INPUT_EOF_NOTE.to_owned());
             }
+            if continued {
+                parts.push(CONTINUED_NOTE.to_owned());
+            }
+            parts.extend(repairs_line(repairs));
             if status != 0 {
                 parts.push(format!("[exit code: {status}]"));
             }
         }
-        Outcome::ShellEnded { output, exit } if !config.persistent => {
+        Outcome::ShellEnded { output, exit, .. } if !config.persistent => {
             // A one-shot shell ending is the command ending.
             push_output(&mut parts, output.render());
             let code = match (exit.code(), exit.signal()) {
@@ -334,9 +387,25 @@ fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> 
                 parts.push(format!("[exit code: {code}]"));
             }
         }
-        Outcome::ShellEnded { output, exit } => {
+        Outcome::ShellEnded {
+            output,
+            exit,
+            errexit,
+        } => {
             push_output(&mut parts, output.render());
             parts.push(exit_line(exit));
+            if errexit {
+                parts.push(ERREXIT_NOTE.to_owned());
+            }
+            parts.push(reset);
+        }
+        Outcome::Broken { output, why } => {
+            let mut text = output.render();
+            if matches!(why, Broken::Fatal(_)) {
+                strip_fatal_residue(&mut text);
+            }
+            push_output(&mut parts, text);
+            parts.push(broken_line(why, config.dialect.tool_name()));
             parts.push(reset);
         }
         Outcome::TimedOut { output } => {

@@ -6,13 +6,16 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use dsh_pty::{ExitStatus, OutputStream, PtySession, SpawnSpec};
+use dsh_pty::{ExitStatus, OutputStream, PtySession, Signal, SpawnSpec};
 use tokio::time::Instant;
 
-use crate::dialect::CommandSource;
-use crate::marker::{CallScanner, Progress, Search, new_token};
+use crate::bash::{Fatal, Protocol, Repairs};
+use crate::dialect::{CallIds, CommandSource, Dialect};
+use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Prompt, Search, new_token};
 use crate::normalize::Normalizer;
+use crate::notice::NoticeFilter;
 use crate::output::Collector;
+use crate::probe;
 use crate::{InputWait, ShellConfig, ShellError};
 
 /// How long `kill_tree` waits after SIGTERM/SIGHUP before SIGKILL.
@@ -23,22 +26,47 @@ const INPUT_CHECK: Duration = Duration::from_millis(250);
 const INPUT_PATIENCE: Duration = Duration::from_millis(750);
 /// How many times end-of-file is sent in one call.
 const MAX_EOFS: u32 = 3;
+/// How long an abandoned-line prompt may take to be confirmed (bash prints
+/// it, then blocks reading the terminal within microseconds).
+const CONFIRM_WITHIN: Duration = Duration::from_millis(100);
 
 /// How one call ended.
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// The end marker and status were seen.
+    /// The end prompt (or bash's abandoned-line prompt) and status were seen;
+    /// the shell is at its prompt with its state.
     Completed {
         output: Collector,
         status: i32,
         eofs_sent: u32,
+        repairs: Repairs,
+        continued: bool,
     },
     /// The shell ended before the end marker.
-    ShellEnded { output: Collector, exit: ExitStatus },
+    ShellEnded {
+        output: Collector,
+        exit: ExitStatus,
+        errexit: bool,
+    },
+    /// The shell is alive but can no longer run the protocol: it must be reset.
+    Broken { output: Collector, why: Broken },
     /// The timeout passed; the shell's process tree was killed.
     TimedOut { output: Collector },
     /// The cancel signal fired; the shell was killed.
     Cancelled,
+}
+
+/// Why a shell can no longer be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Broken {
+    /// A stop the protocol reported itself.
+    Fatal(Fatal),
+    /// The previous call's prompt came back: none of this call's wrapper ran.
+    Stale,
+    /// Prompt expansion is off (`shopt -u promptvars`).
+    NoPromptExpansion,
+    /// Another program replaced the shell (`exec`).
+    Replaced,
 }
 
 /// A live shell.
@@ -46,7 +74,15 @@ pub(crate) enum Outcome {
 pub(crate) struct Shell {
     session: Arc<dyn PtySession>,
     output: OutputStream,
+    proto: Protocol,
     next_start: String,
+    /// The id of the last end prompt shown, to recognise it if it comes again.
+    last_end: Option<String>,
+    /// The shell's own process group (the foreground while it is at its
+    /// prompt) and its program, learned once it is ready.
+    home: Option<probe::Home>,
+    /// `set -e` was on after the last call.
+    errexit: bool,
     scratch: Option<tempfile::TempDir>,
 }
 
@@ -54,13 +90,21 @@ fn token() -> Result<String, ShellError> {
     new_token().map_err(|e| ShellError::Random(e.to_string()))
 }
 
+/// A fresh id of `len` hex digits.
+fn id(len: usize) -> Result<String, ShellError> {
+    let mut t = token()?;
+    t.truncate(len);
+    Ok(t)
+}
+
 impl Shell {
     /// Spawns a shell and waits for its first controlled prompt.
     pub(crate) async fn spawn(config: &ShellConfig) -> Result<Shell, ShellError> {
         let shell = config.dialect.tool_name();
         let argv = config.effective_argv();
-        let ready = token()?;
-        let first_start = token()?;
+        let ready = id(ID_LEN)?;
+        let first_start = id(ID_LEN)?;
+        let proto = Protocol::new(&id(ID_LEN)?, &id(ID_LEN)?, &id(8)?);
         let mut spec = SpawnSpec::new(&argv[0]);
         if !config.inherit_env {
             spec = spec.env_clear();
@@ -100,16 +144,22 @@ impl Shell {
         let mut shell_obj = Shell {
             session: Arc::from(session),
             output,
+            proto,
             next_start: first_start.clone(),
+            last_end: None,
+            home: None,
+            errexit: false,
             scratch: None,
         };
-        let init = config.dialect.init_line(&ready, &first_start);
+        let init = config
+            .dialect
+            .init_line(&shell_obj.proto, &ready, &first_start);
         shell_obj
             .session
             .write_all(init.as_bytes())
             .await
             .map_err(|source| ShellError::Terminal { shell, source })?;
-        let mut search = Search::new(&ready);
+        let mut search = Search::new(&shell_obj.proto.marker(&ready));
         let wait_ready = async {
             while let Some(chunk) = shell_obj.output.recv().await {
                 if search.feed(&chunk, &mut |_| {}).is_some() {
@@ -119,7 +169,15 @@ impl Shell {
             false
         };
         match tokio::time::timeout(config.start_timeout, wait_ready).await {
-            Ok(true) => Ok(shell_obj),
+            Ok(true) => {
+                // At its prompt, the terminal's foreground is the shell itself.
+                shell_obj.home = shell_obj
+                    .session
+                    .foreground()
+                    .ok()
+                    .map(|fg| probe::Home::new(fg.pgid));
+                Ok(shell_obj)
+            }
             Ok(false) => Err(ShellError::Spawn {
                 shell,
                 source: dsh_pty::PtyError::Closed,
@@ -145,13 +203,16 @@ impl Shell {
     ) -> Result<Outcome, ShellError> {
         let dialect = config.dialect;
         let shell = dialect.tool_name();
-        let start = if dialect.start_is_preset() {
-            std::mem::take(&mut self.next_start)
-        } else {
-            token()?
+        let ids = CallIds {
+            call: id(8)?,
+            start: if dialect.start_is_preset() {
+                std::mem::take(&mut self.next_start)
+            } else {
+                id(ID_LEN)?
+            },
+            end: id(ID_LEN)?,
+            next_start: id(ID_LEN)?,
         };
-        let end = token()?;
-        let next_start = token()?;
         let file = if dialect.needs_file(command) {
             Some(self.write_command_file(command)?)
         } else {
@@ -161,16 +222,26 @@ impl Shell {
             Some(path) => CommandSource::File(path),
             None => CommandSource::Inline(command),
         };
-        let line = dialect.call_line(&source, &start, &end, &next_start);
-        self.next_start = next_start;
+        let line = dialect.call_line(&self.proto, &source, &ids);
+        self.next_start.clone_from(&ids.next_start);
+        let bash = dialect == Dialect::Bash;
 
         // Drop what arrived between calls (background output, notices):
         // the start marker separates it anyway, this only saves scanning.
         while self.output.try_recv().is_some() {}
 
-        let mut scanner = CallScanner::new(&start, &end);
-        let mut normalizer = Normalizer::new(config.normalize);
-        let mut collector = Collector::new(config.max_output_chars, config.clip);
+        let mut scanner = CallScanner::new(Markers {
+            prefix: self.proto.prefix().to_owned(),
+            start: ids.start.clone(),
+            end: ids.end.clone(),
+            abandon: bash.then(|| self.proto.abandon_id().to_owned()),
+            stale: if bash { self.last_end.take() } else { None },
+        });
+        let mut text = Text {
+            normalizer: Normalizer::new(config.normalize),
+            notices: (dialect != Dialect::Pwsh).then(NoticeFilter::new),
+            collector: Collector::new(config.max_output_chars, config.clip),
+        };
         let deadline = Instant::now() + config.timeout;
         let mut cancel = pin!(cancel);
         // The first look at the foreground comes after one period: most
@@ -179,6 +250,8 @@ impl Shell {
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut waiting_since: Option<Instant> = None;
         let mut eofs_sent = 0u32;
+        let mut continued = false;
+        let abandon_tag = Protocol::abandon_tag(&ids.call);
 
         let write = self.session.write_all(line.as_bytes());
         tokio::select! {
@@ -193,31 +266,86 @@ impl Shell {
                 () = &mut cancel => break self.cancelled(),
                 chunk = self.output.recv() => {
                     let Some(chunk) = chunk else {
-                        scanner.finish(&mut |b| feed(&mut normalizer, &mut collector, b));
-                        normalizer.finish(&mut |s| collector.push(s));
+                        scanner.finish(&mut |b| text.feed(b));
                         let exit = self.session.wait().await;
-                        break Outcome::ShellEnded { output: collector, exit };
+                        break Outcome::ShellEnded { output: text.finish(), exit, errexit: self.errexit };
                     };
-                    let progress = scanner.feed(&chunk, &mut |b| feed(&mut normalizer, &mut collector, b));
-                    if let Progress::Done { status } = progress {
-                        normalizer.finish(&mut |s| collector.push(s));
-                        // Cancellation wins even over a complete result.
-                        if poll_once(cancel.as_mut()).await {
-                            break self.cancelled();
+                    let Progress::Prompt { which, tag, status } =
+                        scanner.feed(&chunk, &mut |b| text.feed(b))
+                    else {
+                        continue;
+                    };
+                    // Cancellation wins even over a complete result.
+                    if poll_once(cancel.as_mut()).await {
+                        break self.cancelled();
+                    }
+                    let completed = |text: Text, status: Option<i32>, repairs| Outcome::Completed {
+                        output: text.finish(),
+                        status: status.unwrap_or(-1),
+                        eofs_sent,
+                        repairs,
+                        continued,
+                    };
+                    match which {
+                        Prompt::End => {
+                            let repairs = Repairs::parse(&tag);
+                            self.errexit = repairs.errexit;
+                            self.last_end = Some(ids.end.clone());
+                            break completed(text, status, repairs);
                         }
-                        break Outcome::Completed { output: collector, status, eofs_sent };
+                        Prompt::Stale => break text.broken(Broken::Stale),
+                        Prompt::Abandon => {
+                            if let Some(fatal) = Fatal::from_tag(&tag) {
+                                break text.broken(Broken::Fatal(fatal));
+                            }
+                            if tag.starts_with("${") {
+                                break text.broken(Broken::NoPromptExpansion);
+                            }
+                            if tag == abandon_tag {
+                                // bash abandoned the line; unless the command
+                                // printed the prompt itself, bash now waits at it.
+                                if self.confirm_at_prompt(true).await {
+                                    break completed(text, status, Repairs::default());
+                                }
+                            } else if tag.is_empty() {
+                                // A bash that inherited the prompt but not the
+                                // tag: the shell itself, if it was replaced.
+                                if self.confirm_at_prompt(false).await {
+                                    break text.broken(Broken::Replaced);
+                                }
+                            } else if tag.starts_with('k') {
+                                // An earlier call's abandon prompt: this call's
+                                // wrapper never ran.
+                                break text.broken(Broken::Stale);
+                            }
+                            scanner.resume();
+                        }
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => {
-                    scanner.finish(&mut |b| feed(&mut normalizer, &mut collector, b));
-                    normalizer.finish(&mut |s| collector.push(s));
+                    scanner.finish(&mut |b| text.feed(b));
                     let _ = self.session.kill_tree(KILL_GRACE).await;
-                    break Outcome::TimedOut { output: collector };
+                    break Outcome::TimedOut { output: text.finish() };
                 }
-                _ = checks.tick(), if scanner.started()
-                    && config.on_input_wait == InputWait::SendEof
-                    && eofs_sent < MAX_EOFS => {
-                    let waiting = self.session.foreground().is_ok_and(|fg| fg.waiting_for_input);
+                _ = checks.tick(), if scanner.started() => {
+                    let fg = self.session.foreground().ok();
+                    if let (Some(home), Some(fg)) = (&self.home, &fg)
+                        && fg.pgid == home.pgid()
+                    {
+                        // Another program in the shell's place is a command
+                        // until it waits for input: then it is at its prompt.
+                        if home.replaced() && (fg.waiting_for_input || !probe::SEES_READS) {
+                            scanner.finish(&mut |b| text.feed(b));
+                            break text.broken(Broken::Replaced);
+                        }
+                        if home.stopped() && self.session.signal_foreground(Signal::Continue).is_ok() {
+                            continued = true;
+                        }
+                    }
+                    if config.on_input_wait != InputWait::SendEof || eofs_sent >= MAX_EOFS {
+                        continue;
+                    }
+                    let waiting = fg.is_some_and(|fg| fg.waiting_for_input);
                     match (waiting, waiting_since) {
                         (false, _) => waiting_since = None,
                         (true, None) => waiting_since = Some(Instant::now()),
@@ -236,6 +364,33 @@ impl Shell {
             let _ = std::fs::remove_file(path);
         }
         Ok(outcome)
+    }
+
+    /// Whether the shell itself is in front of the terminal (and, where that
+    /// can be seen and `reading` asks for it, blocked reading it): then a
+    /// prompt it showed is its own, not text a command printed.
+    async fn confirm_at_prompt(&self, reading: bool) -> bool {
+        let Some(home) = &self.home else {
+            return true; // nothing to compare with: trust the prompt
+        };
+        let give_up = Instant::now() + CONFIRM_WITHIN;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match self.session.foreground() {
+                Err(_) => return true,
+                Ok(fg) if fg.pgid == home.pgid() => {
+                    if !reading || fg.waiting_for_input || !probe::SEES_READS {
+                        return true;
+                    }
+                }
+                Ok(_) => {}
+            }
+            if Instant::now() >= give_up {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(10));
+        }
     }
 
     fn cancelled(&mut self) -> Outcome {
@@ -275,9 +430,54 @@ impl Drop for Shell {
     }
 }
 
-fn feed(normalizer: &mut Normalizer, collector: &mut Collector, bytes: &[u8]) {
-    if !collector.is_full() {
-        normalizer.push(bytes, &mut |s| collector.push(s));
+/// A call's output on its way to the model: normalized, job notices
+/// removed, bounded.
+struct Text {
+    normalizer: Normalizer,
+    notices: Option<NoticeFilter>,
+    collector: Collector,
+}
+
+impl Text {
+    fn feed(&mut self, bytes: &[u8]) {
+        if self.collector.is_full() {
+            return;
+        }
+        let Text {
+            normalizer,
+            notices,
+            collector,
+        } = self;
+        match notices {
+            Some(filter) => {
+                normalizer.push(bytes, &mut |s| filter.push(s, &mut |t| collector.push(t)))
+            }
+            None => normalizer.push(bytes, &mut |s| collector.push(s)),
+        }
+    }
+
+    fn finish(self) -> Collector {
+        let Text {
+            mut normalizer,
+            mut notices,
+            mut collector,
+        } = self;
+        match &mut notices {
+            Some(filter) => {
+                normalizer.finish(&mut |s| filter.push(s, &mut |t| collector.push(t)));
+                filter.finish(&mut |t| collector.push(t));
+            }
+            None => normalizer.finish(&mut |s| collector.push(s)),
+        }
+        collector
+    }
+
+    fn broken(self, why: Broken) -> Outcome {
+        let mut output = self.finish();
+        if why == Broken::Replaced {
+            output.drop_unfinished_line();
+        }
+        Outcome::Broken { output, why }
     }
 }
 

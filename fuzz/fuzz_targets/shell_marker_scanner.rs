@@ -2,11 +2,11 @@
 //! command's output is recovered exactly and the status read.
 #![no_main]
 
-use dsh_shell_persistent::marker::{CallScanner, Progress};
+use dsh_shell_persistent::marker::{CallScanner, Markers, Progress, Prompt};
 use libfuzzer_sys::fuzz_target;
 
 const S: &str = "0123456789abcdef0123456789abcdee";
-const E: &str = "fedcba9876543210fedcba9876543211";
+const E: &str = "0123456789abcdeffedcba9876543211";
 
 fuzz_target!(|data: &[u8]| {
     let Some((&status, rest)) = data.split_first() else {
@@ -26,7 +26,12 @@ fuzz_target!(|data: &[u8]| {
     stream.extend_from_slice(E.as_bytes());
     stream.extend_from_slice(format!("{status}#").as_bytes());
 
-    let mut scanner = CallScanner::new(S, E);
+    let mut scanner = CallScanner::new(Markers {
+        prefix: S[..16].into(),
+        start: S[16..].into(),
+        end: E[16..].into(),
+        ..Markers::default()
+    });
     let mut got = Vec::new();
     let mut progress = Progress::Pending;
     let step = usize::from(cut_seed % 37) + 1;
@@ -36,6 +41,13 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
-    assert_eq!(progress, Progress::Done { status: i32::from(status) });
+    assert_eq!(
+        progress,
+        Progress::Prompt {
+            which: Prompt::End,
+            tag: String::new(),
+            status: Some(i32::from(status))
+        }
+    );
     assert_eq!(got, output);
 });

@@ -8,6 +8,7 @@ use std::path::Path;
 pub(crate) struct ProcStat {
     pub(crate) pid: i32,
     pub(crate) state: u8,
+    pub(crate) ppid: i32,
     pub(crate) pgrp: i32,
     pub(crate) session: i32,
 }
@@ -25,12 +26,13 @@ pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     let state = *fields.next()?.as_bytes().first()?;
-    let _ppid = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
     Some(ProcStat {
         pid,
         state,
+        ppid,
         pgrp,
         session,
     })
@@ -60,12 +62,70 @@ pub(crate) fn session_members(sid: i32) -> Vec<i32> {
         .collect()
 }
 
+fn stat_of(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &text)
+}
+
+/// The children of every thread of `pid` (`None` where the kernel does not
+/// list them).
+fn children(pid: i32) -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
+        out.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    Some(out)
+}
+
+/// The live processes of group `pgid`, found from its leader through the
+/// process tree rather than by reading every process: the leader, its
+/// siblings in the group (a pipeline's other commands) when its parent is in
+/// the same terminal session, and their descendants in the group. Falls back
+/// to a scan of `/proc` when the leader is gone or the tree cannot be read.
+pub(crate) fn group_members(pgid: i32) -> Vec<ProcStat> {
+    let scan = || {
+        all_processes()
+            .into_iter()
+            .filter(|p| p.pgrp == pgid && p.is_alive())
+            .collect()
+    };
+    let Some(leader) = stat_of(pgid).filter(|l| l.pgrp == pgid) else {
+        return scan();
+    };
+    let mut queue = match stat_of(leader.ppid) {
+        Some(parent) if parent.session == leader.session => match children(parent.pid) {
+            Some(c) => c,
+            None => return scan(),
+        },
+        _ => vec![leader.pid],
+    };
+    let mut members = Vec::new();
+    while let Some(pid) = queue.pop() {
+        let Some(p) = stat_of(pid) else { continue };
+        if p.pgrp != pgid || members.iter().any(|m: &ProcStat| m.pid == pid) {
+            continue;
+        }
+        match children(pid) {
+            Some(c) => queue.extend(c),
+            None => return scan(),
+        }
+        if p.is_alive() {
+            members.push(p);
+        }
+    }
+    members
+}
+
 /// `true` when some live process of group `pgid` is blocked in a read of the
 /// terminal at `tty`.
 pub(crate) fn group_waits_on_tty(pgid: i32, tty: &Path) -> bool {
-    all_processes()
+    group_members(pgid)
         .into_iter()
-        .filter(|p| p.pgrp == pgid && p.state == b'S')
+        .filter(|p| p.state == b'S')
         .any(|p| blocked_reading(p.pid, tty))
 }
 
@@ -85,8 +145,11 @@ fn blocked_reading(pid: i32, tty: &Path) -> bool {
     else {
         return false;
     };
+    // A descriptor opened through `/dev/tty` (the controlling terminal)
+    // shows that name rather than the terminal's own.
     let fd_is_tty = |fd: i64| {
-        std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|target| target == tty)
+        std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+            .is_ok_and(|target| target == tty || target == Path::new("/dev/tty"))
     };
     if is_read_syscall(nr) {
         return fd_is_tty(fd);
@@ -140,11 +203,30 @@ mod tests {
             Some(ProcStat {
                 pid: 4242,
                 state: b'S',
+                ppid: 1,
                 pgrp: 4242,
                 session: 4240
             })
         );
         assert_eq!(parse_stat(1, "garbage"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn finds_a_group_through_the_tree() {
+        let me = std::process::id() as i32;
+        let pgid = nix::unistd::getpgrp().as_raw();
+        let members = group_members(pgid);
+        let scanned: Vec<i32> = all_processes()
+            .into_iter()
+            .filter(|p| p.pgrp == pgid && p.is_alive())
+            .map(|p| p.pid)
+            .collect();
+        assert!(scanned.contains(&me));
+        assert!(members.iter().any(|m| m.pid == me), "{members:?}");
+        for m in &members {
+            assert!(scanned.contains(&m.pid), "{m:?} is not in group {pgid}");
+        }
     }
 
     #[cfg(target_os = "linux")]

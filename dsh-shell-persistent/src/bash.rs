@@ -1,0 +1,312 @@
+//! The bash wrapper: what the tool types into bash for each call, built so
+//! that nothing the model's command leaves behind can make it run something
+//! else, hide its prompt, or hang it.
+//!
+//! One call is one physical line of four statements:
+//!
+//! 1. assignments only (nothing is looked up): the call's abandon tag, the
+//!    saved `POSIXLY_CORRECT`, then `POSIXLY_CORRECT=y`. In POSIX mode bash
+//!    finds special builtins (`eval`, `exec`, `set`, `unset`) before
+//!    functions and does not expand aliases of reserved words, and `\eval`
+//!    skips aliases, so no function, alias or hijack reaches the wrapper.
+//! 2. `\eval` of the next call's start marker (`PS0`), the prologue and the
+//!    model's command. The prologue sets the abandon prompt, restores the
+//!    user's `PROMPT_COMMAND` and POSIX mode, and raises a flag when all of
+//!    that worked, so the command runs exactly as the user left the shell.
+//! 3. assignments: the status, POSIX mode again; when the flag is down the
+//!    line prints a fatal marker through `${unset?word}`, which looks
+//!    nothing up.
+//! 4. `\eval` of the epilogue, whose parse also resets bash's prompt state
+//!    after a syntax error in the command: it points standard input, output
+//!    and error back at the terminal if the command moved them, checks that
+//!    no variable the protocol writes was made read-only, restores POSIX
+//!    mode, then sets `PS1` to the end marker, the repair flags and status.
+//!
+//! While the command runs, `PS1` is the *abandon prompt*: the shell's marker
+//! prefix and abandon id, `${tag}` and `$?`, expanded when bash shows it. If
+//! bash abandons the line (`SIGINT`, `set -u`, an error in a special builtin),
+//! that prompt reports the status at once, and the tag says whether it was
+//! this call (`k<call id>`), an epilogue step (a letter), or another bash
+//! that inherited the exported `PS1` (empty: `exec bash`). Stored prompt values
+//! carry one character as an octal escape, so `echo $PS1`, `set` or `env`
+//! never print a marker; only the prompt itself does.
+
+use crate::dialect::CommandSource;
+use crate::quote::{bash_ansi_c, split_token};
+
+/// Why the epilogue (or the line) stopped: the tag letter of a fatal marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fatal {
+    /// The prologue did not run or could not restore POSIX mode: `eval`,
+    /// `set` or `unset` is disabled (`enable -n`).
+    Builtins,
+    /// A variable the protocol writes (a prompt variable or one of its own)
+    /// is read-only.
+    ReadOnly,
+    /// An epilogue step failed and bash abandoned the line.
+    Epilogue,
+}
+
+impl Fatal {
+    fn letter(self) -> char {
+        match self {
+            Fatal::Builtins => 'x',
+            Fatal::ReadOnly => 'p',
+            Fatal::Epilogue => 'r',
+        }
+    }
+
+    pub(crate) fn from_tag(tag: &str) -> Option<Fatal> {
+        [Fatal::Builtins, Fatal::ReadOnly, Fatal::Epilogue]
+            .into_iter()
+            .find(|f| tag.len() == 1 && tag.starts_with(f.letter()))
+    }
+}
+
+/// Removes what bash printed around a fatal marker (`bash: <variable>: `)
+/// from the end of a result: the tool's own diagnostics are not output.
+pub(crate) fn strip_fatal_residue(text: &mut String) {
+    const SHAPE: &str = "bash: _D01234567_z: ";
+    let Some(i) = text.rfind("bash: _D") else {
+        return;
+    };
+    let tail = &text[i..];
+    if tail.len() == SHAPE.len() && tail.ends_with("_z: ") {
+        text.truncate(i);
+        if text.ends_with('\n') {
+            text.pop();
+        }
+    }
+}
+
+/// What the epilogue repaired or noticed: the letters before the status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Repairs {
+    /// Standard input did not read the terminal and was reopened on it.
+    pub(crate) stdin: bool,
+    /// Standard output did not go to the terminal and was reopened on it.
+    pub(crate) stdout: bool,
+    /// Standard error did not go to the terminal and was reopened on it.
+    pub(crate) stderr: bool,
+    /// `set -e` is on: the shell exits when a later command fails.
+    pub(crate) errexit: bool,
+}
+
+impl Repairs {
+    pub(crate) fn parse(flags: &str) -> Repairs {
+        Repairs {
+            stdin: flags.contains('i'),
+            stdout: flags.contains('o'),
+            stderr: flags.contains('e'),
+            errexit: flags.contains('E'),
+        }
+    }
+}
+
+/// One shell's protocol: its marker prefix, abandon id and variable names.
+#[derive(Debug, Clone)]
+pub(crate) struct Protocol {
+    prefix: String,
+    abandon: String,
+    /// `_D` + 8 random hex digits + `_`: the variables' common stem.
+    stem: String,
+}
+
+impl Protocol {
+    /// `prefix` and `abandon` are 16 hex digits, `stem_hex` 8.
+    pub(crate) fn new(prefix: &str, abandon: &str, stem_hex: &str) -> Protocol {
+        Protocol {
+            prefix: prefix.to_owned(),
+            abandon: abandon.to_owned(),
+            stem: format!("_D{stem_hex}_"),
+        }
+    }
+
+    /// A full marker: the prefix and `id`.
+    pub(crate) fn marker(&self, id: &str) -> String {
+        format!("{}{id}", self.prefix)
+    }
+
+    /// The prefix every marker of this shell starts with.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The abandon prompt's id.
+    pub(crate) fn abandon_id(&self) -> &str {
+        &self.abandon
+    }
+
+    fn var(&self, c: char) -> String {
+        format!("{}{c}", self.stem)
+    }
+
+    /// The prompt-string form of a marker: the full text, one character
+    /// written as an octal escape that bash decodes only when it shows the
+    /// prompt.
+    fn prompt_form(&self, id: &str) -> String {
+        let marker = format!("{}{id}", self.prefix);
+        let (head, rest) = marker.split_at(8);
+        let mut chars = rest.chars();
+        let c = chars.next().map_or(0, u32::from);
+        format!("{head}\\{c:03o}{}", chars.as_str())
+    }
+
+    /// The text `${unset?word}` prints for a fatal stop: the abandon marker,
+    /// its letter and a status, written in pieces.
+    fn fatal_word(&self, fatal: Fatal) -> String {
+        format!(
+            "{}{}:0#",
+            split_token(&format!("{}{}", self.prefix, self.abandon)),
+            fatal.letter()
+        )
+    }
+
+    /// The line written once after spawning: it installs the protocol and
+    /// answers with a prompt showing the `ready` marker (a full marker);
+    /// `first_start` is the first call's start id.
+    pub(crate) fn init_line(&self, ready: &str, first_start: &str) -> String {
+        let v = |c| self.var(c);
+        let abandon_prompt = format!("{}${{{}}}:$?#", self.prompt_form(&self.abandon), v('k'));
+        format!(
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}=; {a}={ap}; {pre}={prec}; {post}={postc}; export PS1; PS0={ps0}; PS1={ready}\n",
+            u = v('u'),
+            a = v('a'),
+            ap = bash_ansi_c(&abandon_prompt),
+            pre = v('P'),
+            prec = bash_ansi_c(&self.prologue()),
+            post = v('E'),
+            postc = bash_ansi_c(&self.epilogue()),
+            ps0 = bash_ansi_c(&self.prompt_form(first_start)),
+            ready = split_token(ready),
+        )
+    }
+
+    /// Runs in POSIX mode before the command (then leaves it as the user had it).
+    fn prologue(&self) -> String {
+        let v = |c| self.var(c);
+        format!(
+            "{{ PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT && {c}=1; }} 2>/dev/null\n",
+            a = v('a'),
+            u = v('u'),
+            q = v('q'),
+            w = v('w'),
+            c = v('c'),
+        )
+    }
+
+    /// Runs in POSIX mode after the command, up to the end prompt.
+    fn epilogue(&self) -> String {
+        let v = |c| self.var(c);
+        let (f, k, z, y) = (v('f'), v('k'), v('z'), v('y'));
+        let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a', 'P', 'E']
+            .iter()
+            .map(|&c| format!("${{{}@a}}", v(c)))
+            .collect();
+        format!(
+            "{f}= {k}=r\n\
+[[ -t 2 ]] || {{ exec 2>/dev/tty; {f}=e; }}\n\
+{{ [[ -t 1 ]] || {{ exec 1>/dev/tty; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ exec 0</dev/tty; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>/dev/null\n\
+[[ ${{PS0@a}}${{PS1@a}}${{PROMPT_COMMAND@a}}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
+{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT; }} 2>/dev/null || {y}=${{{z}?{bi}}}\n",
+            u = v('u'),
+            q = v('q'),
+            w = v('w'),
+            ro = self.fatal_word(Fatal::ReadOnly),
+            bi = self.fatal_word(Fatal::Builtins),
+        )
+    }
+
+    /// The tag the abandon prompt shows for this call.
+    pub(crate) fn abandon_tag(call_id: &str) -> String {
+        format!("k{call_id}")
+    }
+
+    /// The one physical line of a call. `call_id` goes into the abandon tag.
+    pub(crate) fn call_line(
+        &self,
+        source: &CommandSource<'_>,
+        call_id: &str,
+        end: &str,
+        next_start: &str,
+    ) -> String {
+        let v = |c| self.var(c);
+        let run = match source {
+            CommandSource::Inline(cmd) => bash_ansi_c(&format!("{cmd}\n")),
+            CommandSource::File(path) => {
+                format!("\"$(< {})\"$'\\n'", bash_ansi_c(&path.to_string_lossy()))
+            }
+        };
+        let save = format!(
+            "{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y",
+            q = v('q'),
+            w = v('w')
+        );
+        let next_ps0 = bash_ansi_c(&format!("PS0='{}'\n", self.prompt_form(next_start)));
+        let end_ps1 = bash_ansi_c(&format!(
+            "PS1='{}'\"${{{f}}}:${{{s}}}#\"\n",
+            self.prompt_form(end),
+            f = v('f'),
+            s = v('s')
+        ));
+        format!(
+            "{k}={tag} {c}=0 {save}; \\eval {next_ps0}\"${{{pre}}}\"{run}; {s}=$? {save}; (( {c} )) || {y}=${{{z}?{bi}}}; \\eval \"${{{post}}}\"{end_ps1}\n",
+            k = v('k'),
+            tag = Self::abandon_tag(call_id),
+            c = v('c'),
+            pre = v('P'),
+            s = v('s'),
+            y = v('y'),
+            z = v('z'),
+            bi = self.fatal_word(Fatal::Builtins),
+            post = v('E'),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quote::has_control;
+
+    const P: &str = "0123456789abcdef";
+
+    #[test]
+    fn no_line_holds_a_whole_marker() {
+        let proto = Protocol::new(P, "aaaabbbbccccdddd", "12345678");
+        let ids = ["1111222233334444", "5555666677778888", "9999000011112222"];
+        let init = proto.init_line(ids[0], ids[1]);
+        let line = proto.call_line(
+            &CommandSource::Inline("echo 'it's"),
+            "c0ffee00",
+            ids[1],
+            ids[2],
+        );
+        for text in [&init, &line] {
+            assert_eq!(text.matches('\n').count(), 1, "{text}");
+            assert!(!has_control(text.trim_end_matches('\n')), "{text:?}");
+            for id in ids.iter().chain(["aaaabbbbccccdddd"].iter()) {
+                assert!(!text.contains(&format!("{P}{id}")), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_prompt_form_escapes_one_character() {
+        let proto = Protocol::new(P, "aaaabbbbccccdddd", "12345678");
+        assert_eq!(proto.prompt_form("ffff"), r"01234567\0709abcdefffff");
+        assert_eq!(Fatal::from_tag("p"), Some(Fatal::ReadOnly));
+        let mut text = "bash: eval: command not found\nbash: _D0a1b2c3d_z: ".to_owned();
+        strip_fatal_residue(&mut text);
+        assert_eq!(text, "bash: eval: command not found");
+        assert_eq!(Fatal::from_tag("k12"), None);
+        assert_eq!(
+            Repairs::parse("oE"),
+            Repairs {
+                stdout: true,
+                errexit: true,
+                ..Repairs::default()
+            }
+        );
+    }
+}

@@ -4,8 +4,9 @@
 //!
 //! One call is one physical line of four statements:
 //!
-//! 1. assignments only (nothing is looked up): the call's abandon tag, the
-//!    saved `POSIXLY_CORRECT`, then `POSIXLY_CORRECT=y`. In POSIX mode bash
+//! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
+//!    `POSIXLY_CORRECT=y`, then the call's abandon tag (an assignment that
+//!    fails abandons the line, so a stale tag then shows that it failed). In POSIX mode bash
 //!    finds special builtins (`eval`, `exec`, `set`, `unset`) before
 //!    functions and does not expand aliases of reserved words, and `\eval`
 //!    skips aliases, so no function, alias or hijack reaches the wrapper.
@@ -13,7 +14,8 @@
 //!    model's command. The prologue sets the abandon prompt, restores the
 //!    user's `PROMPT_COMMAND` and POSIX mode, and raises a flag when all of
 //!    that worked, so the command runs exactly as the user left the shell.
-//! 3. assignments: the status, POSIX mode again; when the flag is down the
+//! 3. assignments: the status, the tag `p` (so a read-only
+//!    `POSIXLY_CORRECT` shows as such), POSIX mode again; when the flag is down the
 //!    line prints a fatal marker through `${unset?word}`, which looks
 //!    nothing up.
 //! 4. `\eval` of the epilogue, whose parse also resets bash's prompt state
@@ -195,7 +197,9 @@ impl Protocol {
         )
     }
 
-    /// Runs in POSIX mode after the command, up to the end prompt.
+    /// Runs in POSIX mode after the command, up to the end prompt. Its first
+    /// `[[` is a throwaway: after a `[[` syntax error in the command, bash
+    /// 5.x fails to parse the next `[[` once.
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
         let (f, k, z, y) = (v('f'), v('k'), v('z'), v('y'));
@@ -205,9 +209,10 @@ impl Protocol {
             .collect();
         format!(
             "{f}= {k}=r\n\
+\\eval '[[ -n x ]]' 2>/dev/null\n\
 [[ -t 2 ]] || {{ exec 2>/dev/tty; {f}=e; }}\n\
 {{ [[ -t 1 ]] || {{ exec 1>/dev/tty; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ exec 0</dev/tty; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>/dev/null\n\
-[[ ${{PS0@a}}${{PS1@a}}${{PROMPT_COMMAND@a}}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
+[[ ${{PS0@a}}${{PS1@a}}${{PROMPT_COMMAND@a}}${{POSIXLY_CORRECT@a}}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
 {{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT; }} 2>/dev/null || {y}=${{{z}?{bi}}}\n",
             u = v('u'),
             q = v('q'),
@@ -250,7 +255,7 @@ impl Protocol {
             s = v('s')
         ));
         format!(
-            "{k}={tag} {c}=0 {save}; \\eval {next_ps0}\"${{{pre}}}\"{run}; {s}=$? {save}; (( {c} )) || {y}=${{{z}?{bi}}}; \\eval \"${{{post}}}\"{end_ps1}\n",
+            "{c}=0 {save} {k}={tag}; \\eval {next_ps0}\"${{{pre}}}\"{run}; {s}=$? {k}=p {save} {k}=x; (( {c} )) || {y}=${{{z}?{bi}}}; \\eval \"${{{post}}}\"{end_ps1}\n",
             k = v('k'),
             tag = Self::abandon_tag(call_id),
             c = v('c'),

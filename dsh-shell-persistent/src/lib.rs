@@ -60,20 +60,36 @@
 //!
 //! # The protocol
 //!
-//! Each call gets two fresh 128-bit markers from the OS RNG. The command is
-//! written as **one physical line** that `eval`s it from an ANSI-C quoted
-//! string (control characters escaped, so the line discipline never sees a
-//! raw Ctrl-C or Ctrl-D), or — for commands longer than 3000 bytes — from a
-//! private file, so the terminal's 4 KiB line limit never cuts it. For bash,
-//! the start marker is `PS0` (printed by bash after reading the line, before
-//! running it) and the end marker plus `$?` is the next `PS1` prompt, so the
-//! wrapper looks up no command by name except `eval` and `jobs`: functions
-//! or aliases named `printf`, `echo`, `builtin`, `read` cannot break it. The
-//! markers are only ever written in two halves, so terminal echo cannot
-//! match them, and a command printing marker-like text (even an earlier
-//! call's marker) cannot end a call: only the exact fresh token can.
+//! Each shell gets a random marker prefix and random names for its protocol
+//! variables; each call gets fresh random ids (the start, the end, the next
+//! start). The command is written as **one physical line** that `eval`s it
+//! from an ANSI-C quoted string (control characters escaped, so the line
+//! discipline never sees a raw Ctrl-C or Ctrl-D), or — for commands longer
+//! than 3000 bytes — from a private file, so the terminal's 4 KiB line limit
+//! never cuts it. For bash, the start marker is `PS0` (printed by bash after
+//! reading the line, before running it) and the end marker plus `$?` is the
+//! next `PS1` prompt, set only after the command ran. The wrapper looks up
+//! nothing a command can redefine (its design is written down in
+//! `src/bash.rs`):
+//! functions, aliases, `enable -n` of anything but `eval`/`set`/`unset`,
+//! `set -u`, `IFS`, traps and terminal modes cannot break it. The result of
+//! every call is one of:
+//!
+//! | after the command | result |
+//! |---|---|
+//! | bash ran the whole line | the contract above |
+//! | bash abandoned the line (`SIGINT`, `set -u`, a syntax error) | bash's error text and `[exit code: N]` with bash's status; the shell keeps its state |
+//! | the command moved the shell's stdin, stdout or stderr away from the terminal | the result, then a line saying which stream the tool pointed back at the terminal |
+//! | the shell stopped itself (`kill -STOP $$`) | the tool continues it and says so ([`CONTINUED_NOTE`]) |
+//! | `eval`, `set` or `unset` disabled, a prompt variable or `POSIXLY_CORRECT` read-only, prompt expansion off, another program `exec`'d in the shell's place, the previous prompt back | the output, a line naming the cause, the reset line |
+//! | `set -e` was on and the shell exited | the exit line, [`ERREXIT_NOTE`], the reset line |
+//!
+//! Job status notices (`[1]+  Done ...`) never appear in a result (the job's
+//! start line `[1] 12345` does). `PS0`, `PS1`, `PS2` and `PROMPT_COMMAND`
+//! belong to the tool: the user's `PROMPT_COMMAND` is kept and restored
+//! around each command, `PS1` reads as the tool's prompt while a command runs.
 //! Everything before the start marker (echo, background-job output between
-//! calls, job notices) is discarded.
+//! calls) is discarded.
 //!
 //! Output is scanned as it streams ([`marker::CallScanner`]), normalized
 //! ([`normalize`]: `\r\n` → `\n`, escape sequences removed, carriage-return

@@ -139,7 +139,8 @@ impl Protocol {
         &self.abandon
     }
 
-    fn var(&self, c: char) -> String {
+    /// The name of protocol variable `c` in this shell.
+    pub(crate) fn var(&self, c: char) -> String {
         format!("{}{c}", self.stem)
     }
 
@@ -188,7 +189,7 @@ impl Protocol {
     fn prologue(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{{ PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT && {c}=1; }} 2>/dev/null\n",
+            "{{ PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT && {c}=1; }} 2>&-\n",
             a = v('a'),
             u = v('u'),
             q = v('q'),
@@ -197,23 +198,25 @@ impl Protocol {
         )
     }
 
-    /// Runs in POSIX mode after the command, up to the end prompt. Its first
-    /// `[[` is a throwaway: after a `[[` syntax error in the command, bash
-    /// 5.x fails to parse the next `[[` once.
+    /// Runs in POSIX mode after the command, up to the end prompt. After a
+    /// syntax error (status 2) its first `[[` is a throwaway: after a `[[`
+    /// syntax error in the command, bash 5.x fails to parse the next `[[`
+    /// once. Groups run with standard error closed (`2>&-`, cheaper than
+    /// opening `/dev/null`) so `set -x` traces of the tool's steps go nowhere.
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
-        let (f, k, z, y) = (v('f'), v('k'), v('z'), v('y'));
+        let (f, k, z, y, s) = (v('f'), v('k'), v('z'), v('y'), v('s'));
         let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a', 'P', 'E']
             .iter()
             .map(|&c| format!("${{{}@a}}", v(c)))
             .collect();
         format!(
             "{f}= {k}=r\n\
-\\eval '[[ -n x ]]' 2>/dev/null\n\
+(( {s} == 2 )) && \\eval '[[ -n x ]]' 2>&-\n\
 [[ -t 2 ]] || {{ exec 2>/dev/tty; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ exec 1>/dev/tty; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ exec 0</dev/tty; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>/dev/null\n\
+{{ [[ -t 1 ]] || {{ exec 1>/dev/tty; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ exec 0</dev/tty; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>&-\n\
 [[ ${{PS0@a}}${{PS1@a}}${{PROMPT_COMMAND@a}}${{POSIXLY_CORRECT@a}}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
-{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT; }} 2>/dev/null || {y}=${{{z}?{bi}}}\n",
+{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT; }} 2>&- || {y}=${{{z}?{bi}}}\n",
             u = v('u'),
             q = v('q'),
             w = v('w'),

@@ -128,10 +128,12 @@ impl Dialect {
                     }
                 };
                 format!(
-                    "{{ PS1=${{__dsh_ps1-}}; }} 2>/dev/null; printf '%s%s' {}; {run}; \
-{{ __dsh_s=$?; __dsh_ps1=${{PS1-}}; jobs >/dev/null; PS1={end}\"$__dsh_s\"'#'; }} 2>/dev/null\n",
+                    "{{ PS1=${{{u}-}}; }} 2>/dev/null; printf '%s%s' {}; {run}; \
+{{ {st}=$?; {u}=${{PS1-}}; jobs >/dev/null; PS1={end}\"${st}\"'#'; }} 2>/dev/null\n",
                     split_token(&start).replacen("''", "' '", 1),
                     end = split_token(&end),
+                    u = proto.var('u'),
+                    st = proto.var('s'),
                 )
             }
             Dialect::Pwsh => {

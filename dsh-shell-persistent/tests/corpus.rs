@@ -294,6 +294,31 @@ async fn abandoned_lines_come_back_with_bash_status_and_state() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_notices_never_reach_a_result() {
+    let f = Fixture::new();
+    let started = |out: &str| {
+        let line = out.lines().next().unwrap_or_default();
+        line.strip_prefix("[1] ")
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let out = f.run("n", "sleep 0.3 & wait; echo waited").await;
+    assert!(
+        started(&out) && out.ends_with("\nwaited") && out.lines().count() == 2,
+        "{out:?}"
+    );
+    let out = f.run("n", "(exit 3) & wait").await;
+    assert!(started(&out) && out.lines().count() == 1, "{out:?}");
+    // A job that ends between calls: its notice would come with the next prompt.
+    let out = f.run("n", "sleep 0.1 &").await;
+    assert!(started(&out), "{out:?}");
+    let out = f.run("n", "sleep 0.3; echo next").await;
+    assert_eq!(out, "next");
+    // What the model asks for itself stays.
+    let out = f.run("n", "sleep 5 & jobs; kill %1").await;
+    assert!(out.contains("Running"), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_to_an_idle_shell_is_refused() {
     let f = Fixture::new();
     f.run("idle", "export X=1").await;

@@ -29,6 +29,8 @@ const MAX_EOFS: u32 = 3;
 /// How long an abandoned-line prompt may take to be confirmed (bash prints
 /// it, then blocks reading the terminal within microseconds).
 const CONFIRM_WITHIN: Duration = Duration::from_millis(100);
+// An abandoned-line prompt not confirmed in time (a loaded machine) is
+// confirmed again by each periodic check.
 
 /// How one call ended.
 #[derive(Debug)]
@@ -251,6 +253,8 @@ impl Shell {
         let mut waiting_since: Option<Instant> = None;
         let mut eofs_sent = 0u32;
         let mut continued = false;
+        // This call's abandoned-line prompt, seen but not yet confirmed.
+        let mut unconfirmed: Option<Option<i32>> = None;
         let abandon_tag = Protocol::abandon_tag(&ids.call);
 
         let write = self.session.write_all(line.as_bytes());
@@ -307,6 +311,7 @@ impl Shell {
                                 if self.confirm_at_prompt(true).await {
                                     break completed(text, status, Repairs::default());
                                 }
+                                unconfirmed = Some(status);
                             } else if tag.is_empty() {
                                 // A bash that inherited the prompt but not the
                                 // tag: the shell itself, if it was replaced.
@@ -332,6 +337,20 @@ impl Shell {
                     if let (Some(home), Some(fg)) = (&self.home, &fg)
                         && fg.pgid == home.pgid()
                     {
+                        // The shell waits at its prompt and no end prompt
+                        // came: the abandoned line was real.
+                        if let Some(status) = unconfirmed
+                            && (fg.waiting_for_input || !probe::SEES_READS)
+                            && !home.replaced()
+                        {
+                            break Outcome::Completed {
+                                output: text.finish(),
+                                status: status.unwrap_or(-1),
+                                eofs_sent,
+                                repairs: Repairs::default(),
+                                continued,
+                            };
+                        }
                         // Another program in the shell's place is a command
                         // until it waits for input: then it is at its prompt.
                         if home.replaced() && (fg.waiting_for_input || !probe::SEES_READS) {

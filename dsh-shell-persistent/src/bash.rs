@@ -2,27 +2,34 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! One call is one physical line of four statements:
+//! The shell's init line defines two functions with random names, the
+//! prologue and the epilogue, parsed once. One call is then one physical
+//! line of four statements:
 //!
 //! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
 //!    `POSIXLY_CORRECT=y`, then the call's abandon tag (an assignment that
-//!    fails abandons the line, so a stale tag then shows that it failed). In POSIX mode bash
-//!    finds special builtins (`eval`, `exec`, `set`, `unset`) before
-//!    functions and does not expand aliases of reserved words, and `\eval`
-//!    skips aliases, so no function, alias or hijack reaches the wrapper.
-//! 2. `\eval` of the next call's start marker (`PS0`), the prologue and the
-//!    model's command. The prologue sets the abandon prompt, restores the
-//!    user's `PROMPT_COMMAND` and POSIX mode, and raises a flag when all of
-//!    that worked, so the command runs exactly as the user left the shell.
-//! 3. assignments: the status, the tag `p` (so a read-only
-//!    `POSIXLY_CORRECT` shows as such), POSIX mode again; when the flag is down the
-//!    line prints a fatal marker through `${unset?word}`, which looks
-//!    nothing up.
-//! 4. `\eval` of the epilogue, whose parse also resets bash's prompt state
-//!    after a syntax error in the command: it points standard input, output
-//!    and error back at the terminal if the command moved them, checks that
-//!    no variable the protocol writes was made read-only, restores POSIX
-//!    mode, then sets `PS1` to the end marker, the repair flags and status.
+//!    fails abandons the line, so a stale tag then shows that it failed). In
+//!    POSIX mode bash finds special builtins (`eval`, `exec`, `set`, `unset`)
+//!    before functions and does not expand aliases of reserved words, and
+//!    `\eval` skips aliases, so no function, alias or hijack reaches the
+//!    wrapper.
+//! 2. `\eval` of the next call's start marker (`PS0`), a call of the
+//!    prologue and the model's command. The prologue sets the abandon prompt,
+//!    restores the user's `PROMPT_COMMAND` and POSIX mode, and raises a flag
+//!    when all of that worked, so the command runs exactly as the user left
+//!    the shell.
+//! 3. assignments: the status, the tag `p` (so a read-only `POSIXLY_CORRECT`
+//!    shows as such), POSIX mode again; when the flag is down the line prints
+//!    a fatal marker through `${unset?word}`, which looks nothing up.
+//! 4. `\eval` of a call of the epilogue and the end prompt (this parse also
+//!    resets bash's prompt state after a syntax error in the command). The
+//!    epilogue points standard input, output and error back at the terminal
+//!    if the command moved them, checks that no variable the protocol writes
+//!    was made read-only, and restores POSIX mode; then `PS1` becomes the end
+//!    marker, the repair flags and the status.
+//!
+//! Inside the two functions a `DEBUG` trap does not fire (unless `functrace`
+//! or `extdebug` is on), and their text is never parsed again.
 //!
 //! While the command runs, `PS1` is the *abandon prompt*: the shell's marker
 //! prefix and abandon id, `${tag}` and `$?`, expanded when bash shows it. If
@@ -165,21 +172,26 @@ impl Protocol {
         )
     }
 
-    /// The line written once after spawning: it installs the protocol and
-    /// answers with a prompt showing the `ready` marker (a full marker);
-    /// `first_start` is the first call's start id.
+    /// The line written once after spawning: it installs the protocol (the
+    /// prologue and epilogue as functions, parsed once) and answers with a
+    /// prompt showing the `ready` marker (a full marker); `first_start` is
+    /// the first call's start id.
     pub(crate) fn init_line(&self, ready: &str, first_start: &str) -> String {
         let v = |c| self.var(c);
         let abandon_prompt = format!("{}${{{}}}:$?#", self.prompt_form(&self.abandon), v('k'));
+        let functions = format!(
+            "{pre}() {{\n{prec}}}\n{post}() {{\n{postc}}}\n",
+            pre = v('P'),
+            prec = self.prologue(),
+            post = v('E'),
+            postc = self.epilogue(),
+        );
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}=; {a}={ap}; {pre}={prec}; {post}={postc}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}=; {a}={ap}; \\eval {functions}; export PS1; PS0={ps0}; PS1={ready}\n",
             u = v('u'),
             a = v('a'),
             ap = bash_ansi_c(&abandon_prompt),
-            pre = v('P'),
-            prec = bash_ansi_c(&self.prologue()),
-            post = v('E'),
-            postc = bash_ansi_c(&self.epilogue()),
+            functions = bash_ansi_c(&functions),
             ps0 = bash_ansi_c(&self.prompt_form(first_start)),
             ready = split_token(ready),
         )
@@ -206,7 +218,7 @@ impl Protocol {
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
         let (f, k, z, y, s) = (v('f'), v('k'), v('z'), v('y'), v('s'));
-        let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a', 'P', 'E']
+        let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a']
             .iter()
             .map(|&c| format!("${{{}@a}}", v(c)))
             .collect();
@@ -250,24 +262,27 @@ impl Protocol {
             q = v('q'),
             w = v('w')
         );
-        let next_ps0 = bash_ansi_c(&format!("PS0='{}'\n", self.prompt_form(next_start)));
-        let end_ps1 = bash_ansi_c(&format!(
-            "PS1='{}'\"${{{f}}}:${{{s}}}#\"\n",
+        let prologue = bash_ansi_c(&format!(
+            "PS0='{}'\n\\{}\n",
+            self.prompt_form(next_start),
+            v('P')
+        ));
+        let epilogue = bash_ansi_c(&format!(
+            "\\{}\nPS1='{}'\"${{{f}}}:${{{s}}}#\"\n",
+            v('E'),
             self.prompt_form(end),
             f = v('f'),
             s = v('s')
         ));
         format!(
-            "{c}=0 {save} {k}={tag}; \\eval {next_ps0}\"${{{pre}}}\"{run}; {s}=$? {k}=p {save} {k}=x; (( {c} )) || {y}=${{{z}?{bi}}}; \\eval \"${{{post}}}\"{end_ps1}\n",
+            "{c}=0 {save} {k}={tag}; \\eval {prologue}{run}; {s}=$? {k}=p {save} {k}=x; (( {c} )) || {y}=${{{z}?{bi}}}; \\eval {epilogue}\n",
             k = v('k'),
             tag = Self::abandon_tag(call_id),
             c = v('c'),
-            pre = v('P'),
             s = v('s'),
             y = v('y'),
             z = v('z'),
             bi = self.fatal_word(Fatal::Builtins),
-            post = v('E'),
         )
     }
 }

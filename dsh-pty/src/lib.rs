@@ -78,6 +78,8 @@
 mod backend;
 mod error;
 mod exit;
+#[cfg(all(windows, feature = "portable"))]
+mod job;
 mod output;
 #[cfg(feature = "portable")]
 mod portable;

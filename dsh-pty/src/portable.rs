@@ -121,6 +121,15 @@ impl PtyBackend for PortableBackend {
         let pid = child.process_id();
         #[cfg(not(unix))]
         let killer = child.clone_killer();
+        // Windows: the whole tree is ended through a job (no sessions there).
+        #[cfg(windows)]
+        let job = pid.and_then(|pid| match crate::job::Job::holding(pid) {
+            Ok(job) => Some(job),
+            Err(e) => {
+                tracing::warn!(pid, error = %e, "no job object; only the program itself can be killed");
+                None
+            }
+        });
         let reader = pair
             .master
             .try_clone_reader()
@@ -157,6 +166,8 @@ impl PtyBackend for PortableBackend {
             writer: Arc::new(Mutex::new(writer)),
             #[cfg(not(unix))]
             killer: Mutex::new(killer),
+            #[cfg(windows)]
+            job,
             status: status_rx,
             closed: closed_tx,
             output: Some(OutputStream::new(out_rx)),
@@ -259,6 +270,8 @@ pub struct PortableSession {
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     #[cfg(not(unix))]
     killer: Mutex<Box<dyn portable_pty::ChildKiller + Send + Sync>>,
+    #[cfg(windows)]
+    job: Option<crate::job::Job>,
     status: watch::Receiver<Option<ExitStatus>>,
     closed: watch::Sender<bool>,
     output: Option<OutputStream>,
@@ -332,12 +345,10 @@ impl PtySession for PortableSession {
     #[cfg(not(unix))]
     fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError> {
         match signal {
-            Signal::Kill | Signal::Terminate => self
-                .killer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .kill()
-                .map_err(|e| PtyError::io("killing the process", e)),
+            Signal::Kill | Signal::Terminate => {
+                self.kill_all();
+                Ok(())
+            }
             _ => Err(PtyError::Unsupported {
                 backend: NAME,
                 what: "this signal on this platform",
@@ -345,18 +356,25 @@ impl PtySession for PortableSession {
         }
     }
 
+    #[cfg(not(unix))]
+    fn foreground(&self) -> Result<Foreground, PtyError> {
+        // A console has no process groups to hand the terminal to.
+        Err(PtyError::Unsupported {
+            backend: NAME,
+            what: "foreground inspection on this platform",
+        })
+    }
+
+    #[cfg(unix)]
     fn foreground(&self) -> Result<Foreground, PtyError> {
         let master = self.lock_master();
         let pgid = master.process_group_leader().ok_or(PtyError::Unsupported {
             backend: NAME,
             what: "foreground inspection on this platform",
         })?;
-        #[cfg(unix)]
         let waiting_for_input = master
             .tty_name()
             .is_some_and(|tty| crate::unix::procfs_group_waits_on_tty(pgid, &tty));
-        #[cfg(not(unix))]
-        let waiting_for_input = false;
         Ok(Foreground {
             pgid,
             is_leader: Some(pgid as u32) == self.pid,
@@ -376,7 +394,7 @@ impl PtySession for PortableSession {
         #[cfg(not(unix))]
         let st = {
             let _ = grace;
-            let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
+            self.kill_all();
             self.wait().await
         };
         let _ = self.closed.send(true);
@@ -390,7 +408,7 @@ impl PtySession for PortableSession {
             crate::unix::tree::signal_session(pid as i32, nix::sys::signal::Signal::SIGKILL);
         }
         #[cfg(not(unix))]
-        let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
+        self.kill_all();
     }
 
     fn status(&self) -> Option<ExitStatus> {
@@ -399,6 +417,20 @@ impl PtySession for PortableSession {
 
     async fn wait(&self) -> ExitStatus {
         pump::wait_exit(&self.status).await
+    }
+}
+
+impl PortableSession {
+    /// Ends the program and, where a job holds it, everything it started.
+    #[cfg(not(unix))]
+    fn kill_all(&self) {
+        #[cfg(windows)]
+        if let Some(job) = &self.job
+            && job.terminate(1).is_ok()
+        {
+            return;
+        }
+        let _ = self.killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
     }
 }
 

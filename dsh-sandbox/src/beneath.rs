@@ -89,6 +89,13 @@ fn fstat(fd: &impl AsFd) -> io::Result<Id> {
     file.metadata().map(|m| id_of(&m))
 }
 
+/// How a parent directory is opened only to be looked at: `O_PATH` where it
+/// exists (no read permission needed), else for reading.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const OPEN_DIR_ONLY: libc::c_int = libc::O_PATH;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const OPEN_DIR_ONLY: libc::c_int = libc::O_RDONLY;
+
 /// Refuses when `dir`, or any directory between it and `root`, is protected.
 fn check_dir(dir: &Dir, root: Id, protected: &HashSet<Id>) -> Result<(), Outcome> {
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(Path::new("."), e));
@@ -107,7 +114,7 @@ fn check_dir(dir: &Dir, root: Id, protected: &HashSet<Id>) -> Result<(), Outcome
             libc::openat(
                 current.as_raw_fd(),
                 c"..".as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                OPEN_DIR_ONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
             )
         };
         if parent < 0 {
@@ -134,13 +141,7 @@ fn temp_name(name: &OsString) -> OsString {
 }
 
 fn getrandom_bytes(buf: &mut [u8]) -> io::Result<()> {
-    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    getrandom::fill(buf).map_err(|e| io::Error::other(e.to_string()))
 }
 
 fn sync_dir(dir: &Dir) {

@@ -255,6 +255,7 @@ mod tests {
         assert!(serde_json::from_str::<SandboxPolicy>(r#"{"surprise": 1}"#).is_err());
     }
 
+    #[cfg(unix)]
     #[test]
     fn resolution_follows_links_and_refuses_climbing_out_of_nothing() {
         let dir = tempfile::tempdir().unwrap();

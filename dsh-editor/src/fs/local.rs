@@ -140,7 +140,9 @@ fn stat_sync(path: &Path) -> Result<Metadata, FsError> {
     })
 }
 
-/// The process umask, read without changing it where the platform allows.
+/// The process umask, read without changing it where the platform allows
+/// (Linux); elsewhere the common `022`.
+#[cfg(unix)]
 fn umask() -> u32 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -27,6 +27,26 @@ use crate::{
     Signal, SpawnSpec, TermSize,
 };
 
+/// A pipe whose ends close on `exec`.
+fn cloexec_pipe() -> nix::Result<(OwnedFd, OwnedFd)> {
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+    {
+        // No `pipe2` (macOS): mark both ends right after, as the standard
+        // library does there. A spawn on another thread in between could
+        // inherit them; that only delays this spawn's hook report.
+        use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+        let (rx, tx) = nix::unistd::pipe()?;
+        for fd in [&rx, &tx] {
+            fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+        }
+        Ok((rx, tx))
+    }
+}
+
 /// Signals whose disposition the child resets to the default before `exec`,
 /// in case this process ignores or handles them.
 const RESET_SIGNALS: [libc::c_int; 9] = [
@@ -109,10 +129,7 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
     let confine_pipe = if hooks.is_empty() {
         None
     } else {
-        Some(
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                .map_err(|e| PtyError::OpenPty(e.into()))?,
-        )
+        Some(cloexec_pipe().map_err(|e| PtyError::OpenPty(e.into()))?)
     };
     let confine_tx = confine_pipe.as_ref().map(|(_, tx)| tx.as_raw_fd());
     // SAFETY: the closure runs between fork and exec. It only makes

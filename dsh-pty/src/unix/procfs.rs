@@ -53,6 +53,7 @@ pub(crate) fn all_processes() -> Vec<ProcStat> {
 }
 
 /// Live processes of the terminal session `sid`, excluding this process.
+#[cfg(not(target_os = "macos"))]
 pub(crate) fn session_members(sid: i32) -> Vec<i32> {
     let me = std::process::id() as i32;
     all_processes()
@@ -118,6 +119,32 @@ pub(crate) fn group_members(pgid: i32) -> Vec<ProcStat> {
         }
     }
     members
+}
+
+/// Live processes of the terminal session `sid`, excluding this process:
+/// every process id from `proc_listallpids`, kept when `getsid` names `sid`.
+#[cfg(target_os = "macos")]
+pub(crate) fn session_members(sid: i32) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    // SAFETY: a null buffer of size 0 asks only for the number of processes.
+    let count = unsafe { libc::proc_listallpids(std::ptr::null_mut(), 0) };
+    let Ok(count) = usize::try_from(count) else {
+        return Vec::new();
+    };
+    // Room for processes started since the count.
+    let mut pids = vec![0 as libc::c_int; count + 64];
+    let bytes =
+        libc::c_int::try_from(pids.len() * size_of::<libc::c_int>()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pids` has room for `bytes` bytes.
+    let got = unsafe { libc::proc_listallpids(pids.as_mut_ptr().cast(), bytes) };
+    let Ok(got) = usize::try_from(got) else {
+        return Vec::new();
+    };
+    pids.truncate(got.min(pids.len()));
+    pids.into_iter()
+        // SAFETY: `getsid` only reads the process table.
+        .filter(|&pid| pid > 0 && pid != me && unsafe { libc::getsid(pid) } == sid)
+        .collect()
 }
 
 /// `true` when some live process of group `pgid` is blocked in a read of the

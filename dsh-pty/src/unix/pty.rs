@@ -87,10 +87,10 @@ fn slave_name(master: &PtyMaster) -> Result<PathBuf, PtyError> {
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn slave_name(master: &PtyMaster) -> Result<PathBuf, PtyError> {
-    // SAFETY: `ptsname` returns a pointer into static storage; spawns are
-    // serialised by `PTSNAME_LOCK` so no other thread of this crate races it.
     static PTSNAME_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = PTSNAME_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: `ptsname` returns a pointer into static storage; spawns are
+    // serialised by `PTSNAME_LOCK` so no other thread of this crate races it.
     unsafe { nix::pty::ptsname(master) }
         .map(PathBuf::from)
         .map_err(|e| PtyError::OpenPty(e.into()))

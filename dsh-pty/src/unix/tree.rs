@@ -3,8 +3,9 @@
 //! Interactive job control puts each job in its own process group, and a
 //! double-forked child is nobody's child any more, but all of them stay in the
 //! terminal *session* whose id is the leader's pid. On Linux the session's
-//! members are found in `/proc` and signalled one by one; elsewhere the
-//! leader's group and the terminal's foreground group are signalled.
+//! members are found in `/proc`, on macOS through `proc_listallpids` and
+//! `getsid`, and signalled one by one; elsewhere the leader's group and the
+//! terminal's foreground group are signalled.
 //!
 //! Process ids are read, then signalled: a process that exits in between and
 //! whose id is reused at once by an unrelated process could be signalled too.
@@ -28,10 +29,10 @@ pub(crate) fn signal_session(sid: i32, sig: NixSignal) {
     let _ = killpg(Pid::from_raw(sid), sig);
 }
 
-/// `true` while some process of session `sid` lives. Where `/proc` is not
-/// available this only knows about the leader's process group.
+/// `true` while some process of session `sid` lives. Where the session's
+/// members cannot be listed this only knows about the leader's process group.
 pub(crate) fn session_alive(sid: i32) -> bool {
-    if cfg!(target_os = "linux") {
+    if cfg!(any(target_os = "linux", target_os = "macos")) {
         !procfs::session_members(sid).is_empty()
     } else {
         killpg(Pid::from_raw(sid), None).is_ok()

@@ -171,5 +171,33 @@ fn throughput(c: &mut Criterion) {
     rt.block_on(pool.close_all());
 }
 
-criterion_group!(benches, scanning, round_trip, throughput);
+/// Spawning and closing 1,000 idle shells, timed once (too heavy to repeat).
+fn closing(_c: &mut Criterion) {
+    const SHELLS: usize = 1000;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
+    let start = Instant::now();
+    rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..SHELLS {
+            let pool = pool.clone();
+            tasks.spawn(async move { pool.run(&format!("owner-{i}"), "true").await.unwrap() });
+            // Spawn in waves of 32 so the machine is not flooded.
+            if tasks.len() >= 32 {
+                tasks.join_next().await;
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    });
+    let spawned = start.elapsed();
+    assert_eq!(pool.owners().len(), SHELLS);
+    let start = Instant::now();
+    rt.block_on(pool.close_all());
+    let closed = start.elapsed();
+    println!(
+        "{SHELLS} idle shells: spawned (and one call each) in {spawned:?}, closed in {closed:?}"
+    );
+}
+
+criterion_group!(benches, scanning, round_trip, throughput, closing);
 criterion_main!(benches);

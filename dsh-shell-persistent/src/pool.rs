@@ -18,6 +18,9 @@ use crate::{ConfigError, ShellConfig, ShellError};
 /// The line added when end-of-file was sent to a command waiting for input.
 pub const INPUT_EOF_NOTE: &str = "[the command was waiting for input on the terminal, so end-of-file (Ctrl-D) was sent to it; pass input through a pipe or a here-string instead]";
 
+/// How long a closed shell's processes get between `SIGTERM` and `SIGKILL`.
+const KILL_GRACE: Duration = Duration::from_millis(200);
+
 /// The line added when the shell had stopped itself and the tool continued it.
 pub const CONTINUED_NOTE: &str =
     "[the shell was stopped (SIGSTOP) while the command ran; the tool continued it]";
@@ -264,26 +267,31 @@ impl ShellPool {
         if let Some(entry) = entry {
             let live = entry.live().take();
             if let Some(session) = live {
-                let _ = session.kill_tree(Duration::from_millis(200)).await;
+                let _ = session.kill_tree(KILL_GRACE).await;
             }
         }
     }
 
-    /// Closes the pool: kills every shell and refuses further calls.
+    /// Closes the pool: kills every shell and refuses further calls. All
+    /// process trees are ended at once, sharing one grace period.
     pub async fn close_all(&self) {
         self.inner.closed.send_replace(true);
         let owners: Vec<Arc<Owner>> = self.inner.owners().drain().map(|(_, o)| o).collect();
+        let mut ending = tokio::task::JoinSet::new();
         for owner in owners {
+            // A running call's shell (its call sees the pool close and
+            // drops it), or an idle one taken out of its slot.
             let live = owner.live().take();
-            if let Some(session) = live {
-                let _ = session.kill_tree(Duration::from_millis(200)).await;
-            }
-            if let Ok(mut slot) = owner.slot.try_lock()
-                && let Some(shell) = slot.take()
-            {
-                shell.close().await;
+            let idle = owner.slot.try_lock().ok().and_then(|mut slot| slot.take());
+            let session = live.or_else(|| idle.as_ref().map(Shell::session));
+            if let Some(session) = session {
+                ending.spawn(async move {
+                    let _ = session.kill_tree(KILL_GRACE).await;
+                    drop(idle);
+                });
             }
         }
+        while ending.join_next().await.is_some() {}
     }
 
     /// The owners that currently have a shell.

@@ -434,11 +434,6 @@ impl Shell {
         std::fs::write(&path, command).map_err(ShellError::CommandFile)?;
         Ok(path)
     }
-
-    /// Kills the process tree gracefully (used when closing).
-    pub(crate) async fn close(&self) {
-        let _ = self.session.kill_tree(KILL_GRACE).await;
-    }
 }
 
 impl Drop for Shell {

@@ -82,6 +82,30 @@ async fn dropping_the_pool_kills_every_tree() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_all_ends_every_tree_at_once() {
+    let pool = pool(|c| c);
+    let mut sids = Vec::new();
+    for owner in ["a", "b", "c", "d"] {
+        let out = run(&pool, owner, JOBS).await;
+        sids.push(out.lines().last().unwrap().parse::<i32>().unwrap());
+    }
+    // One more owner is in the middle of a call when the pool closes.
+    let busy = {
+        let pool = pool.clone();
+        tokio::spawn(async move { pool.run("e", "sleep 1005").await })
+    };
+    while !pool.has_shell("e") {
+        tokio::task::yield_now().await;
+    }
+    pool.close_all().await;
+    for sid in sids {
+        assert_eq!(wait_until_empty(sid).await, Vec::<i32>::new());
+    }
+    assert!(matches!(busy.await.unwrap(), Err(ShellError::Closed)));
+    assert!(pool.owners().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");

@@ -52,15 +52,50 @@ pub(crate) fn all_processes() -> Vec<ProcStat> {
     .collect()
 }
 
-/// Live processes of the terminal session `sid`, excluding this process.
+/// How long one reading of every process serves callers that ask for
+/// session members: closing a thousand shells at once reads `/proc` a few
+/// times, not a thousand times. Callers that wait for a session to empty
+/// ask again, so a snapshot this old only delays them by as much.
+#[cfg(not(target_os = "macos"))]
+const SNAPSHOT_TTL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The processes of every session, as read at one instant.
+#[cfg(not(target_os = "macos"))]
+#[derive(Debug)]
+struct Snapshot {
+    taken: std::time::Instant,
+    by_session: std::collections::HashMap<i32, Vec<i32>>,
+}
+
+#[cfg(not(target_os = "macos"))]
+static SNAPSHOT: std::sync::Mutex<Option<std::sync::Arc<Snapshot>>> = std::sync::Mutex::new(None);
+
+#[cfg(not(target_os = "macos"))]
+fn snapshot() -> std::sync::Arc<Snapshot> {
+    let mut slot = SNAPSHOT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(snap) = slot.as_ref()
+        && snap.taken.elapsed() < SNAPSHOT_TTL
+    {
+        return std::sync::Arc::clone(snap);
+    }
+    let me = std::process::id() as i32;
+    let mut by_session: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
+    let taken = std::time::Instant::now();
+    for p in all_processes() {
+        if p.pid != me && p.is_alive() {
+            by_session.entry(p.session).or_default().push(p.pid);
+        }
+    }
+    let snap = std::sync::Arc::new(Snapshot { taken, by_session });
+    *slot = Some(std::sync::Arc::clone(&snap));
+    snap
+}
+
+/// Live processes of the terminal session `sid`, excluding this process, as
+/// of a reading at most [`SNAPSHOT_TTL`] old.
 #[cfg(not(target_os = "macos"))]
 pub(crate) fn session_members(sid: i32) -> Vec<i32> {
-    let me = std::process::id() as i32;
-    all_processes()
-        .into_iter()
-        .filter(|p| p.session == sid && p.pid != me && p.is_alive())
-        .map(|p| p.pid)
-        .collect()
+    snapshot().by_session.get(&sid).cloned().unwrap_or_default()
 }
 
 fn stat_of(pid: i32) -> Option<ProcStat> {

@@ -84,6 +84,7 @@ mod output;
 #[cfg(feature = "portable")]
 mod portable;
 mod pump;
+mod scans;
 mod scrollback;
 mod signal;
 mod spec;
@@ -96,6 +97,7 @@ pub use exit::ExitStatus;
 pub use output::OutputStream;
 #[cfg(feature = "portable")]
 pub use portable::{PortableBackend, PortableSession};
+pub use scans::SharedScans;
 pub use scrollback::{Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits};
 pub use signal::{Signal, signal_name};
 pub use spec::{PreExec, SpawnSpec, TermSize};

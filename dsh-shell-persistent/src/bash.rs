@@ -4,29 +4,29 @@
 //!
 //! The shell's init line defines two functions with random names, the
 //! prologue and the epilogue, parsed once. One call is then one physical
-//! line of four statements:
+//! line of three statements:
 //!
 //! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
-//!    `POSIXLY_CORRECT=y`, then the call's abandon tag (an assignment that
-//!    fails abandons the line, so a stale tag then shows that it failed). In
+//!    `POSIXLY_CORRECT=y`, the call's abandon tag, and the command (with a
+//!    call of the prologue before it) into a variable. An assignment that
+//!    fails abandons the line, so a stale tag then shows that it failed. In
 //!    POSIX mode bash finds special builtins (`eval`, `exec`, `set`, `unset`)
 //!    before functions and does not expand aliases of reserved words, and
 //!    `\eval` skips aliases, so no function, alias or hijack reaches the
 //!    wrapper.
-//! 2. `\eval` of the next call's start marker (`PS0`), a call of the
-//!    prologue and the model's command. The prologue sets the abandon prompt,
-//!    restores the user's `PROMPT_COMMAND` and POSIX mode, and raises a flag
-//!    when all of that worked, so the command runs exactly as the user left
-//!    the shell.
-//! 3. assignments: the status, the tag `p` (so a read-only `POSIXLY_CORRECT`
-//!    shows as such), POSIX mode again; when the flag is down the line prints
-//!    a fatal marker through `${unset?word}`, which looks nothing up.
-//! 4. `\eval` of a call of the epilogue and the end prompt (this parse also
-//!    resets bash's prompt state after a syntax error in the command). The
+//! 2. `\eval` of: the next call's start marker (`PS0`); an inner `\eval` of
+//!    the command variable, whose prologue sets the abandon prompt, restores
+//!    the user's `PROMPT_COMMAND` and POSIX mode and raises a flag, so the
+//!    command runs exactly as the user left the shell; the status; the
+//!    epilogue; the end prompt. The outer `eval` goes on after a syntax error
+//!    in the inner one, and its parse resets bash's prompt state. The
 //!    epilogue points standard input, output and error back at the terminal
-//!    if the command moved them, checks that no variable the protocol writes
-//!    was made read-only, and restores POSIX mode; then `PS1` becomes the end
-//!    marker, the repair flags and the status.
+//!    if the command moved them (in POSIX mode just for that `exec`), notes
+//!    `set -e`, and checks that no variable the protocol writes was made
+//!    read-only. `PS1` becomes the end marker, the repair flags and the status.
+//! 3. `(( flag )) ||` a fatal marker printed through `${unset?word}`, which
+//!    looks nothing up: the prologue did not run (`eval` disabled) or could
+//!    not restore POSIX mode (`set` and `unset` disabled).
 //!
 //! Inside the two functions a `DEBUG` trap does not fire (unless `functrace`
 //! or `extdebug` is on), and their text is never parsed again.
@@ -210,30 +210,34 @@ impl Protocol {
         )
     }
 
-    /// Runs in POSIX mode after the command, up to the end prompt. After a
-    /// syntax error (status 2) its first `[[` is a throwaway: after a `[[`
-    /// syntax error in the command, bash 5.x fails to parse the next `[[`
-    /// once. Groups run with standard error closed (`2>&-`, cheaper than
-    /// opening `/dev/null`) so `set -x` traces of the tool's steps go nowhere.
+    /// Runs after the command, in the mode the command left (it enters
+    /// POSIX mode only around an `exec` that repairs a stream, to find the
+    /// special builtin). Groups run with standard error closed (`2>&-`,
+    /// cheaper than opening `/dev/null`) so `set -x` traces of the tool's
+    /// steps go nowhere.
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
-        let (f, k, z, y, s) = (v('f'), v('k'), v('z'), v('y'), v('s'));
-        let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a']
+        let (f, k, z, y, q, w) = (v('f'), v('k'), v('z'), v('y'), v('q'), v('w'));
+        let enter =
+            format!("{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y");
+        let leave = format!(
+            "{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT; }} 2>&-"
+        );
+        let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a', 'm']
             .iter()
             .map(|&c| format!("${{{}@a}}", v(c)))
             .collect();
+        let user: String = ["PS0", "PS1", "PROMPT_COMMAND", "POSIXLY_CORRECT"]
+            .iter()
+            .map(|name| format!("${{{name}+${{{name}@a}}}}"))
+            .collect();
         format!(
             "{f}= {k}=r\n\
-(( {s} == 2 )) && \\eval '[[ -n x ]]' 2>&-\n\
-[[ -t 2 ]] || {{ exec 2>/dev/tty; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ exec 1>/dev/tty; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ exec 0</dev/tty; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>&-\n\
-[[ ${{PS0@a}}${{PS1@a}}${{PROMPT_COMMAND@a}}${{POSIXLY_CORRECT@a}}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
-{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT; }} 2>&- || {y}=${{{z}?{bi}}}\n",
+[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
+{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>&-\n\
+[[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n",
             u = v('u'),
-            q = v('q'),
-            w = v('w'),
             ro = self.fatal_word(Fatal::ReadOnly),
-            bi = self.fatal_word(Fatal::Builtins),
         )
     }
 
@@ -242,44 +246,50 @@ impl Protocol {
         format!("k{call_id}")
     }
 
-    /// The one physical line of a call. `call_id` goes into the abandon tag.
+    /// The one physical line of a call. `call_id` goes into the abandon tag;
+    /// `after_syntax_error` (the previous call's status was 2) adds a
+    /// throwaway `[[` in POSIX mode: after a `[[` syntax error, bash 5.x
+    /// fails to parse the next `[[` once, and that should not be the model's.
     pub(crate) fn call_line(
         &self,
         source: &CommandSource<'_>,
         call_id: &str,
         end: &str,
         next_start: &str,
+        after_syntax_error: bool,
     ) -> String {
         let v = |c| self.var(c);
-        let run = match source {
-            CommandSource::Inline(cmd) => bash_ansi_c(&format!("{cmd}\n")),
-            CommandSource::File(path) => {
-                format!("\"$(< {})\"$'\\n'", bash_ansi_c(&path.to_string_lossy()))
-            }
+        let command = match source {
+            CommandSource::Inline(cmd) => bash_ansi_c(&format!("\\{}\n{cmd}\n", v('P'))),
+            CommandSource::File(path) => format!(
+                "{}\"$(< {})\"$'\\n'",
+                bash_ansi_c(&format!("\\{}\n", v('P'))),
+                bash_ansi_c(&path.to_string_lossy())
+            ),
         };
-        let save = format!(
-            "{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y",
-            q = v('q'),
-            w = v('w')
-        );
-        let prologue = bash_ansi_c(&format!(
-            "PS0='{}'\n\\{}\n",
-            self.prompt_form(next_start),
-            v('P')
-        ));
-        let epilogue = bash_ansi_c(&format!(
-            "\\{}\nPS1='{}'\"${{{f}}}:${{{s}}}#\"\n",
-            v('E'),
-            self.prompt_form(end),
+        let throwaway = if after_syntax_error {
+            "\\eval '[[ -n x ]]' 2>&-\n"
+        } else {
+            ""
+        };
+        let outer = bash_ansi_c(&format!(
+            "PS0='{start}'\n{throwaway}\\eval \"${m}\"\n{k}=p {s}=$?\n\\{e}\nPS1='{end}'\"${{{f}}}:${{{s}}}#\"\n",
+            start = self.prompt_form(next_start),
+            m = v('m'),
+            k = v('k'),
+            s = v('s'),
+            e = v('E'),
+            end = self.prompt_form(end),
             f = v('f'),
-            s = v('s')
         ));
         format!(
-            "{c}=0 {save} {k}={tag}; \\eval {prologue}{run}; {s}=$? {k}=p {save} {k}=x; (( {c} )) || {y}=${{{z}?{bi}}}; \\eval {epilogue}\n",
+            "{c}=0 {q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y {k}={tag} {m}={command}; \\eval {outer}; (( {c} )) || {y}=${{{z}?{bi}}}\n",
+            c = v('c'),
+            q = v('q'),
+            w = v('w'),
             k = v('k'),
             tag = Self::abandon_tag(call_id),
-            c = v('c'),
-            s = v('s'),
+            m = v('m'),
             y = v('y'),
             z = v('z'),
             bi = self.fatal_word(Fatal::Builtins),
@@ -304,6 +314,7 @@ mod tests {
             "c0ffee00",
             ids[1],
             ids[2],
+            true,
         );
         for text in [&init, &line] {
             assert_eq!(text.matches('\n').count(), 1, "{text}");

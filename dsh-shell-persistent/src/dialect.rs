@@ -119,7 +119,13 @@ impl Dialect {
         let start = proto.marker(&ids.start);
         let end = proto.marker(&ids.end);
         match self {
-            Dialect::Bash => proto.call_line(source, &ids.call, &ids.end, &ids.next_start),
+            Dialect::Bash => proto.call_line(
+                source,
+                &ids.call,
+                &ids.end,
+                &ids.next_start,
+                ids.after_syntax_error,
+            ),
             Dialect::Sh => {
                 let run = match source {
                     CommandSource::Inline(cmd) => format!("\\eval {}", posix_single(cmd)),
@@ -174,6 +180,8 @@ pub(crate) struct CallIds {
     pub(crate) end: String,
     /// The next call's start id (bash sets it one call ahead).
     pub(crate) next_start: String,
+    /// The previous call ended with status 2 (bash: a syntax error).
+    pub(crate) after_syntax_error: bool,
 }
 
 /// Where the wrapper finds the command.
@@ -224,6 +232,7 @@ mod tests {
             start: "1111111111111111".into(),
             end: "2222222222222222".into(),
             next_start: "3333333333333333".into(),
+            after_syntax_error: true,
         };
         let markers = [&ids.start, &ids.end, &ids.next_start].map(|id| proto.marker(id));
         for dialect in [Dialect::Bash, Dialect::Sh, Dialect::Pwsh] {

@@ -277,6 +277,7 @@ impl ShellPool {
     pub async fn close_all(&self) {
         self.inner.closed.send_replace(true);
         let owners: Vec<Arc<Owner>> = self.inner.owners().drain().map(|(_, o)| o).collect();
+        let _shared = dsh_pty::SharedScans::new();
         let mut ending = tokio::task::JoinSet::new();
         for owner in owners {
             // A running call's shell (its call sees the pool close and

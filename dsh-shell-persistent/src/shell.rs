@@ -85,6 +85,8 @@ pub(crate) struct Shell {
     home: Option<probe::Home>,
     /// `set -e` was on after the last call.
     errexit: bool,
+    /// The last call's status.
+    last_status: i32,
     scratch: Option<tempfile::TempDir>,
 }
 
@@ -151,6 +153,7 @@ impl Shell {
             last_end: None,
             home: None,
             errexit: false,
+            last_status: 0,
             scratch: None,
         };
         let init = config
@@ -214,6 +217,7 @@ impl Shell {
             },
             end: id(ID_LEN)?,
             next_start: id(ID_LEN)?,
+            after_syntax_error: self.last_status == 2,
         };
         let file = if dialect.needs_file(command) {
             Some(self.write_command_file(command)?)
@@ -283,6 +287,7 @@ impl Shell {
                     if poll_once(cancel.as_mut()).await {
                         break self.cancelled();
                     }
+                    self.last_status = status.unwrap_or(-1);
                     let completed = |text: Text, status: Option<i32>, repairs| Outcome::Completed {
                         output: text.finish(),
                         status: status.unwrap_or(-1),

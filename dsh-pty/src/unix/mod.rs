@@ -3,7 +3,7 @@
 //! registered with tokio, and the child reaped by tokio's process driver.
 //! A session costs two tokio tasks (output pump, exit waiter) and no thread.
 
-mod procfs;
+pub(crate) mod procfs;
 mod pty;
 pub(crate) mod tree;
 

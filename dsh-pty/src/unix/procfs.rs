@@ -53,9 +53,10 @@ pub(crate) fn all_processes() -> Vec<ProcStat> {
 }
 
 /// How long one reading of every process serves callers that ask for
-/// session members: closing a thousand shells at once reads `/proc` a few
-/// times, not a thousand times. Callers that wait for a session to empty
-/// ask again, so a snapshot this old only delays them by as much.
+/// session members while a [`crate::SharedScans`] guard is alive: closing a
+/// thousand shells at once reads `/proc` a few times, not a thousand times.
+/// Callers that wait for a session to empty ask again, so a snapshot this
+/// old only delays them by as much. Without a guard every call reads anew.
 #[cfg(not(target_os = "macos"))]
 const SNAPSHOT_TTL: std::time::Duration = std::time::Duration::from_millis(10);
 
@@ -70,10 +71,15 @@ struct Snapshot {
 #[cfg(not(target_os = "macos"))]
 static SNAPSHOT: std::sync::Mutex<Option<std::sync::Arc<Snapshot>>> = std::sync::Mutex::new(None);
 
+/// How many [`crate::SharedScans`] guards are alive: only then may a
+/// reading be reused.
+pub(crate) static SHARING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 #[cfg(not(target_os = "macos"))]
 fn snapshot() -> std::sync::Arc<Snapshot> {
     let mut slot = SNAPSHOT.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(snap) = slot.as_ref()
+        && SHARING.load(std::sync::atomic::Ordering::Acquire) > 0
         && snap.taken.elapsed() < SNAPSHOT_TTL
     {
         return std::sync::Arc::clone(snap);
@@ -92,9 +98,18 @@ fn snapshot() -> std::sync::Arc<Snapshot> {
 }
 
 /// Live processes of the terminal session `sid`, excluding this process, as
-/// of a reading at most [`SNAPSHOT_TTL`] old.
+/// of a reading at most [`SNAPSHOT_TTL`] old while readings are shared, read
+/// now otherwise or when `fresh`.
 #[cfg(not(target_os = "macos"))]
-pub(crate) fn session_members(sid: i32) -> Vec<i32> {
+pub(crate) fn session_members(sid: i32, fresh: bool) -> Vec<i32> {
+    if fresh {
+        let me = std::process::id() as i32;
+        return all_processes()
+            .into_iter()
+            .filter(|p| p.session == sid && p.pid != me && p.is_alive())
+            .map(|p| p.pid)
+            .collect();
+    }
     snapshot().by_session.get(&sid).cloned().unwrap_or_default()
 }
 
@@ -159,7 +174,7 @@ pub(crate) fn group_members(pgid: i32) -> Vec<ProcStat> {
 /// Live processes of the terminal session `sid`, excluding this process:
 /// every process id from `proc_listallpids`, kept when `getsid` names `sid`.
 #[cfg(target_os = "macos")]
-pub(crate) fn session_members(sid: i32) -> Vec<i32> {
+pub(crate) fn session_members(sid: i32, _fresh: bool) -> Vec<i32> {
     let me = std::process::id() as i32;
     // SAFETY: a null buffer of size 0 asks only for the number of processes.
     let count = unsafe { libc::proc_listallpids(std::ptr::null_mut(), 0) };

@@ -22,8 +22,12 @@ use super::procfs;
 use crate::ExitStatus;
 
 /// Sends `sig` to every live member of session `sid` and to the group `sid`.
+/// Only a first, graceful signal may use a shared reading of the process
+/// table (see [`crate::SharedScans`]); a last one (`SIGKILL`) reads anew, so
+/// nothing started a moment before is missed.
 pub(crate) fn signal_session(sid: i32, sig: NixSignal) {
-    for pid in procfs::session_members(sid) {
+    let fresh = sig == NixSignal::SIGKILL;
+    for pid in procfs::session_members(sid, fresh) {
         let _ = kill(Pid::from_raw(pid), sig);
     }
     let _ = killpg(Pid::from_raw(sid), sig);
@@ -33,7 +37,7 @@ pub(crate) fn signal_session(sid: i32, sig: NixSignal) {
 /// members cannot be listed this only knows about the leader's process group.
 pub(crate) fn session_alive(sid: i32) -> bool {
     if cfg!(any(target_os = "linux", target_os = "macos")) {
-        !procfs::session_members(sid).is_empty()
+        !procfs::session_members(sid, false).is_empty()
     } else {
         killpg(Pid::from_raw(sid), None).is_ok()
     }

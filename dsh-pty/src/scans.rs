@@ -1,0 +1,38 @@
+//! Sharing process-table readings while many sessions end at once.
+
+/// While a guard is alive, ending a session's tree may reuse a reading of the
+/// process table up to 10 ms old instead of reading `/proc` again, so ending a
+/// thousand sessions at once (a pool closing) reads it a few times rather
+/// than a thousand. Take one around a batch of `kill_tree`/`kill_now` calls;
+/// without one every call reads anew. A no-op where there is no `/proc`.
+///
+/// ```
+/// let guard = dsh_pty::SharedScans::new();
+/// // ... end many sessions concurrently ...
+/// drop(guard);
+/// ```
+#[derive(Debug)]
+#[must_use = "sharing lasts as long as the guard"]
+pub struct SharedScans(());
+
+impl SharedScans {
+    /// Starts sharing readings until the guard is dropped.
+    pub fn new() -> SharedScans {
+        #[cfg(unix)]
+        crate::unix::procfs::SHARING.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        SharedScans(())
+    }
+}
+
+impl Default for SharedScans {
+    fn default() -> Self {
+        SharedScans::new()
+    }
+}
+
+impl Drop for SharedScans {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        crate::unix::procfs::SHARING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}

@@ -266,6 +266,26 @@ async fn a_whole_session() {
     c.send_raw("{not json").await;
     let err = c.response(Value::Null).await;
     assert_eq!(err["error"]["code"], -32700, "{err}");
+    // Valid JSON that is no request: -32600, with the id where it has one.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":77,"method":5}"#).await;
+    let err = c.response(json!(77)).await;
+    assert_eq!(err["error"]["code"], -32600, "{err}");
+    c.send_raw(r#"[{"jsonrpc":"2.0","id":78,"method":"ping"}]"#)
+        .await;
+    let err = c.response(Value::Null).await;
+    assert_eq!(err["error"]["code"], -32600, "{err}");
+    // A line beyond 64 MiB is refused without being kept.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":79,"method":"ping","params":{{"x":"{}"}}}}"#,
+        "y".repeat(65 << 20)
+    );
+    c.send_raw(&huge).await;
+    let err = c.response(Value::Null).await;
+    assert_eq!(err["error"]["code"], -32600, "{err}");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("64 MiB"),
+        "{err}"
+    );
     assert_eq!(
         c.call(14, "bash", json!({"command": "echo $X"})).await,
         ("42".into(), false)

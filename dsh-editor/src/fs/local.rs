@@ -50,16 +50,19 @@ impl LocalFs {
     }
 }
 
+/// Runs `f` on tokio's blocking pool, or right here when no tokio runtime
+/// is running (a caller driving the future with another executor).
 async fn blocking<T: Send + 'static>(
     path: &Path,
     f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
 ) -> Result<T, FsError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| FsError::Io {
-            path: path.to_owned(),
-            source: std::io::Error::other(e.to_string()),
-        })?
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return f();
+    };
+    runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?
 }
 
 fn kind_of(ft: std::fs::FileType) -> FileKind {
@@ -296,5 +299,34 @@ impl Fs for LocalFs {
         let p = path.to_owned();
         let expected = expected.clone();
         blocking(path, move || replace_sync(&p, &data, &expected)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Polls `fut` to completion on this thread, without any runtime.
+    fn run_here<F: std::future::Future>(fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+                return out;
+            }
+        }
+    }
+
+    #[test]
+    fn works_without_a_tokio_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        let fs = LocalFs::new();
+        run_here(fs.create_new(&path, b"one\n".to_vec())).unwrap();
+        let (bytes, version) = run_here(fs.read(&path)).unwrap();
+        assert_eq!(bytes, b"one\n");
+        run_here(fs.replace(&path, b"two\n".to_vec(), &version)).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
     }
 }

@@ -197,11 +197,13 @@ impl Protocol {
         )
     }
 
-    /// Runs in POSIX mode before the command (then leaves it as the user had it).
+    /// Runs in POSIX mode before the command and leaves it as the user had
+    /// it, first: should a later assignment fail, the command still runs in
+    /// the user's mode.
     fn prologue(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{{ PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT && {c}=1; }} 2>&-\n",
+            "{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
             a = v('a'),
             u = v('u'),
             q = v('q'),
@@ -212,7 +214,10 @@ impl Protocol {
 
     /// Runs after the command, in the mode the command left (it enters
     /// POSIX mode only around an `exec` that repairs a stream, to find the
-    /// special builtin). Groups run with standard error closed (`2>&-`,
+    /// special builtin). An error inside a function ends only the function,
+    /// so the read-only check comes before any assignment to a variable the
+    /// user can reach, and the body ends with a command whose status is 0
+    /// (with `set -e`, the function's status would end the shell). Groups run with standard error closed (`2>&-`,
     /// cheaper than opening `/dev/null`) so `set -x` traces of the tool's
     /// steps go nowhere.
     fn epilogue(&self) -> String {
@@ -232,10 +237,12 @@ impl Protocol {
             .map(|name| format!("${{{name}+${{{name}@a}}}}"))
             .collect();
         format!(
-            "{f}= {k}=r\n\
+            "{k}=r\n\
+[[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
+{f}=\n\
 [[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
 {{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>&-\n\
-[[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n",
+{k}=r\n",
             u = v('u'),
             ro = self.fatal_word(Fatal::ReadOnly),
         )

@@ -187,8 +187,15 @@ impl Protocol {
             postc = self.epilogue(),
         );
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}=; {a}={ap}; \\eval {functions}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}=; {a}={ap}; \\eval {functions}; export PS1; PS0={ps0}; PS1={ready}\n",
             u = v('u'),
+            f = v('f'),
+            s = v('s'),
+            k = v('k'),
+            c = v('c'),
+            q = v('q'),
+            w = v('w'),
+            m = v('m'),
             a = v('a'),
             ap = bash_ansi_c(&abandon_prompt),
             functions = bash_ansi_c(&functions),

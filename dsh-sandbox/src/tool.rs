@@ -299,14 +299,36 @@ impl SandboxedShell {
         Ok(())
     }
 
-    /// Closes `owner`'s persistent shell, if any.
+    /// Closes `owner`'s shells and forgets the owner (its mode included):
+    /// everything it held is freed, and its next call starts as a new owner.
     pub async fn close_owner(&self, owner: &str) {
-        let entry = self.owner(owner);
+        let entry = self
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(owner);
         self.unconfined.close_owner(owner).await;
-        let confined = entry.state().confined.take();
+        let confined = entry.and_then(|e| e.state().confined.take());
         if let Some(c) = confined {
             c.pool.close_all().await;
         }
+    }
+
+    /// The owners this tool holds state for (a mode, a shell, a turn).
+    pub fn owners(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for name in self.unconfined.owners() {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     }
 
     /// The tool's name: `bash`, `sh` or `pwsh`.
@@ -314,22 +336,24 @@ impl SandboxedShell {
         self.unconfined.tool_name()
     }
 
-    /// Closes every shell.
+    /// Closes every shell, all at once, and forgets every owner.
     pub async fn close_all(&self) {
-        self.unconfined.close_all().await;
         let owners: Vec<Arc<Owner>> = self
             .owners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
+            .drain()
+            .map(|(_, o)| o)
             .collect();
+        let mut closing = tokio::task::JoinSet::new();
         for entry in owners {
             let confined = entry.state().confined.take();
             if let Some(c) = confined {
-                c.pool.close_all().await;
+                closing.spawn(async move { c.pool.close_all().await });
             }
         }
+        self.unconfined.close_all().await;
+        while closing.join_next().await.is_some() {}
     }
 
     /// The shell settings for `mode` before confinement: persistence and a

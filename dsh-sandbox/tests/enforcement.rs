@@ -882,3 +882,29 @@ async fn a_mode_change_waits_for_the_call_under_way() {
     assert!(d.ws.join("still-writable").exists());
     assert!(matches!(change.await, Err(SandboxError::ShellOpen { .. })));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_owners_are_forgotten() {
+    let ws = tempfile::tempdir_in(common::visible_tmp()).unwrap();
+    let s = SandboxedShell::new(SandboxConfig::new(ww(), ShellConfig::new(ws.path()))).unwrap();
+    for owner in ["a", "b", "c"] {
+        assert_eq!(
+            s.execute(owner, &serde_json::json!({"command": "echo $PWD"}))
+                .await
+                .unwrap(),
+            std::fs::canonicalize(ws.path())
+                .unwrap()
+                .display()
+                .to_string()
+        );
+    }
+    let mut owners = s.owners();
+    owners.sort();
+    assert_eq!(owners, ["a", "b", "c"]);
+    s.close_owner("a").await;
+    let mut owners = s.owners();
+    owners.sort();
+    assert_eq!(owners, ["b", "c"]);
+    s.close_all().await;
+    assert!(s.owners().is_empty(), "{:?}", s.owners());
+}

@@ -199,5 +199,50 @@ fn closing(_c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, scanning, round_trip, throughput, closing);
+/// The resident set size of this process, in KiB (Linux).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// 20,000 owners, each created, used once and closed, in sequence: the
+/// host's memory must stay flat.
+fn owner_churn(_c: &mut Criterion) {
+    const OWNERS: usize = 20_000;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
+    let mut after_first = 0;
+    let start = Instant::now();
+    rt.block_on(async {
+        for i in 0..OWNERS {
+            let owner = format!("agent-{i}");
+            pool.run(&owner, "true").await.unwrap();
+            pool.close_owner(&owner).await;
+            if i + 1 == 1000 {
+                after_first = rss_kib();
+            }
+        }
+    });
+    let end = rss_kib();
+    println!(
+        "{OWNERS} owners used once and closed in {:?}: RSS {after_first} KiB after 1,000, {end} KiB after {OWNERS} ({:.2}x)",
+        start.elapsed(),
+        end as f64 / after_first.max(1) as f64
+    );
+}
+
+criterion_group!(
+    benches,
+    scanning,
+    round_trip,
+    throughput,
+    closing,
+    owner_churn
+);
 criterion_main!(benches);

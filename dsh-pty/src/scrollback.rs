@@ -76,6 +76,9 @@ impl Page {
     }
 }
 
+/// Reads shorter than this join the previous chunk while it is this short.
+const SMALL_CHUNK: usize = 512;
+
 #[derive(Debug)]
 struct Chunk {
     data: Bytes,
@@ -142,6 +145,24 @@ impl Scrollback {
             return;
         }
         self.end += data.len() as u64;
+        // Small reads (a byte at a time, say) join the last chunk while it is
+        // small, so per-chunk bookkeeping (about 100 bytes each) stays a
+        // fraction of what is kept instead of a multiple of it.
+        if data.len() < SMALL_CHUNK
+            && let Some(last) = self.chunks.back_mut()
+            && last.data.len() + data.len() <= SMALL_CHUNK
+        {
+            let mut joined = Vec::with_capacity(last.data.len() + data.len());
+            joined.extend_from_slice(&last.data);
+            joined.extend_from_slice(&data);
+            let added = memchr::memchr_iter(b'\n', &data).count();
+            last.data = Bytes::from(joined);
+            last.newlines += added;
+            self.bytes += data.len();
+            self.newlines += added;
+            self.enforce_bounds();
+            return;
+        }
         let chunk = Chunk::new(data);
         self.bytes += chunk.data.len();
         self.newlines += chunk.newlines;
@@ -404,6 +425,25 @@ mod tests {
         assert_eq!(p.start, 0);
         assert!(!p.dropped_before);
         assert!(!p.has_more_before());
+    }
+
+    #[test]
+    fn a_flood_of_tiny_reads_keeps_few_chunks() {
+        let mut sb = Scrollback::new(limits(100_000, 100_000));
+        let mut all = Vec::new();
+        for i in 0..50_000u32 {
+            let b = [b'a' + (i % 26) as u8];
+            sb.push(&b);
+            all.push(b[0]);
+        }
+        assert_eq!(sb.retained_bytes(), 50_000);
+        assert!(
+            sb.chunks.len() <= 50_000 / (SMALL_CHUNK / 2),
+            "{}",
+            sb.chunks.len()
+        );
+        let p = sb.page_before(sb.end_offset(), 1_000_000, 1000).unwrap();
+        assert_eq!(p.data, &all[all.len() - 1000..]);
     }
 
     #[test]

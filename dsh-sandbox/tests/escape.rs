@@ -402,6 +402,18 @@ impl Lab {
         vec![
             ("OUT".into(), self.out.display().to_string()),
             ("WS".into(), workspace.display().to_string()),
+            // Git never looks above the workspace for a repository: when a
+            // technique has removed `$WS/.git` (in the unconfined control
+            // run it succeeds), `git -C $WS` must not find the checkout
+            // this test runs from and change its configuration.
+            (
+                "GIT_CEILING_DIRECTORIES".into(),
+                workspace
+                    .parent()
+                    .unwrap_or(workspace)
+                    .display()
+                    .to_string(),
+            ),
             ("T".into(), self.tools.join("sys.py").display().to_string()),
             ("PY".into(), self.python.clone()),
             ("VICTIM".into(), self.victim.id().to_string()),

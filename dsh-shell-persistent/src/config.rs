@@ -77,6 +77,11 @@ pub struct ShellConfig {
     /// the sandbox crate confines shells this way. Only backends that fork
     /// run them; others refuse to spawn.
     pub pre_exec: Vec<Arc<dyn PreExec>>,
+    /// Owners without a call for this long are closed and forgotten, shell
+    /// and all (`None`, the default: only [`ShellPool::close_owner`](crate::ShellPool::close_owner)
+    /// and [`ShellPool::close_all`](crate::ShellPool::close_all) do). For
+    /// hosts that see many short-lived agents.
+    pub idle_limit: Option<Duration>,
 }
 
 /// An invalid [`ShellConfig`].
@@ -119,6 +124,7 @@ impl ShellConfig {
             backend: dsh_pty::default_backend(),
             persistent: true,
             pre_exec: Vec::new(),
+            idle_limit: None,
         }
     }
 
@@ -132,6 +138,9 @@ impl ShellConfig {
         }
         if self.max_output_chars == 0 {
             return Err(ConfigError::NotPositive("max_output_chars"));
+        }
+        if self.idle_limit.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::NotPositive("idle_limit"));
         }
         if let Some(argv) = &self.argv
             && argv.first().is_none_or(|p| p.trim().is_empty())

@@ -28,17 +28,40 @@ pub const CONTINUED_NOTE: &str =
 /// The line added when a shell with `set -e` on exited.
 pub const ERREXIT_NOTE: &str = "[`set -e` was on: an interactive shell exits when a command fails]";
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Owner {
     /// The owner's shell; the lock serialises its calls in arrival order.
     slot: tokio::sync::Mutex<Option<Shell>>,
     /// The running shell's terminal, reachable while a call holds `slot`.
     live: Mutex<Option<Arc<dyn PtySession>>>,
+    /// When the owner's last call ended (or its first began).
+    last_used: Mutex<Instant>,
+}
+
+impl Default for Owner {
+    fn default() -> Self {
+        Owner {
+            slot: tokio::sync::Mutex::new(None),
+            live: Mutex::new(None),
+            last_used: Mutex::new(Instant::now()),
+        }
+    }
 }
 
 impl Owner {
     fn live(&self) -> MutexGuard<'_, Option<Arc<dyn PtySession>>> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
     }
 }
 
@@ -47,6 +70,8 @@ struct Inner {
     config: ShellConfig,
     owners: Mutex<HashMap<String, Arc<Owner>>>,
     closed: watch::Sender<bool>,
+    /// Whether the idle sweeper runs (started by the first call).
+    sweeping: std::sync::atomic::AtomicBool,
 }
 
 impl Inner {
@@ -101,6 +126,7 @@ impl ShellPool {
                 config,
                 owners: Mutex::new(HashMap::new()),
                 closed: watch::channel(false).0,
+                sweeping: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -188,7 +214,9 @@ impl ShellPool {
             return Err(ShellError::EmptyCommand);
         }
         let config = &self.inner.config;
+        self.start_sweeper();
         let owner_entry = self.owner(owner)?;
+        owner_entry.touch();
         let mut slot = owner_entry.slot.lock().await;
         let mut closed = self.inner.closed.subscribe();
         if *closed.borrow() {
@@ -218,6 +246,7 @@ impl ShellPool {
         let outcome = shell.call(config, command, stop).await;
         // Between calls no command runs: input has nowhere to go.
         *owner_entry.live() = None;
+        owner_entry.touch();
         let keep = config.persistent && matches!(outcome, Ok(Outcome::Completed { .. }));
         if keep {
             *slot = Some(shell);
@@ -228,6 +257,74 @@ impl ShellPool {
             return Err(ShellError::Closed);
         }
         render(config, outcome?)
+    }
+
+    /// With an idle limit, starts (once) the task that closes idle owners.
+    /// It holds the pool weakly and ends with it.
+    fn start_sweeper(&self) {
+        let Some(limit) = self.inner.config.idle_limit else {
+            return;
+        };
+        if self
+            .inner
+            .sweeping
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let period = (limit / 4).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let Some(inner) = weak.upgrade() else { return };
+                if *inner.closed.borrow() {
+                    return;
+                }
+                ShellPool { inner }.close_idle(limit).await;
+            }
+        });
+    }
+
+    /// Closes and forgets the owners idle for at least `limit` whose shell
+    /// is not in a call.
+    async fn close_idle(&self, limit: Duration) {
+        let idle: Vec<Shell> = {
+            let mut owners = self.inner.owners();
+            let names: Vec<String> = owners
+                .iter()
+                .filter(|(_, o)| o.idle_for() >= limit && Arc::strong_count(o) == 1)
+                .map(|(name, _)| name.clone())
+                .collect();
+            let mut shells = Vec::new();
+            for name in names {
+                let Some(owner) = owners.get(&name) else {
+                    continue;
+                };
+                // A call under way (or waiting its turn) holds the slot.
+                let Ok(mut slot) = owner.slot.try_lock() else {
+                    continue;
+                };
+                let shell = slot.take();
+                drop(slot);
+                owners.remove(&name);
+                tracing::debug!(owner = name, "idle owner closed");
+                shells.extend(shell);
+            }
+            shells
+        };
+        if idle.is_empty() {
+            return;
+        }
+        let _shared = dsh_pty::SharedScans::new();
+        let mut ending = tokio::task::JoinSet::new();
+        for shell in idle {
+            ending.spawn(async move {
+                let _ = shell.session().kill_tree(KILL_GRACE).await;
+                drop(shell);
+            });
+        }
+        while ending.join_next().await.is_some() {}
     }
 
     fn owner(&self, owner: &str) -> Result<Arc<Owner>, ShellError> {

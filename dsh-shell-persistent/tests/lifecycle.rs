@@ -82,6 +82,25 @@ async fn dropping_the_pool_kills_every_tree() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_owners_are_closed_and_forgotten() {
+    let pool = pool(|c| ShellConfig {
+        idle_limit: Some(Duration::from_millis(300)),
+        ..c
+    });
+    let out = run(&pool, "idle", "sleep 1001 & echo $$").await;
+    let sid: i32 = out.lines().last().unwrap().parse().unwrap();
+    // A call longer than the limit is not cut short.
+    assert_eq!(run(&pool, "busy", "sleep 0.8; echo done").await, "done");
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while pool.owners().contains(&"idle".to_owned()) {
+        assert!(tokio::time::Instant::now() < deadline, "never evicted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(wait_until_empty(sid).await, Vec::<i32>::new());
+    assert_ne!(run(&pool, "idle", "echo $$").await, sid.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_all_ends_every_tree_at_once() {
     let pool = pool(|c| c);
     let mut sids = Vec::new();

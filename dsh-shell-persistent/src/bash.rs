@@ -224,9 +224,9 @@ impl Protocol {
     /// special builtin). An error inside a function ends only the function,
     /// so the read-only check comes before any assignment to a variable the
     /// user can reach, and the body ends with a command whose status is 0
-    /// (with `set -e`, the function's status would end the shell). Groups run with standard error closed (`2>&-`,
-    /// cheaper than opening `/dev/null`) so `set -x` traces of the tool's
-    /// steps go nowhere.
+    /// (with `set -e`, the function's status would end the shell). Groups
+    /// run with standard error closed (`2>&-`, cheaper than opening
+    /// `/dev/null`) so `set -x` traces of the tool's steps go nowhere.
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
         let (f, k, z, y, q, w) = (v('f'), v('k'), v('z'), v('y'), v('q'), v('w'));

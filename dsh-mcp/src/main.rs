@@ -13,7 +13,7 @@ use dsh_sandbox::{
     Approval, Approver, FixedApprover, ModeChange, Persistence, SandboxConfig, SandboxFs,
     SandboxMode, SandboxPolicy, SandboxedShell,
 };
-use dsh_shell_persistent::{Dialect, ShellConfig};
+use dsh_shell_persistent::{ClipMode, Dialect, ShellConfig};
 use rmcp::ServiceExt;
 
 /// An MCP stdio server with exactly two tools: a persistent shell (`bash`,
@@ -35,6 +35,13 @@ struct Args {
     #[arg(long, env = "DSH_MAX_OUTPUT_CHARS", value_name = "N", default_value_t = 16_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_output_chars: u64,
+
+    /// How a shell result longer than the limit is cut: its first characters
+    /// (`head`, the documented contract), or its first and last halves with
+    /// the number left out between them (`head-tail`: the end of a failing
+    /// build is kept).
+    #[arg(long, env = "DSH_CLIP", value_enum, default_value_t = Clip::Head)]
+    clip: Clip,
 
     /// The shell dialect; the tool is named after it.
     #[arg(long, env = "DSH_SHELL", value_enum, default_value_t = Shell::default())]
@@ -71,6 +78,12 @@ enum Mode {
     ReadOnly,
     WorkspaceWrite,
     DangerFullAccess,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Clip {
+    Head,
+    HeadTail,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -148,6 +161,10 @@ async fn serve(args: Args) -> ExitCode {
         },
         timeout: Duration::from_secs(args.timeout_secs),
         max_output_chars,
+        clip: match args.clip {
+            Clip::Head => ClipMode::Head,
+            Clip::HeadTail => ClipMode::HeadTail,
+        },
         ..ShellConfig::new(&workspace)
     };
     let policy = SandboxPolicy {

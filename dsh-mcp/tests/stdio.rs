@@ -320,6 +320,25 @@ async fn a_whole_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_tail_clipping_keeps_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start(
+        dir.path(),
+        &["--clip", "head-tail", "--max-output-chars", "20"],
+    )
+    .await;
+    let (text, is_error) = c.call(2, "bash", json!({"command": "seq 1 1000"})).await;
+    assert!(!is_error);
+    assert!(text.starts_with("1\n2\n3\n4\n5\n"), "{text}");
+    assert!(text.ends_with("</NOTE>\n\n999\n1000"), "{text}");
+    assert!(
+        text.contains("<NOTE>3873 characters were left out here to save on context.</NOTE>"),
+        "{text}"
+    );
+    assert!(c.finish().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_run_in_arrival_order() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = Client::start(dir.path(), &[]).await;

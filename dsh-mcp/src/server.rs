@@ -72,7 +72,8 @@ impl DshServer {
             .collect()
     }
 
-    /// Runs one tool call; `Err` holds the model-visible error text.
+    /// Runs one call of a tool that exists (`call_tool` refuses the others);
+    /// `Err` holds the model-visible error text.
     async fn dispatch(
         &self,
         name: &str,
@@ -84,16 +85,11 @@ impl DshServer {
                 .execute_with_cancel(OWNER, arguments, cancel)
                 .await
                 .map_err(|e| e.to_string())
-        } else if name == EDITOR_TOOL {
+        } else {
             self.editor
                 .execute(arguments)
                 .await
                 .map_err(|e| e.to_string())
-        } else {
-            Err(format!(
-                "Unknown tool `{name}`. The available tools are `{}` and `{EDITOR_TOOL}`.",
-                self.shell.tool_name()
-            ))
         }
     }
 }
@@ -122,6 +118,18 @@ impl ServerHandler for DshServer {
         let started = Instant::now();
         if let Some(elicit) = &self.elicit {
             elicit.set_peer(context.peer.clone());
+        }
+        // An unknown tool is a JSON-RPC error, as the MCP specification
+        // lists it (-32602), not a tool result.
+        if request.name != self.shell.tool_name() && request.name != EDITOR_TOOL {
+            return Err(McpError::invalid_params(
+                format!(
+                    "Unknown tool `{}`. The available tools are `{}` and `{EDITOR_TOOL}`.",
+                    request.name,
+                    self.shell.tool_name()
+                ),
+                None,
+            ));
         }
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let ct = context.ct.clone();

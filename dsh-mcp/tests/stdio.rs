@@ -255,10 +255,13 @@ async fn a_whole_session() {
             true
         )
     );
-    let (text, is_error) = c.call(13, "rm_rf", json!({})).await;
-    assert!(is_error);
+    // An unknown tool is a JSON-RPC error (-32602), as MCP lists it.
+    let err = c
+        .request(13, "tools/call", json!({"name": "rm_rf", "arguments": {}}))
+        .await;
+    assert_eq!(err["error"]["code"], -32602, "{err}");
     assert_eq!(
-        text,
+        err["error"]["message"],
         "Unknown tool `rm_rf`. The available tools are `bash` and `str_replace_editor`."
     );
 
@@ -307,7 +310,8 @@ async fn a_whole_session() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(records.len(), 12);
+    // Every tool call, not the call of an unknown tool.
+    assert_eq!(records.len(), 11);
     assert_eq!(records[1]["tool"], "bash");
     assert_eq!(records[1]["arguments"], json!({"command": "echo $X $PWD"}));
     assert_eq!(records[1]["result"], format!("42 {}/sub", ws.display()));

@@ -204,17 +204,36 @@ impl Protocol {
         )
     }
 
+    /// Assignments that save the user's `POSIXLY_CORRECT` and enter POSIX
+    /// mode (nothing is looked up).
+    fn enter_posix(&self) -> String {
+        format!(
+            "{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y",
+            q = self.var('q'),
+            w = self.var('w')
+        )
+    }
+
+    /// Back to the mode [`Protocol::enter_posix`] saved (run while still in
+    /// POSIX mode, so `set` and `unset` are the builtins).
+    fn restore_posix(&self) -> String {
+        format!(
+            "(( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT",
+            q = self.var('q'),
+            w = self.var('w')
+        )
+    }
+
     /// Runs in POSIX mode before the command and leaves it as the user had
     /// it, first: should a later assignment fail, the command still runs in
     /// the user's mode.
     fn prologue(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
+            "{{ {restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
+            restore = self.restore_posix(),
             a = v('a'),
             u = v('u'),
-            q = v('q'),
-            w = v('w'),
             c = v('c'),
         )
     }
@@ -229,12 +248,9 @@ impl Protocol {
     /// `/dev/null`) so `set -x` traces of the tool's steps go nowhere.
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
-        let (f, k, z, y, q, w) = (v('f'), v('k'), v('z'), v('y'), v('q'), v('w'));
-        let enter =
-            format!("{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y");
-        let leave = format!(
-            "{{ (( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT; }} 2>&-"
-        );
+        let (f, k, z, y) = (v('f'), v('k'), v('z'), v('y'));
+        let enter = self.enter_posix();
+        let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
         let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a', 'm']
             .iter()
             .map(|&c| format!("${{{}@a}}", v(c)))
@@ -297,10 +313,9 @@ impl Protocol {
             f = v('f'),
         ));
         format!(
-            "{c}=0 {q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y {k}={tag} {m}={command}; \\eval {outer}; (( {c} )) || {y}=${{{z}?{bi}}}\n",
+            "{c}=0 {enter} {k}={tag} {m}={command}; \\eval {outer}; (( {c} )) || {y}=${{{z}?{bi}}}\n",
             c = v('c'),
-            q = v('q'),
-            w = v('w'),
+            enter = self.enter_posix(),
             k = v('k'),
             tag = Self::abandon_tag(call_id),
             m = v('m'),

@@ -313,18 +313,7 @@ impl ShellPool {
             }
             shells
         };
-        if idle.is_empty() {
-            return;
-        }
-        let _shared = dsh_pty::SharedScans::new();
-        let mut ending = tokio::task::JoinSet::new();
-        for shell in idle {
-            ending.spawn(async move {
-                let _ = shell.session().kill_tree(KILL_GRACE).await;
-                drop(shell);
-            });
-        }
-        while ending.join_next().await.is_some() {}
+        end_trees(idle.into_iter().map(|shell| (shell.session(), Some(shell)))).await;
     }
 
     fn owner(&self, owner: &str) -> Result<Arc<Owner>, ShellError> {
@@ -374,22 +363,15 @@ impl ShellPool {
     pub async fn close_all(&self) {
         self.inner.closed.send_replace(true);
         let owners: Vec<Arc<Owner>> = self.inner.owners().drain().map(|(_, o)| o).collect();
-        let _shared = dsh_pty::SharedScans::new();
-        let mut ending = tokio::task::JoinSet::new();
-        for owner in owners {
+        let trees = owners.into_iter().filter_map(|owner| {
             // A running call's shell (its call sees the pool close and
             // drops it), or an idle one taken out of its slot.
             let live = owner.live().take();
             let idle = owner.slot.try_lock().ok().and_then(|mut slot| slot.take());
-            let session = live.or_else(|| idle.as_ref().map(Shell::session));
-            if let Some(session) = session {
-                ending.spawn(async move {
-                    let _ = session.kill_tree(KILL_GRACE).await;
-                    drop(idle);
-                });
-            }
-        }
-        while ending.join_next().await.is_some() {}
+            let session = live.or_else(|| idle.as_ref().map(Shell::session))?;
+            Some((session, idle))
+        });
+        end_trees(trees).await;
     }
 
     /// The owners that currently have a shell.
@@ -405,6 +387,20 @@ impl ShellPool {
             .get(owner)
             .is_some_and(|o| o.slot.try_lock().map_or(true, |slot| slot.is_some()))
     }
+}
+
+/// Ends every tree at once, sharing one grace period and `/proc` readings,
+/// then drops the shells (whose `Drop` finds nothing left to kill).
+async fn end_trees(trees: impl Iterator<Item = (Arc<dyn PtySession>, Option<Shell>)>) {
+    let _shared = dsh_pty::SharedScans::new();
+    let mut ending = tokio::task::JoinSet::new();
+    for (session, shell) in trees {
+        ending.spawn(async move {
+            let _ = session.kill_tree(KILL_GRACE).await;
+            drop(shell);
+        });
+    }
+    while ending.join_next().await.is_some() {}
 }
 
 fn exit_line(exit: ExitStatus) -> String {

@@ -84,17 +84,23 @@ fn snapshot() -> std::sync::Arc<Snapshot> {
     {
         return std::sync::Arc::clone(snap);
     }
+    let snap = std::sync::Arc::new(read_snapshot());
+    *slot = Some(std::sync::Arc::clone(&snap));
+    snap
+}
+
+/// Reads every live process but this one, grouped by session.
+#[cfg(not(target_os = "macos"))]
+fn read_snapshot() -> Snapshot {
     let me = std::process::id() as i32;
-    let mut by_session: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
     let taken = std::time::Instant::now();
+    let mut by_session: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
     for p in all_processes() {
         if p.pid != me && p.is_alive() {
             by_session.entry(p.session).or_default().push(p.pid);
         }
     }
-    let snap = std::sync::Arc::new(Snapshot { taken, by_session });
-    *slot = Some(std::sync::Arc::clone(&snap));
-    snap
+    Snapshot { taken, by_session }
 }
 
 /// Live processes of the terminal session `sid`, excluding this process, as
@@ -103,12 +109,7 @@ fn snapshot() -> std::sync::Arc<Snapshot> {
 #[cfg(not(target_os = "macos"))]
 pub(crate) fn session_members(sid: i32, fresh: bool) -> Vec<i32> {
     if fresh {
-        let me = std::process::id() as i32;
-        return all_processes()
-            .into_iter()
-            .filter(|p| p.session == sid && p.pid != me && p.is_alive())
-            .map(|p| p.pid)
-            .collect();
+        return read_snapshot().by_session.remove(&sid).unwrap_or_default();
     }
     snapshot().by_session.get(&sid).cloned().unwrap_or_default()
 }

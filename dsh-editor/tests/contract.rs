@@ -1,92 +1,108 @@
-//! The model-visible contract, on the real filesystem and in memory.
+//! The model-visible contract, on the real filesystem, in memory, and
+//! (ignored unless run with `--ignored`, as `.ci/run` does) inside a Docker
+//! container through `DockerFs`, with the same assertions.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use dsh_editor::fs::{Fs, LocalFs, MemFs};
+use dsh_editor::fs::{Fs, MemFs};
 use dsh_editor::{CLIP_NOTE, Editor, EditorConfig};
+use dsh_testbeds::{Testbed, Where};
 use serde_json::{Value, json};
+
+/// Which filesystem a fixture edits.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// `LocalFs` in a temporary directory.
+    Local,
+    /// `MemFs`.
+    Mem,
+    /// `DockerFs` in a container of the local daemon.
+    Docker,
+}
 
 /// An editor over one filesystem, rooted at a directory of its own.
 struct Fixture {
     editor: Editor<Arc<dyn Fs>>,
     root: String,
     mem: Option<Arc<MemFs>>,
-    _dir: Option<tempfile::TempDir>,
+    bed: Option<Testbed>,
+    name: &'static str,
 }
 
 impl Fixture {
-    fn local() -> Fixture {
-        Fixture::local_with(EditorConfig::default())
+    async fn at(place: Place) -> Fixture {
+        Fixture::at_with(place, EditorConfig::default()).await
     }
 
-    fn local_with(config: EditorConfig) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        // Canonical, so symlinked temp dirs don't change the paths in messages.
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        Fixture {
-            editor: Editor::with_config(Arc::new(LocalFs::new()) as Arc<dyn Fs>, config).unwrap(),
-            root: root.to_str().unwrap().to_owned(),
-            mem: None,
-            _dir: Some(dir),
+    async fn at_with(place: Place, config: EditorConfig) -> Fixture {
+        let bed = match place {
+            Place::Mem => None,
+            Place::Local => Some(Testbed::new(Where::Local).await),
+            Place::Docker => Some(Testbed::new(Where::Docker).await),
+        };
+        match bed {
+            Some(bed) => Fixture {
+                editor: Editor::with_config(Arc::clone(&bed.fs), config).unwrap(),
+                root: bed.root.clone(),
+                mem: None,
+                name: if matches!(place, Place::Local) {
+                    "LocalFs"
+                } else {
+                    "DockerFs"
+                },
+                bed: Some(bed),
+            },
+            None => {
+                let mem = Arc::new(MemFs::new());
+                mem.mkdir(Path::new("/work"));
+                Fixture {
+                    editor: Editor::with_config(Arc::clone(&mem) as Arc<dyn Fs>, config).unwrap(),
+                    root: "/work".into(),
+                    mem: Some(mem),
+                    bed: None,
+                    name: "MemFs",
+                }
+            }
         }
     }
 
-    fn mem() -> Fixture {
-        let mem = Arc::new(MemFs::new());
-        mem.mkdir(Path::new("/work"));
-        Fixture {
-            editor: Editor::new(Arc::clone(&mem) as Arc<dyn Fs>),
-            root: "/work".into(),
-            mem: Some(mem),
-            _dir: None,
-        }
-    }
-
-    fn both() -> [Fixture; 2] {
-        [Fixture::local(), Fixture::mem()]
+    async fn local_with(config: EditorConfig) -> Fixture {
+        Fixture::at_with(Place::Local, config).await
     }
 
     fn path(&self, rel: &str) -> String {
         format!("{}/{rel}", self.root)
     }
 
-    fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> String {
-        let path = self.path(rel);
-        match &self.mem {
-            Some(mem) => mem.put(Path::new(&path), bytes.as_ref()),
-            None => {
-                let p = PathBuf::from(&path);
-                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-                std::fs::write(&p, bytes).unwrap();
-            }
+    async fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> String {
+        match (&self.mem, &self.bed) {
+            (Some(mem), _) => mem.put(Path::new(&self.path(rel)), bytes.as_ref()),
+            (None, Some(bed)) => bed.put(rel, bytes).await,
+            (None, None) => unreachable!("a fixture has a filesystem"),
         }
-        path
+        self.path(rel)
     }
 
-    fn mkdir(&self, rel: &str) -> String {
-        let path = self.path(rel);
-        match &self.mem {
-            Some(mem) => mem.mkdir(Path::new(&path)),
-            None => std::fs::create_dir_all(&path).unwrap(),
+    async fn mkdir(&self, rel: &str) -> String {
+        match (&self.mem, &self.bed) {
+            (Some(mem), _) => mem.mkdir(Path::new(&self.path(rel))),
+            (None, Some(bed)) => bed.mkdir(rel).await,
+            (None, None) => unreachable!("a fixture has a filesystem"),
         }
-        path
+        self.path(rel)
     }
 
-    fn read(&self, path: &str) -> Vec<u8> {
+    async fn read(&self, path: &str) -> Vec<u8> {
         match &self.mem {
             Some(mem) => mem.get(Path::new(path)).unwrap(),
-            None => std::fs::read(path).unwrap(),
+            None => self.editor.fs().read(Path::new(path)).await.unwrap().0,
         }
     }
 
     fn name(&self) -> &'static str {
-        if self.mem.is_some() {
-            "MemFs"
-        } else {
-            "LocalFs"
-        }
+        self.name
     }
 
     async fn ok(&self, args: Value) -> String {
@@ -104,9 +120,40 @@ impl Fixture {
     }
 }
 
-#[tokio::test]
-async fn path_errors() {
-    for f in Fixture::both() {
+/// Each test, once per filesystem: `local::` and `mem::` run everywhere,
+/// `docker::` where a Docker daemon and the test image are.
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod local {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Place::Local).await
+                }
+            )*
+        }
+        mod mem {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Place::Mem).await
+                }
+            )*
+        }
+        mod docker {
+            $(
+                #[tokio::test]
+                #[ignore = "needs a Docker daemon and the dsh-test image (.ci/run starts and imports both)"]
+                async fn $name() {
+                    super::$name(super::Place::Docker).await
+                }
+            )*
+        }
+    };
+}
+
+async fn path_errors(place: Place) {
+    for f in [Fixture::at(place).await] {
         assert_eq!(
             f.err(json!({"command": "view", "path": "src/main.rs"}))
                 .await,
@@ -122,7 +169,7 @@ async fn path_errors() {
                 .await,
             format!("The path {missing} does not exist. Please provide a valid path.")
         );
-        let dir = f.mkdir("d");
+        let dir = f.mkdir("d").await;
         for args in [
             json!({"command": "str_replace", "path": dir, "old_str": "a", "new_str": "b"}),
             json!({"command": "insert", "path": dir, "insert_line": 0, "new_str": "b"}),
@@ -142,17 +189,16 @@ async fn path_errors() {
     }
 }
 
-#[tokio::test]
-async fn view_file_shows_every_line_as_it_is() {
-    for f in Fixture::both() {
-        let p = f.write("a.txt", "one\n\ttwo  \nthree\n");
+async fn view_file_shows_every_line_as_it_is(place: Place) {
+    for f in [Fixture::at(place).await] {
+        let p = f.write("a.txt", "one\n\ttwo  \nthree\n").await;
         assert_eq!(
             f.ok(json!({"command": "view", "path": p})).await,
             format!(
                 "Here's the content of {p} with line numbers (which has a total of 4 lines):\n     1  one\n     2  \ttwo  \n     3  three\n     4  \n"
             )
         );
-        let empty = f.write("empty.txt", "");
+        let empty = f.write("empty.txt", "").await;
         assert_eq!(
             f.ok(json!({"command": "view", "path": empty})).await,
             format!(
@@ -176,10 +222,9 @@ async fn view_file_shows_every_line_as_it_is() {
     }
 }
 
-#[tokio::test]
-async fn view_range_errors() {
-    for f in Fixture::both() {
-        let p = f.write("a.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9");
+async fn view_range_errors(place: Place) {
+    for f in [Fixture::at(place).await] {
+        let p = f.write("a.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9").await;
         let cases = [
             (json!([1]), "Invalid `view_range`. It should be a list of two integers.".to_owned()),
             (json!([1, "2"]), "Invalid `view_range`. It should be a list of two integers.".to_owned()),
@@ -202,18 +247,17 @@ async fn view_range_errors() {
     }
 }
 
-#[tokio::test]
-async fn view_directory_two_levels_sorted_without_hidden() {
-    for f in Fixture::both() {
-        f.write("b.txt", "");
-        f.write("a/x.rs", "");
-        f.write("a/deep/too/far.txt", "");
-        f.write("a-b", "");
-        f.write(".git/config", "");
-        f.write("node_modules/m/index.js", "");
-        f.write("pkg/__pycache__/c.pyc", "");
-        f.write("pkg/.hidden", "");
-        f.write("with space/中文 🎉.md", "");
+async fn view_directory_two_levels_sorted_without_hidden(place: Place) {
+    for f in [Fixture::at(place).await] {
+        f.write("b.txt", "").await;
+        f.write("a/x.rs", "").await;
+        f.write("a/deep/too/far.txt", "").await;
+        f.write("a-b", "").await;
+        f.write(".git/config", "").await;
+        f.write("node_modules/m/index.js", "").await;
+        f.write("pkg/__pycache__/c.pyc", "").await;
+        f.write("pkg/.hidden", "").await;
+        f.write("with space/中文 🎉.md", "").await;
         let root = f.root.clone();
         let listing = f.ok(json!({"command": "view", "path": root})).await;
         assert_eq!(
@@ -242,9 +286,8 @@ async fn view_directory_two_levels_sorted_without_hidden() {
     }
 }
 
-#[tokio::test]
-async fn create() {
-    for f in Fixture::both() {
+async fn create(place: Place) {
+    for f in [Fixture::at(place).await] {
         let p = f.path("new/dir/file.txt");
         assert_eq!(
             f.err(json!({"command": "create", "path": p})).await,
@@ -255,24 +298,23 @@ async fn create() {
                 .await,
             format!("New file created successfully at: {p}")
         );
-        assert_eq!(f.read(&p), b"x\ty\n");
+        assert_eq!(f.read(&p).await, b"x\ty\n");
         assert_eq!(
             f.err(json!({"command": "create", "path": p, "file_text": "other"}))
                 .await,
             format!("File already exists at: {p}. Cannot overwrite files using command `create`.")
         );
-        assert_eq!(f.read(&p), b"x\ty\n");
+        assert_eq!(f.read(&p).await, b"x\ty\n");
         let empty = f.path("empty");
         f.ok(json!({"command": "create", "path": empty, "file_text": ""}))
             .await;
-        assert_eq!(f.read(&empty), b"");
+        assert_eq!(f.read(&empty).await, b"");
     }
 }
 
-#[tokio::test]
-async fn str_replace() {
-    for f in Fixture::both() {
-        let p = f.write("s.py", "def f():\n\treturn 1  \n# end");
+async fn str_replace(place: Place) {
+    for f in [Fixture::at(place).await] {
+        let p = f.write("s.py", "def f():\n\treturn 1  \n# end").await;
         assert_eq!(
             f.err(json!({"command": "str_replace", "path": p})).await,
             "Parameter `old_str` is required for command: str_replace"
@@ -293,22 +335,23 @@ async fn str_replace() {
             f.ok(json!({"command": "str_replace", "path": p, "old_str": "\treturn 1", "new_str": "\treturn '$&\\\\1'"})).await,
             format!("The file {p} has been edited successfully.")
         );
-        assert_eq!(f.read(&p), b"def f():\n\treturn '$&\\\\1'  \n# end");
+        assert_eq!(f.read(&p).await, b"def f():\n\treturn '$&\\\\1'  \n# end");
         // new_str omitted deletes.
         f.ok(json!({"command": "str_replace", "path": p, "old_str": "\n# end"}))
             .await;
-        assert_eq!(f.read(&p), b"def f():\n\treturn '$&\\\\1'  ");
+        assert_eq!(f.read(&p).await, b"def f():\n\treturn '$&\\\\1'  ");
     }
 }
 
-#[tokio::test]
-async fn ambiguity_lists_the_line_of_every_match() {
-    for f in Fixture::both() {
+async fn ambiguity_lists_the_line_of_every_match(place: Place) {
+    for f in [Fixture::at(place).await] {
         let block = "if x:\n    y()\n";
-        let p = f.write(
-            "dup.py",
-            format!("start\n{block}mid\n\n{block}{block}end\n"),
-        );
+        let p = f
+            .write(
+                "dup.py",
+                format!("start\n{block}mid\n\n{block}{block}end\n"),
+            )
+            .await;
         assert_eq!(
             f.err(json!({"command": "str_replace", "path": p, "old_str": block, "new_str": ""}))
                 .await,
@@ -316,7 +359,7 @@ async fn ambiguity_lists_the_line_of_every_match() {
                 "No replacement was performed. Multiple occurrences of old_str `{block}` in lines [2, 6, 8]. Please ensure it is unique"
             )
         );
-        let p2 = f.write("aa.txt", "aaa\naa");
+        let p2 = f.write("aa.txt", "aaa\naa").await;
         assert_eq!(
             f.err(json!({"command": "str_replace", "path": p2, "old_str": "aa"}))
                 .await,
@@ -325,10 +368,9 @@ async fn ambiguity_lists_the_line_of_every_match() {
     }
 }
 
-#[tokio::test]
-async fn insert() {
-    for f in Fixture::both() {
-        let p = f.write("i.txt", "a\nb\nc\n");
+async fn insert(place: Place) {
+    for f in [Fixture::at(place).await] {
+        let p = f.write("i.txt", "a\nb\nc\n").await;
         assert_eq!(
             f.err(json!({"command": "insert", "path": p, "new_str": "X"}))
                 .await,
@@ -353,26 +395,25 @@ async fn insert() {
                 .await,
             format!("The file {p} has been edited successfully.")
         );
-        assert_eq!(f.read(&p), b"a\nb\nc\nX\n");
-        let q = f.write("j.txt", "a\nb\nc\n");
+        assert_eq!(f.read(&p).await, b"a\nb\nc\nX\n");
+        let q = f.write("j.txt", "a\nb\nc\n").await;
         f.ok(json!({"command": "insert", "path": q, "insert_line": 4, "insert_text": "X"}))
             .await;
-        assert_eq!(f.read(&q), b"a\nb\nc\n\nX");
+        assert_eq!(f.read(&q).await, b"a\nb\nc\n\nX");
         f.ok(json!({"command": "insert", "path": q, "insert_line": 0, "new_str": "top\n"}))
             .await;
-        assert_eq!(f.read(&q), b"top\n\na\nb\nc\n\nX");
+        assert_eq!(f.read(&q).await, b"top\n\na\nb\nc\n\nX");
     }
 }
 
-#[tokio::test]
-async fn crlf_files_stay_crlf() {
-    for f in Fixture::both() {
-        let p = f.write("w.txt", "one\r\ntwo\r\nthree\r\n");
+async fn crlf_files_stay_crlf(place: Place) {
+    for f in [Fixture::at(place).await] {
+        let p = f.write("w.txt", "one\r\ntwo\r\nthree\r\n").await;
         f.ok(json!({"command": "str_replace", "path": p, "old_str": "one\ntwo", "new_str": "1\n2\n2.5"})).await;
-        assert_eq!(f.read(&p), b"1\r\n2\r\n2.5\r\nthree\r\n");
+        assert_eq!(f.read(&p).await, b"1\r\n2\r\n2.5\r\nthree\r\n");
         f.ok(json!({"command": "insert", "path": p, "insert_line": 1, "new_str": "a\nb"}))
             .await;
-        assert_eq!(f.read(&p), b"1\r\na\r\nb\r\n2\r\n2.5\r\nthree\r\n");
+        assert_eq!(f.read(&p).await, b"1\r\na\r\nb\r\n2\r\n2.5\r\nthree\r\n");
         // The model sees clean lines.
         let view = f
             .ok(json!({"command": "view", "path": p, "view_range": [1, 2]}))
@@ -381,29 +422,30 @@ async fn crlf_files_stay_crlf() {
     }
 }
 
-#[tokio::test]
-async fn bom_whitespace_and_missing_final_newline_survive() {
-    for f in Fixture::both() {
-        let p = f.write("bom.txt", "\u{feff}alpha  \n\tbeta\t\ngamma");
+async fn bom_whitespace_and_missing_final_newline_survive(place: Place) {
+    for f in [Fixture::at(place).await] {
+        let p = f.write("bom.txt", "\u{feff}alpha  \n\tbeta\t\ngamma").await;
         f.ok(json!({"command": "str_replace", "path": p, "old_str": "beta", "new_str": "BETA"}))
             .await;
-        assert_eq!(f.read(&p), "\u{feff}alpha  \n\tBETA\t\ngamma".as_bytes());
+        assert_eq!(
+            f.read(&p).await,
+            "\u{feff}alpha  \n\tBETA\t\ngamma".as_bytes()
+        );
     }
 }
 
-#[tokio::test]
-async fn non_utf8_files_are_edited_losslessly_or_refused() {
-    for f in Fixture::both() {
+async fn non_utf8_files_are_edited_losslessly_or_refused(place: Place) {
+    for f in [Fixture::at(place).await] {
         // windows-1252: curly quotes and é.
-        let p = f.write("latin.txt", b"caf\xe9 \x93x\x94\nline2\n");
+        let p = f.write("latin.txt", b"caf\xe9 \x93x\x94\nline2\n").await;
         let view = f.ok(json!({"command": "view", "path": p})).await;
         assert!(view.contains("     1  café \u{201C}x\u{201D}\n"), "{view}");
         f.ok(
             json!({"command": "str_replace", "path": p, "old_str": "line2", "new_str": "ligne é"}),
         )
         .await;
-        assert_eq!(f.read(&p), b"caf\xe9 \x93x\x94\nligne \xe9\n");
-        let before = f.read(&p);
+        assert_eq!(f.read(&p).await, b"caf\xe9 \x93x\x94\nligne \xe9\n");
+        let before = f.read(&p).await;
         assert_eq!(
             f.err(
                 json!({"command": "str_replace", "path": p, "old_str": "ligne", "new_str": "行"})
@@ -413,25 +455,24 @@ async fn non_utf8_files_are_edited_losslessly_or_refused() {
                 "No edit was made: the file {p} is encoded as windows-1252, which cannot hold the character `行` (U+884C). Use only characters of that encoding, or convert the file first."
             )
         );
-        assert_eq!(f.read(&p), before);
+        assert_eq!(f.read(&p).await, before);
 
         // UTF-16LE with BOM.
         let mut utf16 = vec![0xFF, 0xFE];
         utf16.extend("hi\r\nthere\r\n".encode_utf16().flat_map(u16::to_le_bytes));
-        let u = f.write("u16.txt", &utf16);
+        let u = f.write("u16.txt", &utf16).await;
         f.ok(json!({"command": "str_replace", "path": u, "old_str": "there", "new_str": "wörld"}))
             .await;
         let mut want = vec![0xFF, 0xFE];
         want.extend("hi\r\nwörld\r\n".encode_utf16().flat_map(u16::to_le_bytes));
-        assert_eq!(f.read(&u), want);
+        assert_eq!(f.read(&u).await, want);
     }
 }
 
-#[tokio::test]
-async fn binary_files_are_not_dumped_or_edited() {
-    for f in Fixture::both() {
+async fn binary_files_are_not_dumped_or_edited(place: Place) {
+    for f in [Fixture::at(place).await] {
         let bytes = b"\x7fELF\x00\x01binary\nstuff".to_vec();
-        let p = f.write("bin", &bytes);
+        let p = f.write("bin", &bytes).await;
         let want = format!(
             "The file {p} appears to be binary (it contains NUL bytes); this tool only views and edits text files. Use the shell to inspect it, e.g. `xxd {p} | head`."
         );
@@ -446,27 +487,27 @@ async fn binary_files_are_not_dumped_or_edited() {
                 .await,
             want
         );
-        assert_eq!(f.read(&p), bytes);
+        assert_eq!(f.read(&p).await, bytes);
     }
 }
 
-#[tokio::test]
-async fn unicode_paths_and_content() {
-    for f in Fixture::both() {
-        let p = f.write("目录/ファイル 🎉.txt", "你好，世界\nemoji 🎉🎉\n");
+async fn unicode_paths_and_content(place: Place) {
+    for f in [Fixture::at(place).await] {
+        let p = f
+            .write("目录/ファイル 🎉.txt", "你好，世界\nemoji 🎉🎉\n")
+            .await;
         f.ok(json!({"command": "str_replace", "path": p, "old_str": "世界", "new_str": "🌍"}))
             .await;
-        assert_eq!(f.read(&p), "你好，🌍\nemoji 🎉🎉\n".as_bytes());
+        assert_eq!(f.read(&p).await, "你好，🌍\nemoji 🎉🎉\n".as_bytes());
         let view = f.ok(json!({"command": "view", "path": p})).await;
         assert!(view.contains("     1  你好，🌍\n"), "{view}");
     }
 }
 
-#[tokio::test]
-async fn long_output_is_clipped_with_the_note() {
-    for f in Fixture::both() {
+async fn long_output_is_clipped_with_the_note(place: Place) {
+    for f in [Fixture::at(place).await] {
         let text: String = (1..=16_000).map(|i| format!("line {i}\n")).collect();
-        let p = f.write("long.txt", &text);
+        let p = f.write("long.txt", &text).await;
         let out = f.ok(json!({"command": "view", "path": p})).await;
         assert!(out.ends_with(CLIP_NOTE), "{}", &out[out.len() - 300..]);
         assert_eq!(out.chars().count(), 16_000 + CLIP_NOTE.chars().count());
@@ -477,8 +518,8 @@ async fn long_output_is_clipped_with_the_note() {
         max_output_chars: 100,
         ..EditorConfig::default()
     };
-    let f = Fixture::local_with(config);
-    let p = f.write("cjk.txt", "中".repeat(500));
+    let f = Fixture::local_with(config).await;
+    let p = f.write("cjk.txt", "中".repeat(500)).await;
     let out = f.ok(json!({"command": "view", "path": p})).await;
     assert_eq!(out.chars().count(), 100 + CLIP_NOTE.chars().count());
 }
@@ -489,8 +530,8 @@ async fn files_above_the_size_bound_are_refused() {
         max_file_bytes: 10,
         ..EditorConfig::default()
     };
-    let f = Fixture::local_with(config);
-    let p = f.write("big.txt", "0123456789abc");
+    let f = Fixture::local_with(config).await;
+    let p = f.write("big.txt", "0123456789abc").await;
     assert_eq!(
         f.err(json!({"command": "view", "path": p})).await,
         format!(
@@ -535,3 +576,20 @@ async fn schema_is_the_contract() {
     );
     assert_eq!(params["properties"]["insert_line"]["type"], "integer");
 }
+
+suite!(
+    path_errors,
+    view_file_shows_every_line_as_it_is,
+    view_range_errors,
+    view_directory_two_levels_sorted_without_hidden,
+    create,
+    str_replace,
+    ambiguity_lists_the_line_of_every_match,
+    insert,
+    crlf_files_stay_crlf,
+    bom_whitespace_and_missing_final_newline_survive,
+    non_utf8_files_are_edited_losslessly_or_refused,
+    binary_files_are_not_dumped_or_edited,
+    unicode_paths_and_content,
+    long_output_is_clipped_with_the_note,
+);

@@ -1,6 +1,7 @@
 //! The backend and session traits.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +91,29 @@ pub trait PtySession: Send + Sync + fmt::Debug {
     /// Waits until the program exits and returns its exit record. Exit is
     /// detected by waiting on the process, not by end-of-file on the terminal.
     async fn wait(&self) -> ExitStatus;
+
+    /// Why the connection to the program broke, when the program runs
+    /// elsewhere and the output ended because its transport failed (daemon
+    /// restarted, container removed, network gone) rather than because the
+    /// program exited. `None` for local backends.
+    fn connection_lost(&self) -> Option<Arc<PtyError>> {
+        None
+    }
+
+    /// Stores `data` as the file `name` in a scratch directory of this
+    /// session *on the program's side*, and returns the path the program
+    /// sees. The directory goes away with the session.
+    ///
+    /// Remote backends (a container, another host) implement it; for the
+    /// local backends the program shares the caller's filesystem, so the
+    /// default answers [`PtyError::Unsupported`] and callers write locally.
+    async fn put_scratch_file(&self, name: &str, data: &[u8]) -> Result<PathBuf, PtyError> {
+        let _ = (name, data);
+        Err(PtyError::Unsupported {
+            backend: "local",
+            what: "scratch files on the program's side (write them locally)",
+        })
+    }
 }
 
 /// The best backend for this platform: the native backend on Unix, the

@@ -58,6 +58,15 @@ pub enum PtyError {
         #[source]
         source: io::Error,
     },
+    /// The connection to a program running elsewhere broke.
+    #[error("the connection to the {backend} was lost: {source}")]
+    Disconnected {
+        /// What the program ran in (`"Docker container"`, `"SSH host"`).
+        backend: &'static str,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The backend cannot do what was asked on this platform.
     #[error("the {backend} backend does not support {what}")]
     Unsupported {

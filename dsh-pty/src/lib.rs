@@ -81,6 +81,7 @@ mod exit;
 #[cfg(all(windows, feature = "portable"))]
 mod job;
 mod output;
+mod plumbing;
 #[cfg(feature = "portable")]
 mod portable;
 mod pump;
@@ -95,6 +96,7 @@ pub use backend::{Foreground, PtyBackend, PtySession, default_backend};
 pub use error::PtyError;
 pub use exit::ExitStatus;
 pub use output::OutputStream;
+pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(feature = "portable")]
 pub use portable::{PortableBackend, PortableSession};
 pub use scans::SharedScans;
@@ -102,4 +104,4 @@ pub use scrollback::{Page, Scrollback, ScrollbackError, ScrollbackHandle, Scroll
 pub use signal::{Signal, signal_name};
 pub use spec::{PreExec, SpawnSpec, TermSize};
 #[cfg(unix)]
-pub use unix::{NativeBackend, NativeSession};
+pub use unix::{NativeBackend, NativeSession, foreground_of_leader};

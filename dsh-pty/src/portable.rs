@@ -16,7 +16,7 @@ use bytes::Bytes;
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use tokio::sync::{mpsc, watch};
 
-use crate::pump::{self, ChunkSource, PumpWiring};
+use crate::pump::{self, ChannelSource, PumpWiring};
 use crate::{
     ExitStatus, Foreground, OutputStream, PtyBackend, PtyError, PtySession, ScrollbackHandle,
     Signal, SpawnSpec, TermSize,
@@ -253,14 +253,6 @@ fn spawn_waiter(
         })
         .map(drop)
         .map_err(|e| PtyError::io("starting the waiter thread", e))
-}
-
-struct ChannelSource(mpsc::Receiver<Bytes>);
-
-impl ChunkSource for ChannelSource {
-    async fn next_chunk(&mut self) -> Option<Bytes> {
-        self.0.recv().await
-    }
 }
 
 /// A session of the [`PortableBackend`].

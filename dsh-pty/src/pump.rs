@@ -20,6 +20,15 @@ pub(crate) trait ChunkSource: Send {
     fn next_chunk(&mut self) -> impl Future<Output = Option<Bytes>> + Send;
 }
 
+/// Chunks handed over by a reader thread or task.
+pub(crate) struct ChannelSource(pub(crate) mpsc::Receiver<Bytes>);
+
+impl ChunkSource for ChannelSource {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        self.0.recv().await
+    }
+}
+
 /// The pump's wiring.
 pub(crate) struct PumpWiring {
     pub(crate) tx: mpsc::Sender<Bytes>,

@@ -412,6 +412,11 @@ fn exit_line(exit: ExitStatus) -> String {
     }
 }
 
+/// The line that says the shell's transport broke (remote backends).
+fn lost_line(error: &dsh_pty::PtyError) -> String {
+    format!("[{error}; what the command did there is unknown]")
+}
+
 /// The line that says why a shell that is still alive had to be reset.
 fn broken_line(why: Broken, shell: &str) -> String {
     match why {
@@ -499,6 +504,11 @@ fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> 
             if errexit {
                 parts.push(ERREXIT_NOTE.to_owned());
             }
+            parts.push(reset);
+        }
+        Outcome::Lost { output, error } => {
+            push_output(&mut parts, output.render());
+            parts.push(lost_line(&error));
             parts.push(reset);
         }
         Outcome::Broken { output, why } => {

@@ -50,6 +50,11 @@ pub(crate) enum Outcome {
         exit: ExitStatus,
         errexit: bool,
     },
+    /// The connection to a shell running elsewhere broke; its fate is unknown.
+    Lost {
+        output: Collector,
+        error: Arc<dsh_pty::PtyError>,
+    },
     /// The shell is alive but can no longer run the protocol: it must be reset.
     Broken { output: Collector, why: Broken },
     /// The timeout passed; the shell's process tree was killed.
@@ -219,10 +224,13 @@ impl Shell {
             next_start: id(ID_LEN)?,
             after_syntax_error: self.last_status == 2,
         };
-        let file = if dialect.needs_file(command) {
-            Some(self.write_command_file(command)?)
+        let (file, local_file) = if dialect.needs_file(command) {
+            match self.put_command_file(command, shell).await? {
+                (path, true) => (Some(path.clone()), Some(path)),
+                (path, false) => (Some(path), None),
+            }
         } else {
-            None
+            (None, None)
         };
         let source = match &file {
             Some(path) => CommandSource::File(path),
@@ -275,6 +283,9 @@ impl Shell {
                 chunk = self.output.recv() => {
                     let Some(chunk) = chunk else {
                         scanner.finish(&mut |b| text.feed(b));
+                        if let Some(error) = self.session.connection_lost() {
+                            break Outcome::Lost { output: text.finish(), error };
+                        }
                         let exit = self.session.wait().await;
                         break Outcome::ShellEnded { output: text.finish(), exit, errexit: self.errexit };
                     };
@@ -384,7 +395,7 @@ impl Shell {
                 }
             }
         };
-        if let Some(path) = file {
+        if let Some(path) = local_file {
             let _ = std::fs::remove_file(path);
         }
         Ok(outcome)
@@ -420,6 +431,28 @@ impl Shell {
     fn cancelled(&mut self) -> Outcome {
         self.session.kill_now();
         Outcome::Cancelled
+    }
+
+    /// Puts a long command in a file the shell can read: on the program's
+    /// side when the backend is remote (`false`: the session removes it),
+    /// else in a local scratch directory (`true`: removed after the call).
+    async fn put_command_file(
+        &mut self,
+        command: &str,
+        shell: &'static str,
+    ) -> Result<(std::path::PathBuf, bool), ShellError> {
+        match self
+            .session
+            .put_scratch_file("cmd", command.as_bytes())
+            .await
+        {
+            Ok(path) => return Ok((path, false)),
+            Err(dsh_pty::PtyError::Unsupported { .. }) => {}
+            Err(source) => {
+                return Err(ShellError::Terminal { shell, source });
+            }
+        }
+        Ok((self.write_command_file(command)?, true))
     }
 
     fn write_command_file(&mut self, command: &str) -> Result<std::path::PathBuf, ShellError> {

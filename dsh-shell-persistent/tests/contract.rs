@@ -1,36 +1,36 @@
-//! The model-visible contract, through real bash in a real PTY.
+//! The model-visible contract, through real bash in a real PTY: on this
+//! machine, and (ignored unless run with `--ignored`, as `.ci/run` does) in a
+//! Docker container, through the same assertions.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
 use dsh_shell_persistent::{CLIP_NOTE, INPUT_EOF_NOTE, ShellConfig, ShellError, ShellPool};
+use dsh_testbeds::{Testbed, Where};
 use serde_json::json;
 
 const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
 
 struct Fixture {
     pool: ShellPool,
-    dir: tempfile::TempDir,
+    bed: Testbed,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
-        Fixture::with(|c| c)
+    async fn new(place: Where) -> Fixture {
+        Fixture::with(place, |c| c).await
     }
 
-    fn with(f: impl FnOnce(ShellConfig) -> ShellConfig) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let pool = ShellPool::new(f(ShellConfig::new(root))).unwrap();
-        Fixture { pool, dir }
+    async fn with(place: Where, f: impl FnOnce(ShellConfig) -> ShellConfig) -> Fixture {
+        let bed = Testbed::new(place).await;
+        let mut config = ShellConfig::new(&bed.root);
+        config.backend = bed.backend.clone();
+        let pool = ShellPool::new(f(config)).unwrap();
+        Fixture { pool, bed }
     }
 
     fn root(&self) -> String {
-        std::fs::canonicalize(self.dir.path())
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned()
+        self.bed.root.clone()
     }
 
     async fn run_as(&self, owner: &str, cmd: &str) -> String {
@@ -45,9 +45,32 @@ impl Fixture {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exact_outputs() {
-    let f = Fixture::new();
+/// Each test, once per machine: `local::name` runs everywhere,
+/// `docker::name` where a Docker daemon and the test image are.
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod local {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Where::Local).await
+                }
+            )*
+        }
+        mod docker {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs a Docker daemon and the dsh-test image (.ci/run starts and imports both)"]
+                async fn $name() {
+                    super::$name(super::Where::Docker).await
+                }
+            )*
+        }
+    };
+}
+
+async fn exact_outputs(w: Where) {
+    let f = Fixture::new(w).await;
     let cases = [
         ("echo hi", "hi"),
         ("echo ''", ""),
@@ -73,9 +96,8 @@ async fn exact_outputs() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn state_persists_between_calls() {
-    let f = Fixture::new();
+async fn state_persists_between_calls(w: Where) {
+    let f = Fixture::new(w).await;
     let root = f.root();
     assert_eq!(f.run("mkdir -p sub/dir && cd sub").await, "");
     assert_eq!(f.run("pwd").await, format!("{root}/sub"));
@@ -91,17 +113,14 @@ async fn state_persists_between_calls() {
     assert_eq!(f.run("ll").await, "aliased");
 
     // A virtualenv-style activation script.
-    std::fs::create_dir_all(format!("{root}/venv/bin")).unwrap();
-    std::fs::write(
-        format!("{root}/venv/bin/activate"),
+    f.bed.put(
+        "venv/bin/activate",
         "VIRTUAL_ENV=\"$(cd \"$(dirname \"${BASH_SOURCE[0]}\")/..\" && pwd)\"\nexport VIRTUAL_ENV\n_OLD_PATH=\"$PATH\"\nexport PATH=\"$VIRTUAL_ENV/bin:$PATH\"\nPS1=\"(venv) ${PS1-}\"\ndeactivate() { export PATH=\"$_OLD_PATH\"; unset VIRTUAL_ENV; unset -f deactivate; }\n",
     )
-    .unwrap();
-    std::fs::write(
-        format!("{root}/venv/bin/tool"),
-        "#!/bin/sh\necho venv tool\n",
-    )
-    .unwrap();
+    .await;
+    f.bed
+        .put("venv/bin/tool", "#!/bin/sh\necho venv tool\n")
+        .await;
     f.run("chmod +x ../venv/bin/tool && source ../venv/bin/activate")
         .await;
     assert_eq!(
@@ -116,9 +135,8 @@ async fn state_persists_between_calls() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn owners_are_isolated_and_run_in_parallel() {
-    let f = Fixture::new();
+async fn owners_are_isolated_and_run_in_parallel(w: Where) {
+    let f = Fixture::new(w).await;
     f.run_as("a", "export WHO=a; cd /").await;
     f.run_as("b", "export WHO=b").await;
     assert_eq!(f.run_as("a", "echo $WHO $PWD").await, "a /");
@@ -149,9 +167,8 @@ async fn owners_are_isolated_and_run_in_parallel() {
     assert_eq!(f.pool.owners().len(), 66);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_of_one_owner_run_in_arrival_order() {
-    let f = Fixture::new();
+async fn calls_of_one_owner_run_in_arrival_order(w: Where) {
+    let f = Fixture::new(w).await;
     f.run("rm -f order.log").await;
     // Each call is polled once before the next one is made, so it is queued
     // on the owner (or running) first; only then are they all driven.
@@ -176,9 +193,8 @@ async fn calls_of_one_owner_run_in_arrival_order() {
     assert_eq!(f.run("tr '\\n' ' ' < order.log").await, "0 1 2 3 4 5 6 7 ");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn syntax_that_peers_get_wrong() {
-    let f = Fixture::new();
+async fn syntax_that_peers_get_wrong(w: Where) {
+    let f = Fixture::new(w).await;
     assert_eq!(
         f.run("cat <<'EOF'\nline $HOME\n  indented\nEOF").await,
         "line $HOME\n  indented"
@@ -203,9 +219,8 @@ async fn syntax_that_peers_get_wrong() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn background_jobs_return_at_once_and_never_leak() {
-    let f = Fixture::new();
+async fn background_jobs_return_at_once_and_never_leak(w: Where) {
+    let f = Fixture::new(w).await;
     let started = std::time::Instant::now();
     let out = f.run("sleep 60 &").await;
     // bash reports the job it started; nothing else.
@@ -216,22 +231,20 @@ async fn background_jobs_return_at_once_and_never_leak() {
         .await;
     assert!(out.starts_with("[2] "), "{out:?}");
     // Let the background job print and finish between calls.
-    let done = format!("{}/bg.done", f.root());
     for _ in 0..2000 {
-        if std::path::Path::new(&done).exists() {
+        if f.bed.exists("bg.done").await {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(std::path::Path::new(&done).exists());
+    assert!(f.bed.exists("bg.done").await);
     assert_eq!(f.run("echo next").await, "next");
     assert_eq!(f.run("echo again").await, "again");
     f.run("kill %1").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shell_ending_is_reported_and_reset() {
-    let f = Fixture::new();
+async fn the_shell_ending_is_reported_and_reset(w: Where) {
+    let f = Fixture::new(w).await;
     let root = f.root();
     f.run("cd / && export KEPT=1").await;
     let out = f.run("echo bye; exit 3").await;
@@ -247,7 +260,7 @@ async fn the_shell_ending_is_reported_and_reset() {
 
     assert_eq!(
         f.run("kill -9 $$").await,
-        format!("[shell killed by signal: SIGKILL]\n{RESET}")
+        format!("{}\n{RESET}", f.bed.killed_line("SIGKILL", 9))
     );
     assert_eq!(
         f.run("exec true").await,
@@ -263,9 +276,8 @@ async fn the_shell_ending_is_reported_and_reset() {
     assert_eq!(f.run("echo fresh").await, "fresh");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nounset_keeps_the_protocol_working() {
-    let f = Fixture::new();
+async fn nounset_keeps_the_protocol_working(w: Where) {
+    let f = Fixture::new(w).await;
     assert_eq!(f.run("set -u").await, "");
     assert_eq!(
         f.run("echo $NOT_SET_ANYWHERE").await,
@@ -274,12 +286,12 @@ async fn nounset_keeps_the_protocol_working() {
     assert_eq!(f.run("echo still fine").await, "still fine");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn timeout_kills_reports_partial_output_and_resets() {
-    let f = Fixture::with(|c| ShellConfig {
+async fn timeout_kills_reports_partial_output_and_resets(w: Where) {
+    let f = Fixture::with(w, |c| ShellConfig {
         timeout: Duration::from_millis(1500),
         ..c
-    });
+    })
+    .await;
     f.run("cd / && export GONE=1").await;
     let out = f.run("echo partial; sleep 1000 & sleep 1000").await;
     assert!(
@@ -301,9 +313,8 @@ async fn timeout_kills_reports_partial_output_and_resets() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancellation_resets_even_after_the_marker() {
-    let f = Fixture::new();
+async fn cancellation_resets_even_after_the_marker(w: Where) {
+    let f = Fixture::new(w).await;
     f.run("export BEFORE=1").await;
     // A cancel that fires at once: the command may even finish, the result is discarded.
     let err = f
@@ -321,7 +332,6 @@ async fn cancellation_resets_even_after_the_marker() {
     // Dropping the call's future after the command finished and its end
     // marker was printed, before the future saw it: still a reset.
     f.run("export BEFORE=1").await;
-    let flag = format!("{}/dropped.flag", f.root());
     {
         let mut call = Box::pin(
             f.pool
@@ -329,7 +339,7 @@ async fn cancellation_resets_even_after_the_marker() {
         );
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         let mut polls = 0;
-        while !std::path::Path::new(&flag).exists() {
+        while !f.bed.exists("dropped.flag").await {
             assert!(
                 call.as_mut().poll(&mut cx).is_pending(),
                 "the call finished early"
@@ -348,9 +358,8 @@ async fn cancellation_resets_even_after_the_marker() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fake_markers_cannot_end_a_call() {
-    let f = Fixture::new();
+async fn fake_markers_cannot_end_a_call(w: Where) {
+    let f = Fixture::new(w).await;
     // A command can read every prompt the shell holds, even expanded as bash
     // would show it (`@P`): the next call's start marker and the
     // abandoned-line prompt. Printing them ends nothing.
@@ -364,9 +373,8 @@ async fn fake_markers_cannot_end_a_call() {
     assert_eq!(f.run("echo $PWD").await, f.root());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_protocol_survives_what_commands_do_to_the_shell() {
-    let f = Fixture::new();
+async fn the_protocol_survives_what_commands_do_to_the_shell(w: Where) {
+    let f = Fixture::new(w).await;
     let hostile = [
         "printf() { echo HIJACKED; }",
         "echo() { command echo \"HIJACKED $*\"; }",
@@ -409,9 +417,8 @@ async fn the_protocol_survives_what_commands_do_to_the_shell() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_commands_and_long_output() {
-    let f = Fixture::new();
+async fn long_commands_and_long_output(w: Where) {
+    let f = Fixture::new(w).await;
     // A 100 kB command, well past the terminal's 4 KiB line limit.
     let payload = "x".repeat(100_000);
     assert_eq!(
@@ -437,9 +444,8 @@ async fn long_commands_and_long_output() {
     assert!(out.starts_with("yyyy"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn output_is_normalized_for_the_model() {
-    let f = Fixture::new();
+async fn output_is_normalized_for_the_model(w: Where) {
+    let f = Fixture::new(w).await;
     assert_eq!(
         f.run("printf '\\xff\\xfe\\x00ok'").await,
         "\u{FFFD}\u{FFFD}\u{0}ok"
@@ -456,29 +462,23 @@ async fn output_is_normalized_for_the_model() {
     assert_eq!(f.run("printf 'a\\r\\nb\\n'").await, "a\nb");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commands_waiting_for_input_do_not_hang() {
-    let f = Fixture::new();
+async fn commands_waiting_for_input_do_not_hang(w: Where) {
+    let f = Fixture::new(w).await;
     assert_eq!(f.run("cat").await, INPUT_EOF_NOTE);
     assert_eq!(
         f.run("read x; echo \"got [$x]\"").await,
         format!("got []\n{INPUT_EOF_NOTE}")
     );
     assert_eq!(f.run("echo usable").await, "usable");
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok()
-    {
+    if f.run("command -v python3 >/dev/null && echo yes").await == "yes" {
         let out = f.run("python3 -q").await;
         assert!(out.contains(INPUT_EOF_NOTE), "{out:?}");
         assert_eq!(f.run("echo still usable").await, "still usable");
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_working_directory_is_survivable() {
-    let f = Fixture::new();
+async fn a_deleted_working_directory_is_survivable(w: Where) {
+    let f = Fixture::new(w).await;
     f.run("mkdir doomed && cd doomed && rmdir ../doomed").await;
     let out = f.run("ls").await;
     assert!(out.ends_with("[exit code: 2]") || out.is_empty(), "{out:?}");
@@ -488,9 +488,8 @@ async fn a_deleted_working_directory_is_survivable() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_calls_and_schema() {
-    let f = Fixture::new();
+async fn invalid_calls_and_schema(w: Where) {
+    let f = Fixture::new(w).await;
     for args in [json!({"command": ""}), json!({}), json!({"command": 3})] {
         let err = f.pool.execute("agent", &args).await.unwrap_err();
         assert_eq!(err.to_string(), "command must be a non-empty string");
@@ -516,3 +515,23 @@ async fn invalid_calls_and_schema() {
         })
     );
 }
+
+suite!(
+    exact_outputs,
+    state_persists_between_calls,
+    owners_are_isolated_and_run_in_parallel,
+    calls_of_one_owner_run_in_arrival_order,
+    syntax_that_peers_get_wrong,
+    background_jobs_return_at_once_and_never_leak,
+    the_shell_ending_is_reported_and_reset,
+    nounset_keeps_the_protocol_working,
+    timeout_kills_reports_partial_output_and_resets,
+    cancellation_resets_even_after_the_marker,
+    fake_markers_cannot_end_a_call,
+    the_protocol_survives_what_commands_do_to_the_shell,
+    long_commands_and_long_output,
+    output_is_normalized_for_the_model,
+    commands_waiting_for_input_do_not_hang,
+    a_deleted_working_directory_is_survivable,
+    invalid_calls_and_schema,
+);

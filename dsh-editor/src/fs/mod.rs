@@ -38,6 +38,11 @@ impl Version {
     pub fn from_parts(parts: impl IntoIterator<Item = u64>) -> Self {
         Version(parts.into_iter().collect())
     }
+
+    /// The parts it was made from (an [`Fs`] implementation reads back its own).
+    pub fn parts(&self) -> &[u64] {
+        &self.0
+    }
 }
 
 /// What `stat` tells about a path (following symbolic links).

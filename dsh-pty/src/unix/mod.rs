@@ -378,6 +378,39 @@ impl PtySession for NativeSession {
     }
 }
 
+/// The foreground of a terminal session that this host's `/proc` shows but
+/// whose terminal it does not hold: a shell in a container of a local
+/// Docker daemon, known by its process id *in this host's namespace*.
+///
+/// `tty` is the terminal's name as the session's processes see it (the
+/// target of `/proc/<leader>/fd/0` when the program started). Linux only;
+/// elsewhere it answers [`PtyError::Unsupported`].
+pub fn foreground_of_leader(leader: i32, tty: &std::path::Path) -> Result<Foreground, PtyError> {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = procfs::stat_of(leader).ok_or_else(|| {
+            PtyError::io(
+                "reading the session leader's /proc entry",
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            )
+        })?;
+        let pgid = stat.tpgid;
+        Ok(Foreground {
+            pgid,
+            is_leader: pgid == leader,
+            waiting_for_input: pgid > 0 && procfs::group_waits_on_tty(pgid, tty),
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (leader, tty);
+        Err(PtyError::Unsupported {
+            backend: "procfs",
+            what: "reading a foreground from /proc",
+        })
+    }
+}
+
 impl Drop for NativeSession {
     fn drop(&mut self) {
         self.kill_now();

@@ -11,6 +11,7 @@ pub(crate) struct ProcStat {
     pub(crate) ppid: i32,
     pub(crate) pgrp: i32,
     pub(crate) session: i32,
+    pub(crate) tpgid: i32,
 }
 
 impl ProcStat {
@@ -29,12 +30,15 @@ pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
+    let _tty_nr = fields.next()?;
+    let tpgid = fields.next()?.parse().ok()?;
     Some(ProcStat {
         pid,
         state,
         ppid,
         pgrp,
         session,
+        tpgid,
     })
 }
 
@@ -114,7 +118,7 @@ pub(crate) fn session_members(sid: i32, fresh: bool) -> Vec<i32> {
     snapshot().by_session.get(&sid).cloned().unwrap_or_default()
 }
 
-fn stat_of(pid: i32) -> Option<ProcStat> {
+pub(crate) fn stat_of(pid: i32) -> Option<ProcStat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(pid, &text)
 }
@@ -283,7 +287,8 @@ mod tests {
                 state: b'S',
                 ppid: 1,
                 pgrp: 4242,
-                session: 4240
+                session: 4240,
+                tpgid: 4242,
             })
         );
         assert_eq!(parse_stat(1, "garbage"), None);

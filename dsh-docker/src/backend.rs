@@ -1,0 +1,260 @@
+//! The [`PtyBackend`] that starts programs in containers.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use dsh_pty::{PtyBackend, PtyError, PtySession, SessionPlumbing, SpawnSpec};
+use tokio::runtime::Handle;
+
+use crate::session::{self, DockerSession, HostView};
+use crate::{Container, ContainerTemplate, DockerError};
+
+/// Where a backend runs its programs.
+#[derive(Debug, Clone)]
+enum Placement {
+    /// In one container that outlives the sessions.
+    Shared(Container),
+    /// In a container of its own per session, made from a template and
+    /// removed when the session ends.
+    PerSession {
+        docker: bollard::Docker,
+        template: ContainerTemplate,
+    },
+}
+
+/// Starts programs in Docker containers, each in a terminal of its own
+/// (`docker exec -it`).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use dsh_docker::{Container, DockerBackend};
+/// use dsh_shell_persistent::{ShellConfig, ShellPool};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let docker = dsh_docker::connect(None).await?;
+/// let container = Container::existing(docker, "my-task").await?;
+/// let mut config = ShellConfig::new("/testbed");
+/// config.backend = Arc::new(DockerBackend::new(container));
+/// let shell = ShellPool::new(config)?;
+/// println!("{}", shell.run("agent", "uname -a").await?);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DockerBackend {
+    placement: Placement,
+    user: Option<String>,
+}
+
+impl DockerBackend {
+    /// Runs every session in `container`.
+    pub fn new(container: Container) -> Self {
+        DockerBackend {
+            placement: Placement::Shared(container),
+            user: None,
+        }
+    }
+
+    /// Runs every session in a new container made from `template`, removed
+    /// (with everything in it) when the session ends.
+    pub fn per_session(docker: bollard::Docker, template: ContainerTemplate) -> Self {
+        DockerBackend {
+            placement: Placement::PerSession { docker, template },
+            user: None,
+        }
+    }
+
+    /// Runs the programs as `user` (`name`, `uid` or `uid:gid`), not the
+    /// image's default user.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+}
+
+fn random_tag() -> Result<String, PtyError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| PtyError::Io {
+        what: "drawing a random tag",
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn lossy(s: &std::ffi::OsStr) -> String {
+    s.to_string_lossy().into_owned()
+}
+
+/// A spawn that failed on the Docker side: "spawning `bash` failed: there
+/// is no Docker container `x`".
+fn spawn_failed(spec: &SpawnSpec, e: DockerError) -> PtyError {
+    PtyError::Spawn {
+        program: lossy(spec.program()),
+        source: std::io::Error::other(e),
+    }
+}
+
+/// This host's view of the exec's process: its `/proc` entry carries the
+/// session's tag when the daemon runs here (and we may read it).
+#[cfg(target_os = "linux")]
+fn host_view(pid: i64, tag: &str) -> Option<(HostView, Option<i32>)> {
+    let pid = i32::try_from(pid).ok().filter(|&p| p > 0)?;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let wanted = format!("DSH_TREE={tag}");
+    if !environ.split(|&b| b == 0).any(|v| v == wanted.as_bytes()) {
+        return None;
+    }
+    let tty = std::fs::read_link(format!("/proc/{pid}/fd/0")).ok()?;
+    // The pid inside the container: the last field of `NSpid`.
+    let inner = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .and_then(|ids| ids.split_whitespace().last()?.parse().ok())
+        });
+    Some((HostView { pid, tty }, inner))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn host_view(_pid: i64, _tag: &str) -> Option<(HostView, Option<i32>)> {
+    None
+}
+
+#[async_trait]
+impl PtyBackend for DockerBackend {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
+        if !spec.get_pre_exec().is_empty() {
+            return Err(PtyError::Unsupported {
+                backend: "docker",
+                what: "pre-exec confinement hooks (the container is the confinement)",
+            });
+        }
+        let (container, owned) = match &self.placement {
+            Placement::Shared(c) => (c.clone(), false),
+            Placement::PerSession { docker, template } => (
+                Container::create(docker.clone(), template)
+                    .await
+                    .map_err(|e| spawn_failed(&spec, e))?,
+                true,
+            ),
+        };
+        let spawned = self.start(&spec, &container, owned).await;
+        if spawned.is_err() && owned {
+            let _ = container.remove().await;
+        }
+        spawned
+    }
+}
+
+impl DockerBackend {
+    async fn start(
+        &self,
+        spec: &SpawnSpec,
+        container: &Container,
+        owned: bool,
+    ) -> Result<Box<dyn PtySession>, PtyError> {
+        let tag = random_tag()?;
+        let mut env: Vec<String> = spec
+            .get_env()
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{}={}", lossy(k), lossy(v))))
+            .collect();
+        env.push(format!("DSH_TREE={tag}"));
+        let mut cmd = vec![lossy(spec.program())];
+        cmd.extend(spec.get_args().iter().map(|a| lossy(a)));
+        let docker = container.docker();
+        let exec = docker
+            .create_exec(
+                container.id(),
+                CreateExecOptions {
+                    cmd: Some(cmd),
+                    env: Some(env),
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    tty: Some(true),
+                    working_dir: spec.get_cwd().map(|p| p.to_string_lossy().into_owned()),
+                    user: self.user.clone(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| {
+                spawn_failed(
+                    spec,
+                    DockerError::about(container.name(), "creating the shell's exec", e),
+                )
+            })?;
+        let started = docker
+            .start_exec(
+                &exec.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty: true,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(|e| {
+                spawn_failed(
+                    spec,
+                    DockerError::about(container.name(), "starting the shell's exec", e),
+                )
+            })?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(PtyError::Closed);
+        };
+        let size = spec.get_size();
+        let resize = bollard::query_parameters::ResizeExecOptions {
+            h: i32::from(size.rows),
+            w: i32::from(size.cols),
+        };
+        if let Err(e) = docker.resize_exec(&exec.id, resize).await {
+            tracing::debug!(error = %e, "sizing the exec's terminal failed");
+        }
+        let info = docker.inspect_exec(&exec.id).await.map_err(|e| {
+            spawn_failed(
+                spec,
+                DockerError::about(container.name(), "inspecting the shell's exec", e),
+            )
+        })?;
+        let (host, leader) = match info.pid.and_then(|pid| host_view(pid, &tag)) {
+            Some((view, inner)) => (Some(view), inner),
+            None => (None, None),
+        };
+        let (plumbing, feeder, stream) = SessionPlumbing::start(spec);
+        let plumbing = Arc::new(plumbing);
+        let lost = Arc::new(OnceLock::new());
+        tokio::spawn(session::read_output(
+            output,
+            feeder,
+            Arc::clone(&plumbing),
+            container.clone(),
+            exec.id.clone(),
+            Arc::clone(&lost),
+        ));
+        tracing::debug!(container = %container.name(), exec = %exec.id, local = host.is_some(), "shell exec started");
+        Ok(Box::new(DockerSession {
+            container: container.clone(),
+            exec_id: exec.id,
+            tag,
+            user: self.user.clone(),
+            owned,
+            input: tokio::sync::Mutex::new(input),
+            plumbing,
+            output: Some(stream),
+            host,
+            leader,
+            lost,
+            ended: AtomicBool::new(false),
+            runtime: Handle::current(),
+        }))
+    }
+}

@@ -1,0 +1,212 @@
+//! A container to work in: an existing one, or one this crate created from
+//! an image and removes.
+
+use std::sync::Arc;
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
+
+use crate::DockerError;
+
+/// Connects to the Docker daemon named by `host` (`unix:///path`,
+/// `tcp://host:port`, or with the `ssh` feature `ssh://user@host`), or by
+/// `DOCKER_HOST`, or the platform's default socket; agrees on the API
+/// version and checks that the daemon answers.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), dsh_docker::DockerError> {
+/// let docker = dsh_docker::connect(None).await?;
+/// # Ok(()) }
+/// ```
+pub async fn connect(host: Option<&str>) -> Result<Docker, DockerError> {
+    let shown = host
+        .map(str::to_owned)
+        .or_else(|| std::env::var("DOCKER_HOST").ok())
+        .unwrap_or_else(|| "the default socket".to_owned());
+    let connect = |source| DockerError::Connect {
+        host: shown.clone(),
+        source,
+    };
+    let docker = match host {
+        Some(host) => Docker::connect_with_host(host),
+        None => Docker::connect_with_defaults(),
+    }
+    .map_err(connect)?;
+    let docker = docker.negotiate_version().await.map_err(connect)?;
+    docker.ping().await.map_err(connect)?;
+    Ok(docker)
+}
+
+/// A running container the tools work in: both the shell backend and the
+/// filesystem take one. Cloning is cheap (the connection is shared).
+#[derive(Debug, Clone)]
+pub struct Container {
+    docker: Docker,
+    id: Arc<str>,
+    name: Arc<str>,
+}
+
+/// How [`Container::create`] makes a container.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ContainerTemplate {
+    /// The image (it must be on the daemon already: nothing is pulled).
+    pub image: String,
+    /// Extra environment, `NAME=value`.
+    pub env: Vec<String>,
+    /// No network inside (`--network none`).
+    pub network_disabled: bool,
+    /// A memory limit in bytes.
+    pub memory: Option<i64>,
+    /// A limit on the number of processes.
+    pub pids_limit: Option<i64>,
+    /// Labels to put on the container (the crate adds `dsh-rs=1`).
+    pub labels: Vec<(String, String)>,
+}
+
+impl ContainerTemplate {
+    /// A template for `image`, with no limits and the image's network.
+    pub fn new(image: impl Into<String>) -> Self {
+        ContainerTemplate {
+            image: image.into(),
+            env: Vec::new(),
+            network_disabled: false,
+            memory: None,
+            pids_limit: None,
+            labels: Vec::new(),
+        }
+    }
+}
+
+impl Container {
+    /// The existing container `name` (a name or an id), which must be running.
+    pub async fn existing(docker: Docker, name: &str) -> Result<Container, DockerError> {
+        let info = docker
+            .inspect_container(name, None)
+            .await
+            .map_err(|e| DockerError::about(name, "inspecting the container", e))?;
+        if info.state.as_ref().and_then(|s| s.running) != Some(true) {
+            return Err(DockerError::NotRunning(name.to_owned()));
+        }
+        let id = info.id.unwrap_or_else(|| name.to_owned());
+        Ok(Container {
+            docker,
+            id: id.into(),
+            name: name.into(),
+        })
+    }
+
+    /// A handle on container `name` without asking the daemon anything, for
+    /// paths that only clean up ([`Container::remove`] of a stopped one).
+    pub fn unchecked(docker: Docker, name: &str) -> Container {
+        Container {
+            docker,
+            id: name.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Creates and starts a container from `template.image` that sleeps
+    /// until it is removed; remove it with [`Container::remove`].
+    pub async fn create(
+        docker: Docker,
+        template: &ContainerTemplate,
+    ) -> Result<Container, DockerError> {
+        let mut labels: std::collections::HashMap<String, String> =
+            template.labels.iter().cloned().collect();
+        labels.insert("dsh-rs".into(), "1".into());
+        let body = ContainerCreateBody {
+            image: Some(template.image.clone()),
+            // Keep it alive without depending on the image's own command.
+            entrypoint: Some(vec!["sleep".into()]),
+            cmd: Some(vec!["2147483647".into()]),
+            env: Some(template.env.clone()),
+            labels: Some(labels),
+            network_disabled: template.network_disabled.then_some(true),
+            host_config: Some(HostConfig {
+                memory: template.memory,
+                pids_limit: template.pids_limit,
+                network_mode: template.network_disabled.then(|| "none".to_owned()),
+                init: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let created = docker
+            .create_container(None::<CreateContainerOptions>, body)
+            .await
+            .map_err(|source| match &source {
+                bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                } => DockerError::NoSuchImage(template.image.clone()),
+                _ => DockerError::Api {
+                    what: "creating a container",
+                    source,
+                },
+            })?;
+        let container = Container {
+            docker,
+            name: created.id.clone().into(),
+            id: created.id.into(),
+        };
+        if let Err(source) = container.docker.start_container(&container.id, None).await {
+            let _ = container.remove().await;
+            return Err(DockerError::Api {
+                what: "starting the container",
+                source,
+            });
+        }
+        tracing::debug!(container = %container.id, image = %template.image, "container created");
+        Ok(container)
+    }
+
+    /// Removes the container and everything running in it (`docker rm -f`).
+    /// A container that is already gone is not an error.
+    pub async fn remove(&self) -> Result<(), DockerError> {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        match self.docker.remove_container(&self.id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            Err(e) => Err(DockerError::about(&self.name, "removing the container", e)),
+        }
+    }
+
+    /// Runs `argv` in the container to completion, without a terminal,
+    /// feeding it `stdin` (then end-of-file) when given.
+    ///
+    /// ```no_run
+    /// # async fn demo(container: dsh_docker::Container) -> Result<(), dsh_docker::DockerError> {
+    /// let ran = container.run(&["cat"], Some(b"hello")).await?;
+    /// assert_eq!((ran.stdout.as_slice(), ran.code), (&b"hello"[..], 0));
+    /// # Ok(()) }
+    /// ```
+    pub async fn run(
+        &self,
+        argv: &[&str],
+        stdin: Option<&[u8]>,
+    ) -> Result<crate::Ran, DockerError> {
+        crate::exec::run(self, None, argv.to_vec(), stdin).await
+    }
+
+    /// The container's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The name it was opened by (the id for created containers).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The daemon connection.
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+}

@@ -1,0 +1,165 @@
+//! Small commands run in the container next to the shell: the process-tree
+//! kill, signals, scratch files and every filesystem operation.
+
+use std::time::Duration;
+
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use crate::{Container, DockerError};
+
+/// What a command run to completion in a container printed, and its exit
+/// code ([`Container::run`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ran {
+    /// Its standard output.
+    pub stdout: Vec<u8>,
+    /// Its standard error.
+    pub stderr: Vec<u8>,
+    /// Its exit code (`128 + n` when signal `n` killed it).
+    pub code: i64,
+}
+
+impl Ran {
+    /// The end of standard error (at most 500 bytes), trimmed, as text.
+    pub fn stderr_text(&self) -> String {
+        let text = String::from_utf8_lossy(&self.stderr);
+        let text = text.trim();
+        let start = text.len().saturating_sub(500);
+        let start = (start..=text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text[start..].to_owned()
+    }
+}
+
+/// Runs `sh -c script sh args...` in the container (no terminal), feeding
+/// `stdin` when given, and collects its output and exit code.
+pub(crate) async fn run_sh(
+    container: &Container,
+    user: Option<&str>,
+    script: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> Result<Ran, DockerError> {
+    let mut cmd = vec!["/bin/sh", "-c", script, "sh"];
+    cmd.extend_from_slice(args);
+    run(container, user, cmd, stdin).await
+}
+
+pub(crate) async fn run(
+    container: &Container,
+    user: Option<&str>,
+    cmd: Vec<&str>,
+    stdin: Option<&[u8]>,
+) -> Result<Ran, DockerError> {
+    let docker = container.docker();
+    let name = container.name();
+    let exec = docker
+        .create_exec(
+            container.id(),
+            CreateExecOptions {
+                cmd: Some(cmd),
+                attach_stdin: Some(stdin.is_some()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                tty: Some(false),
+                user,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| DockerError::about(name, "creating a helper exec", e))?;
+    let started = docker
+        .start_exec(
+            &exec.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: false,
+                output_capacity: None,
+            }),
+        )
+        .await
+        .map_err(|e| DockerError::about(name, "starting a helper exec", e))?;
+    let StartExecResults::Attached {
+        mut output,
+        mut input,
+    } = started
+    else {
+        return Err(DockerError::Helper {
+            what: "starting a helper",
+            code: -1,
+            stderr: "the daemon detached the helper".into(),
+        });
+    };
+    let feed = async {
+        if let Some(data) = stdin {
+            input
+                .write_all(data)
+                .await
+                .map_err(|source| DockerError::Input {
+                    what: "a helper's standard input",
+                    source,
+                })?;
+            input.flush().await.map_err(|source| DockerError::Input {
+                what: "a helper's standard input",
+                source,
+            })?;
+        }
+        // End-of-file on the helper's standard input.
+        let _ = input.shutdown().await;
+        Ok::<_, DockerError>(())
+    };
+    let collect = async {
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        while let Some(item) = output.next().await {
+            match item.map_err(|source| DockerError::Api {
+                what: "reading a helper's output",
+                source,
+            })? {
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    stdout.extend_from_slice(&message)
+                }
+                LogOutput::StdErr { message } => stderr.extend_from_slice(&message),
+                LogOutput::StdIn { .. } => {}
+            }
+        }
+        Ok::<_, DockerError>((stdout, stderr))
+    };
+    let (fed, collected) = tokio::join!(feed, collect);
+    fed?;
+    let (stdout, stderr) = collected?;
+    let code = exit_code(container, &exec.id).await?;
+    Ok(Ran {
+        stdout,
+        stderr,
+        code,
+    })
+}
+
+/// The exit code of a finished exec; its output ended, so it ends at once
+/// (the daemon may publish the code a moment after the stream closes).
+pub(crate) async fn exit_code(container: &Container, exec_id: &str) -> Result<i64, DockerError> {
+    let mut pause = Duration::from_millis(1);
+    for _ in 0..40 {
+        let info = container
+            .docker()
+            .inspect_exec(exec_id)
+            .await
+            .map_err(|e| DockerError::about(container.name(), "inspecting an exec", e))?;
+        if info.running != Some(true) {
+            return Ok(info.exit_code.unwrap_or(-1));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+    Err(DockerError::Helper {
+        what: "waiting for an exec to end",
+        code: -1,
+        stderr: "its output ended but it still runs".into(),
+    })
+}

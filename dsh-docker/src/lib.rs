@@ -1,0 +1,82 @@
+//! The tools of dsh-rs inside Docker containers: a [`PtyBackend`] whose
+//! sessions are `docker exec` terminals, and an editor [`Fs`] that works on
+//! the container's files.
+//!
+//! Agents for benchmarks and RL rollouts run their commands in a container
+//! per task. With this crate the persistent shell of
+//! [`dsh-shell-persistent`](https://docs.rs/dsh-shell-persistent) and the
+//! `str_replace_editor` of [`dsh-editor`](https://docs.rs/dsh-editor) work
+//! there unchanged: same contract, same exact strings.
+//!
+//! * **Where**: an existing running container ([`Container::existing`]), one
+//!   made from an image and removed afterwards ([`Container::create`]), or a
+//!   fresh container per shell ([`DockerBackend::per_session`]).
+//! * **Which daemon**: the local socket, `DOCKER_HOST`, or any address
+//!   [`connect`] takes (`unix://`, `tcp://`), so one host can drive
+//!   containers on several machines.
+//! * **Nothing left behind**: every process a session starts carries a
+//!   random tag in its environment; a reset or close signals the terminal's
+//!   session *and* every tagged process (so `setsid` and double forks are
+//!   reached), `SIGTERM` first, `SIGKILL` after a grace. A per-session
+//!   container is removed instead.
+//! * **Clear failures**: a daemon that is down, a container that is gone, an
+//!   image that is missing are errors that say so; a connection lost during
+//!   a call ends the call with a line that says so, and the shell is reset.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use dsh_docker::{Container, ContainerTemplate, DockerBackend, DockerFs};
+//! use dsh_editor::Editor;
+//! use dsh_shell_persistent::{ShellConfig, ShellPool};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let docker = dsh_docker::connect(None).await?;
+//! let container = Container::create(docker, &ContainerTemplate::new("python:3.12-slim")).await?;
+//!
+//! let mut config = ShellConfig::new("/");
+//! config.backend = Arc::new(DockerBackend::new(container.clone()));
+//! let shell = ShellPool::new(config)?;
+//! let editor = Editor::new(DockerFs::new(container.clone()));
+//!
+//! println!("{}", shell.run("agent", "cd /tmp && python3 -V").await?);
+//! let args = serde_json::json!({"command": "create", "path": "/tmp/a.py", "file_text": "print(1)\n"});
+//! println!("{}", editor.execute(&args).await?);
+//! println!("{}", shell.run("agent", "python3 a.py").await?);
+//!
+//! shell.close_all().await;
+//! container.remove().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What differs from a local shell
+//!
+//! When the daemon runs on this machine, the backend sees the container's
+//! processes in this host's `/proc` and gives the shell everything a local
+//! terminal gives (which process group is in front, whether it waits for
+//! input). Against a remote daemon that view is missing: a command that
+//! waits for terminal input runs until the call's timeout instead of
+//! receiving end-of-file. Exit codes come from the exec's inspection; a
+//! program killed by a signal shows as code `128 + n`. The environment of
+//! the container is the base of the shell's (the exec can add variables but
+//! not remove the container's).
+//!
+//! [`PtyBackend`]: dsh_pty::PtyBackend
+//! [`Fs`]: dsh_editor::fs::Fs
+
+mod backend;
+mod container;
+mod error;
+mod exec;
+mod fs;
+mod session;
+mod tree;
+
+pub use backend::DockerBackend;
+pub use bollard::Docker;
+pub use container::{Container, ContainerTemplate, connect};
+pub use error::DockerError;
+pub use exec::Ran;
+pub use fs::DockerFs;
+pub use session::DockerSession;

@@ -1,0 +1,328 @@
+//! What the Docker backend promises beyond the shared contract suites
+//! (which run over it from `dsh-shell-persistent` and `dsh-editor`): the
+//! filesystem's guarantees, nothing left running after a reset or a close,
+//! and clear results when the container or the daemon goes away.
+//!
+//! Every test needs a Docker daemon and the `dsh-test` image, so all are
+//! ignored unless run with `--ignored` (`.ci/run` does, after `.ci/engines`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod docker {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use dsh_docker::{Container, ContainerTemplate, DockerBackend, DockerError, DockerFs};
+    use dsh_editor::Editor;
+    use dsh_editor::fs::{Fs, FsError};
+    use dsh_shell_persistent::{ShellConfig, ShellError, ShellPool};
+    use dsh_testbeds::{Testbed, test_image};
+    use serde_json::json;
+
+    const NEEDS: &str = "needs a Docker daemon and the dsh-test image";
+    const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
+
+    async fn sh(c: &Container, script: &str) -> String {
+        let ran = c.run(&["sh", "-c", script], None).await.unwrap();
+        assert_eq!(ran.code, 0, "{script}: {}", ran.stderr_text());
+        String::from_utf8(ran.stdout).unwrap().trim_end().to_owned()
+    }
+
+    /// The command lines of the container's processes (but for the
+    /// helper that lists them).
+    async fn processes(c: &Container) -> Vec<String> {
+        let out = sh(
+            c,
+            r#"for d in /proc/[0-9]*; do [ "${d#/proc/}" = $$ ] && continue; tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done"#,
+        )
+        .await;
+        out.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.contains("/proc/"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Waits (bounded) until no process command line contains any of `gone`.
+    async fn until_gone(c: &Container, gone: &[&str]) -> Vec<String> {
+        let mut left = Vec::new();
+        for _ in 0..100 {
+            left = processes(c)
+                .await
+                .into_iter()
+                .filter(|p| gone.iter().any(|g| p.contains(g)))
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        left
+    }
+
+    fn pool(c: &Container, user: Option<&str>, timeout: Duration) -> ShellPool {
+        let mut backend = DockerBackend::new(c.clone());
+        if let Some(user) = user {
+            backend = backend.user(user);
+        }
+        let mut config = ShellConfig::new("/tmp");
+        config.backend = Arc::new(backend);
+        config.timeout = timeout;
+        ShellPool::new(config).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn the_filesystem_keeps_mode_owner_and_links_and_refuses_stale_versions() {
+        let _ = NEEDS;
+        let bed = Testbed::docker().await;
+        let c = bed.container().unwrap();
+        let fs = DockerFs::new(c.clone());
+        let root = &bed.root;
+        sh(
+            c,
+            &format!(
+                "cd {root} && printf 'old\\n' > run.sh && chown 1000:1000 run.sh && chmod 4751 run.sh \
+                 && mkdir real && printf 'key = 1\\n' > real/conf && ln -s real/conf link"
+            ),
+        )
+        .await;
+        let editor = Editor::new(fs.clone());
+        let run_sh = format!("{root}/run.sh");
+        editor
+            .execute(&json!({"command": "str_replace", "path": run_sh, "old_str": "old", "new_str": "new"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            sh(c, &format!("cat {run_sh}; stat -c '%a %u:%g' {run_sh}")).await,
+            "new\n4751 1000:1000"
+        );
+        let link = format!("{root}/link");
+        editor
+            .execute(
+                &json!({"command": "str_replace", "path": link, "old_str": "1", "new_str": "2"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            sh(c, &format!("readlink {link}; cat {root}/real/conf")).await,
+            "real/conf\nkey = 2"
+        );
+        // A version read before another writer changed the file is refused,
+        // and the other writer's content stays.
+        let (_, version) = fs.read(Path::new(&run_sh)).await.unwrap();
+        sh(c, &format!("printf 'theirs\\n' > {run_sh}")).await;
+        let err = fs
+            .replace(Path::new(&run_sh), b"mine\n".to_vec(), &version)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, FsError::Changed(_)), "{err}");
+        assert_eq!(sh(c, &format!("cat {run_sh}")).await, "theirs");
+        // Create-new never overwrites.
+        let err = fs
+            .create_new(Path::new(&run_sh), b"x".to_vec())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, FsError::AlreadyExists(_)), "{err}");
+        assert_eq!(sh(c, &format!("cat {run_sh}")).await, "theirs");
+        // No temporary files are left behind.
+        assert_eq!(
+            sh(c, &format!("ls -A {root} {root}/real")).await,
+            format!("{root}:\nlink\nreal\nrun.sh\n\n{root}/real:\nconf")
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_refused_edit_changes_nothing() {
+        let bed = Testbed::docker().await;
+        let c = bed.container().unwrap();
+        let root = &bed.root;
+        sh(c, &format!("printf 'a\\nb\\n' > {root}/f && chmod 644 {root}/f && touch -d '2001-01-01 00:00:00' {root}/f")).await;
+        let before = sh(
+            c,
+            &format!("stat -c '%a %u %s %Y %i' {root}/f; ls -A {root}"),
+        )
+        .await;
+        let as_user = DockerFs::new(c.clone()).user("1000");
+        let editor = Editor::new(as_user);
+        let err = editor
+            .execute(&json!({"command": "str_replace", "path": format!("{root}/f"), "old_str": "a", "new_str": "z"}))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("ermission"), "{err}");
+        assert_eq!(
+            sh(
+                c,
+                &format!("stat -c '%a %u %s %Y %i' {root}/f; ls -A {root}")
+            )
+            .await,
+            before
+        );
+        assert_eq!(sh(c, &format!("cat {root}/f")).await, "a\nb");
+    }
+
+    /// Starts, in the shell, processes that try every way of outliving it.
+    const ESCAPES: &str = "setsid sleep 1001 & (sleep 1002 &) ; (trap '' HUP; exec sleep 1003) & sleep 1004 & disown; (setsid sh -c 'sleep 1005 & exit' &) ; echo started";
+    const ESCAPEES: [&str; 5] = [
+        "sleep 1001",
+        "sleep 1002",
+        "sleep 1003",
+        "sleep 1004",
+        "sleep 1005",
+    ];
+
+    async fn nothing_survives(user: Option<&str>) {
+        let bed = Testbed::docker().await;
+        let c = bed.container().unwrap();
+        // A process of the container that is not the shell's: it must stay.
+        sh(c, "sleep 1999 >/dev/null 2>&1 &").await;
+        let pool = pool(c, user, Duration::from_secs(2));
+        let out = pool.run("a", ESCAPES).await.unwrap();
+        assert!(out.ends_with("\nstarted"), "{out:?}");
+        let running = processes(c).await;
+        for p in ESCAPEES {
+            assert!(
+                running.iter().any(|r| r.contains(p)),
+                "{p} not started: {running:?}"
+            );
+        }
+        // A timeout resets the shell: its whole tree goes.
+        let out = pool.run("a", "sleep 60").await.unwrap();
+        assert!(out.ends_with(RESET), "{out:?}");
+        assert_eq!(until_gone(c, &ESCAPEES).await, Vec::<String>::new());
+        // Closing does the same.
+        let out = pool.run("a", ESCAPES).await.unwrap();
+        assert!(out.ends_with("\nstarted"), "{out:?}");
+        pool.close_all().await;
+        assert_eq!(until_gone(c, &ESCAPEES).await, Vec::<String>::new());
+        assert!(processes(c).await.iter().any(|p| p.contains("sleep 1999")));
+        // The scratch directory of long commands goes with the session.
+        assert_eq!(sh(c, "ls -A /tmp").await, "");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn resets_and_closes_leave_nothing_running_as_root() {
+        nothing_survives(None).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn resets_and_closes_leave_nothing_running_as_a_user() {
+        nothing_survives(Some("1000")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_container_per_session_is_removed_with_it() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let mut template = ContainerTemplate::new(test_image());
+        let label = format!("dsh-rs-per-session-test-{}", std::process::id());
+        template.labels.push((label.clone(), "1".into()));
+        let count = || async {
+            let mut filters = std::collections::HashMap::new();
+            filters.insert("label".to_owned(), vec![label.clone()]);
+            docker
+                .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+                    all: true,
+                    filters: Some(filters),
+                    ..Default::default()
+                }))
+                .await
+                .unwrap()
+                .len()
+        };
+        let mut config = ShellConfig::new("/tmp");
+        config.backend = Arc::new(DockerBackend::per_session(docker.clone(), template));
+        let pool = ShellPool::new(config).unwrap();
+        assert_eq!(
+            pool.run("a", "echo $HOSTNAME > /tmp/h; echo a")
+                .await
+                .unwrap(),
+            "a"
+        );
+        assert_eq!(
+            pool.run("b", "cat /tmp/h 2>/dev/null || echo separate")
+                .await
+                .unwrap(),
+            "separate"
+        );
+        assert_eq!(count().await, 2);
+        pool.close_all().await;
+        assert_eq!(count().await, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_container_removed_mid_call_is_reported() {
+        let bed = Testbed::docker().await;
+        let c = bed.container().unwrap().clone();
+        let pool = pool(&c, None, Duration::from_secs(60));
+        assert_eq!(pool.run("a", "echo up").await.unwrap(), "up");
+        let call = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run("a", "echo working; sleep 30").await }
+        });
+        for _ in 0..200 {
+            if processes(&c).await.iter().any(|p| p.contains("sleep 30")) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        c.remove().await.unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.starts_with("working\n[the connection to the Docker container was lost: "),
+            "{out:?}"
+        );
+        assert!(
+            out.ends_with(&format!(
+                "; what the command did there is unknown]\n{RESET}"
+            )),
+            "{out:?}"
+        );
+        let err = pool.run("a", "echo again").await.unwrap_err();
+        assert!(matches!(err, ShellError::Spawn { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "The bash shell could not be started: spawning `bash` failed: there is no Docker container `{}`",
+                c.name()
+            )
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn missing_daemons_containers_and_images_are_named() {
+        let err = dsh_docker::connect(Some("unix:///nonexistent/docker.sock"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("cannot reach the Docker daemon at unix:///nonexistent/docker.sock: "),
+            "{err}"
+        );
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let err = Container::existing(docker.clone(), "dsh-no-such-container")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DockerError::NoSuchContainer(_)));
+        assert_eq!(
+            err.to_string(),
+            "there is no Docker container `dsh-no-such-container`"
+        );
+        let err = Container::create(docker, &ContainerTemplate::new("dsh-no-such-image:1"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the Docker image `dsh-no-such-image:1` is not on the daemon (pull or import it first)"
+        );
+    }
+}

@@ -325,4 +325,187 @@ mod docker {
             "the Docker image `dsh-no-such-image:1` is not on the daemon (pull or import it first)"
         );
     }
+
+    /// A Docker daemon of the test's own, on a private socket and a
+    /// loopback TCP port, with no bridge and no iptables rules, keeping
+    /// containers running across its restarts (`--live-restore`).
+    struct OwnDaemon {
+        dir: tempfile::TempDir,
+        port: u16,
+        child: Option<std::process::Child>,
+    }
+
+    impl OwnDaemon {
+        fn start() -> OwnDaemon {
+            let dir = tempfile::Builder::new()
+                .prefix("dshd")
+                .tempdir_in("/tmp")
+                .unwrap();
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut daemon = OwnDaemon {
+                dir,
+                port,
+                child: None,
+            };
+            daemon.launch();
+            daemon
+        }
+
+        fn socket(&self) -> String {
+            format!("unix://{}/d.sock", self.dir.path().display())
+        }
+
+        fn tcp(&self) -> String {
+            format!("tcp://127.0.0.1:{}", self.port)
+        }
+
+        fn launch(&mut self) {
+            let d = self.dir.path();
+            let log = std::fs::File::create(d.join("log")).unwrap();
+            let child = std::process::Command::new("dockerd")
+                .args(["--data-root", &format!("{}/data", d.display())])
+                .args(["--exec-root", &format!("{}/x", d.display())])
+                .args(["--pidfile", &format!("{}/pid", d.display())])
+                .args(["-H", &self.socket(), "-H", &self.tcp()])
+                .args(["--bridge=none", "--iptables=false", "--ip6tables=false"])
+                .args(["--storage-driver", "vfs", "--live-restore"])
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("dockerd");
+            self.child = Some(child);
+            for _ in 0..300 {
+                if std::process::Command::new("docker")
+                    .args(["-H", &self.socket(), "info"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+                {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            panic!(
+                "the test's dockerd did not start: {}",
+                std::fs::read_to_string(d.join("log")).unwrap_or_default()
+            );
+        }
+
+        /// SIGTERM, and wait for it to exit.
+        fn stop(&mut self) {
+            if let Some(mut child) = self.child.take() {
+                let pid = child.id().to_string();
+                let _ = std::process::Command::new("kill")
+                    .args(["-TERM", &pid])
+                    .status();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    impl Drop for OwnDaemon {
+        fn drop(&mut self) {
+            if self.child.is_some() {
+                // Without live-restore semantics for the test's leftovers.
+                let _ = std::process::Command::new("docker")
+                    .args(["-H", &self.socket(), "rm", "-f", "dsh-own-daemon-test"])
+                    .output();
+            }
+            self.stop();
+            // dockerd mounts its data root on itself: undo the test's mounts
+            // (deepest first) so that the temporary directory can go.
+            let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+            let dir = self.dir.path().display().to_string();
+            let mut ours: Vec<&str> = mounts
+                .lines()
+                .filter_map(|l| l.split(' ').nth(1))
+                .filter(|m| m.starts_with(&dir))
+                .collect();
+            ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
+            for m in ours {
+                let _ = std::process::Command::new("umount")
+                    .args(["-l", m])
+                    .status();
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs dockerd and the dsh-test image"]
+    async fn a_daemon_restart_mid_call_is_reported_over_tcp() {
+        let mut daemon = OwnDaemon::start();
+        let load = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "docker save {} | docker -H {} load",
+                test_image(),
+                daemon.socket()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            load.status.success(),
+            "{}",
+            String::from_utf8_lossy(&load.stderr)
+        );
+        // Driven over TCP, as a daemon on another machine would be.
+        let docker = dsh_docker::connect(Some(&daemon.tcp())).await.unwrap();
+        let container = Container::create(docker, &ContainerTemplate::new(test_image()))
+            .await
+            .unwrap();
+        let _ = std::process::Command::new("docker")
+            .args([
+                "-H",
+                &daemon.socket(),
+                "rename",
+                container.id(),
+                "dsh-own-daemon-test",
+            ])
+            .output();
+        let pool = pool(&container, None, Duration::from_secs(60));
+        assert_eq!(pool.run("a", "echo up").await.unwrap(), "up");
+        let call = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run("a", "echo working; sleep 30").await }
+        });
+        for _ in 0..200 {
+            if processes(&container)
+                .await
+                .iter()
+                .any(|p| p.contains("sleep 30"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let daemon = tokio::task::spawn_blocking(move || {
+            daemon.stop();
+            daemon.launch();
+            daemon
+        })
+        .await
+        .unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(60), call)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.starts_with("working\n[the connection to the Docker container was lost: "),
+            "{out:?}"
+        );
+        assert!(
+            out.ends_with(&format!(
+                "; what the command did there is unknown]\n{RESET}"
+            )),
+            "{out:?}"
+        );
+        // The container lived through the restart: the next call works.
+        assert_eq!(pool.run("a", "echo back").await.unwrap(), "back");
+        pool.close_all().await;
+        drop(daemon);
+    }
 }

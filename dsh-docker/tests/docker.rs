@@ -327,11 +327,14 @@ mod docker {
     }
 
     /// A Docker daemon of the test's own, on a private socket and a
-    /// loopback TCP port, with no bridge and no iptables rules, keeping
-    /// containers running across its restarts (`--live-restore`).
+    /// loopback TCP port, keeping containers running across its restarts
+    /// (`--live-restore`). Its containers use a bridge the test makes and
+    /// removes (`--bridge=none` would make dockerd delete the host's
+    /// `docker0`), and it writes no iptables rules.
     struct OwnDaemon {
         dir: tempfile::TempDir,
         port: u16,
+        bridge: String,
         child: Option<std::process::Child>,
     }
 
@@ -346,9 +349,16 @@ mod docker {
                 .local_addr()
                 .unwrap()
                 .port();
+            let bridge = format!("dsht{}", std::process::id() % 100_000);
+            let made = std::process::Command::new("ip")
+                .args(["link", "add", "name", &bridge, "type", "bridge"])
+                .status()
+                .unwrap();
+            assert!(made.success(), "could not make the test's bridge {bridge}");
             let mut daemon = OwnDaemon {
                 dir,
                 port,
+                bridge,
                 child: None,
             };
             daemon.launch();
@@ -371,7 +381,12 @@ mod docker {
                 .args(["--exec-root", &format!("{}/x", d.display())])
                 .args(["--pidfile", &format!("{}/pid", d.display())])
                 .args(["-H", &self.socket(), "-H", &self.tcp()])
-                .args(["--bridge=none", "--iptables=false", "--ip6tables=false"])
+                .args([
+                    "--bridge",
+                    &self.bridge,
+                    "--iptables=false",
+                    "--ip6tables=false",
+                ])
                 .args(["--storage-driver", "vfs", "--live-restore"])
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
@@ -430,6 +445,9 @@ mod docker {
                     .args(["-l", m])
                     .status();
             }
+            let _ = std::process::Command::new("ip")
+                .args(["link", "del", &self.bridge])
+                .status();
         }
     }
 

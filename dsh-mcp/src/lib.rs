@@ -6,7 +6,8 @@
 //! `dsh-mcp --help`; this library holds the server so it can be embedded.
 //!
 //! ```no_run
-//! use dsh_editor::Editor;
+//! use std::sync::Arc;
+//! use dsh_editor::{Editor, fs::Fs};
 //! use dsh_mcp::DshServer;
 //! use dsh_sandbox::{SandboxConfig, SandboxFs, SandboxMode, SandboxPolicy, SandboxedShell};
 //! use dsh_shell_persistent::ShellConfig;
@@ -18,7 +19,9 @@
 //!     policy.clone(),
 //!     ShellConfig::new("/workspace"),
 //! ))?;
-//! let editor = Editor::new(SandboxFs::new(policy, "/workspace"));
+//! // Any filesystem: here this machine's, under the sandbox's rules
+//! // (`dsh_docker::DockerFs` works in a container).
+//! let editor = Editor::new(Arc::new(SandboxFs::new(policy, "/workspace")) as Arc<dyn Fs>);
 //! let server = DshServer::new(shell, editor, None, None);
 //! let running = server.clone().serve(rmcp::transport::stdio()).await?;
 //! running.waiting().await?;

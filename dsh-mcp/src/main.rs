@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use dsh_editor::fs::Fs;
 use dsh_editor::{Editor, EditorConfig};
 use dsh_mcp::{DshServer, ElicitApprover, SessionLog};
 use dsh_sandbox::{
@@ -71,6 +72,43 @@ struct Args {
     /// (`elicit`, refused when the client cannot ask).
     #[arg(long, env = "DSH_APPROVE", value_enum, default_value_t = Approve::Never)]
     approve: Approve,
+
+    /// Where the tools work: this machine (`local`), or a Docker container
+    /// (`docker`, with `--container` or `--image`). With `docker` the
+    /// workspace is a path in the container (default `/`) and the container
+    /// is the confinement (`--sandbox` stays `danger-full-access`).
+    #[arg(long, env = "DSH_BACKEND", value_enum, default_value_t = Backend::Local)]
+    backend: Backend,
+
+    /// `--backend docker`: the running container to work in.
+    #[arg(
+        long,
+        env = "DSH_CONTAINER",
+        value_name = "NAME",
+        conflicts_with = "image"
+    )]
+    container: Option<String>,
+
+    /// `--backend docker`: make a container from this image (already on the
+    /// daemon) for the session, and remove it when the server exits.
+    #[arg(long, env = "DSH_IMAGE", value_name = "IMAGE")]
+    image: Option<String>,
+
+    /// `--backend docker`: the daemon (`unix:///path`, `tcp://host:port`).
+    /// Default: `DOCKER_HOST`, else the local socket.
+    #[arg(long, value_name = "URL")]
+    docker_host: Option<String>,
+
+    /// `--backend docker`: the user the tools act as in the container
+    /// (`name`, `uid` or `uid:gid`). Default: the image's user.
+    #[arg(long, env = "DSH_USER", value_name = "USER")]
+    user: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Local,
+    Docker,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -137,21 +175,135 @@ fn main() -> ExitCode {
     code
 }
 
+/// Where the tools work, once reached.
+struct Place {
+    /// The workspace, on that side.
+    workspace: PathBuf,
+    /// The shells' backend (`None`: this machine's default).
+    backend: Option<Arc<dyn dsh_pty::PtyBackend>>,
+    /// The editor's filesystem (`None`: this machine's, under the sandbox).
+    fs: Option<Arc<dyn Fs>>,
+    /// A container made for this session, removed on exit.
+    #[cfg(feature = "docker")]
+    made: Option<dsh_docker::Container>,
+}
+
+impl Place {
+    async fn reach(args: &Args) -> Result<Place, String> {
+        match args.backend {
+            Backend::Local => Place::local(args),
+            Backend::Docker => Place::docker(args).await,
+        }
+    }
+
+    fn local(args: &Args) -> Result<Place, String> {
+        let workspace = match args
+            .workspace
+            .clone()
+            .map_or_else(std::env::current_dir, Ok)
+        {
+            Ok(dir) => std::path::absolute(&dir).unwrap_or(dir),
+            Err(err) => return Err(format!("cannot read the current directory: {err}")),
+        };
+        if !workspace.is_dir() {
+            return Err(format!(
+                "the workspace {} is not a directory",
+                workspace.display()
+            ));
+        }
+        Ok(Place {
+            workspace,
+            backend: None,
+            fs: None,
+            #[cfg(feature = "docker")]
+            made: None,
+        })
+    }
+
+    #[cfg(not(feature = "docker"))]
+    async fn docker(_args: &Args) -> Result<Place, String> {
+        Err("this dsh-mcp was built without the `docker` feature".to_owned())
+    }
+
+    #[cfg(feature = "docker")]
+    async fn docker(args: &Args) -> Result<Place, String> {
+        use dsh_docker::{Container, ContainerTemplate, DockerBackend, DockerFs};
+        if args.sandbox != Mode::DangerFullAccess {
+            return Err("--sandbox confines shells on this machine; with --backend docker the container is the confinement (leave --sandbox at danger-full-access)".to_owned());
+        }
+        let docker = dsh_docker::connect(args.docker_host.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+        let (container, made) = match (&args.container, &args.image) {
+            (Some(name), _) => (Container::existing(docker, name).await, false),
+            (None, Some(image)) => (
+                Container::create(docker, &ContainerTemplate::new(image)).await,
+                true,
+            ),
+            (None, None) => {
+                return Err("--backend docker needs --container NAME or --image IMAGE".to_owned());
+            }
+        };
+        let container = container.map_err(|e| e.to_string())?;
+        let mut backend = DockerBackend::new(container.clone());
+        let mut fs = DockerFs::new(container.clone());
+        if let Some(user) = &args.user {
+            backend = backend.user(user);
+            fs = fs.user(user);
+        }
+        let workspace = args.workspace.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let place = Place {
+            backend: Some(Arc::new(backend)),
+            fs: Some(Arc::new(fs)),
+            made: made.then(|| container.clone()),
+            workspace,
+        };
+        let is_dir = match &place.fs {
+            Some(fs) => fs
+                .stat(&place.workspace)
+                .await
+                .map(|m| m.kind == dsh_editor::fs::FileKind::Directory),
+            None => Ok(true),
+        };
+        match is_dir {
+            Ok(true) => Ok(place),
+            Ok(false) | Err(_) => {
+                place.leave().await;
+                Err(format!(
+                    "the workspace {} is not a directory in the container `{}`",
+                    place.workspace.display(),
+                    container.name()
+                ))
+            }
+        }
+    }
+
+    /// Removes what this session made.
+    async fn leave(&self) {
+        #[cfg(feature = "docker")]
+        if let Some(container) = &self.made
+            && let Err(err) = container.remove().await
+        {
+            eprintln!("dsh-mcp: {err}");
+        }
+    }
+}
+
 async fn serve(args: Args) -> ExitCode {
-    let workspace = match args.workspace.map_or_else(std::env::current_dir, Ok) {
-        Ok(dir) => std::path::absolute(&dir).unwrap_or(dir),
+    let place = match Place::reach(&args).await {
+        Ok(place) => place,
         Err(err) => {
-            eprintln!("dsh-mcp: cannot read the current directory: {err}");
+            eprintln!("dsh-mcp: {err}");
             return ExitCode::FAILURE;
         }
     };
-    if !workspace.is_dir() {
-        eprintln!(
-            "dsh-mcp: the workspace {} is not a directory",
-            workspace.display()
-        );
-        return ExitCode::FAILURE;
-    }
+    let code = serve_at(args, &place).await;
+    place.leave().await;
+    code
+}
+
+async fn serve_at(args: Args, place: &Place) -> ExitCode {
+    let workspace = place.workspace.clone();
     let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
     let config = ShellConfig {
         dialect: match args.shell {
@@ -166,6 +318,13 @@ async fn serve(args: Args) -> ExitCode {
             Clip::HeadTail => ClipMode::HeadTail,
         },
         ..ShellConfig::new(&workspace)
+    };
+    let config = match &place.backend {
+        Some(backend) => ShellConfig {
+            backend: Arc::clone(backend),
+            ..config
+        },
+        None => config,
     };
     let policy = SandboxPolicy {
         mode: match args.sandbox {
@@ -200,8 +359,12 @@ async fn serve(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let fs: Arc<dyn Fs> = match &place.fs {
+        Some(fs) => Arc::clone(fs),
+        None => Arc::new(SandboxFs::new(policy, &workspace)),
+    };
     let editor = match Editor::with_config(
-        SandboxFs::new(policy, &workspace),
+        fs,
         EditorConfig {
             max_output_chars,
             ..EditorConfig::default()

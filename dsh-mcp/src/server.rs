@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use dsh_editor::fs::Fs;
 use dsh_editor::{Editor, TOOL_NAME as EDITOR_TOOL};
-use dsh_sandbox::{SandboxFs, SandboxedShell};
+use dsh_sandbox::SandboxedShell;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -19,10 +20,10 @@ use crate::{ElicitApprover, SessionLog};
 pub const OWNER: &str = "mcp";
 
 /// The two tools over MCP.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DshServer {
     shell: Arc<SandboxedShell>,
-    editor: Arc<Editor<SandboxFs>>,
+    editor: Arc<Editor<Arc<dyn Fs>>>,
     log: Option<Arc<SessionLog>>,
     elicit: Option<Arc<ElicitApprover>>,
     /// One call at a time, in arrival order (a fair lock, taken before
@@ -30,12 +31,21 @@ pub struct DshServer {
     turn: Arc<tokio::sync::Mutex<()>>,
 }
 
+impl std::fmt::Debug for DshServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DshServer")
+            .field("shell", &self.shell)
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
 impl DshServer {
     /// A server over `shell` and `editor`, logging calls to `log` if given;
     /// `elicit` is told the client of each call so it can ask for approvals.
     pub fn new(
         shell: SandboxedShell,
-        editor: Editor<SandboxFs>,
+        editor: Editor<Arc<dyn Fs>>,
         log: Option<SessionLog>,
         elicit: Option<Arc<ElicitApprover>>,
     ) -> Self {

@@ -581,3 +581,156 @@ fn visible_tmp() -> std::path::PathBuf {
     );
     var_tmp
 }
+
+/// `--backend docker`, driven through the real binary (ignored where no
+/// Docker daemon runs; `.ci/run` runs it).
+mod docker {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn both_tools_work_in_a_container_made_for_the_session() {
+        let image = dsh_testbeds::test_image();
+        let mut c = Client::start(
+            Path::new("/tmp"),
+            &["--backend", "docker", "--image", &image],
+        )
+        .await;
+        let (text, error) = c
+            .call(
+                2,
+                "bash",
+                json!({"command": "cat /etc/hostname; echo $PWD"}),
+            )
+            .await;
+        assert!(!error, "{text}");
+        let (hostname, pwd) = text.split_once('\n').unwrap();
+        assert_eq!(pwd, "/tmp");
+        let (text, error) = c
+            .call(
+                3,
+                "str_replace_editor",
+                json!({"command": "create", "path": "/tmp/a.txt", "file_text": "in the container\n"}),
+            )
+            .await;
+        assert!(!error, "{text}");
+        assert_eq!(
+            c.call(4, "bash", json!({"command": "cat a.txt"})).await.0,
+            "in the container"
+        );
+        assert!(c.finish().await.success());
+        // The container made for the session is gone with it.
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let err = dsh_docker::Container::existing(docker, hostname)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, dsh_docker::DockerError::NoSuchContainer(_)),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn an_existing_container_is_used_and_kept() {
+        let bed = dsh_testbeds::Testbed::docker().await;
+        let name = bed.container().unwrap().id().to_owned();
+        let mut c = Client::start(
+            Path::new(&bed.root),
+            &[
+                "--backend",
+                "docker",
+                "--container",
+                &name,
+                "--user",
+                "1000",
+            ],
+        )
+        .await;
+        assert_eq!(
+            c.call(2, "bash", json!({"command": "id -u; echo $PWD"}))
+                .await
+                .0,
+            format!("1000\n{}", bed.root)
+        );
+        let (text, error) = c
+            .call(
+                3,
+                "str_replace_editor",
+                json!({"command": "create", "path": "/etc/x", "file_text": "x"}),
+            )
+            .await;
+        assert!(error, "{text}");
+        assert!(text.contains("ermission"), "{text}");
+        assert!(c.finish().await.success());
+        assert!(
+            bed.container()
+                .unwrap()
+                .run(&["true"], None)
+                .await
+                .unwrap()
+                .code
+                == 0
+        );
+    }
+
+    #[tokio::test]
+    #[ignore = "needs a Docker daemon"]
+    async fn unreachable_places_are_named() {
+        for (args, want) in [
+            (
+                vec![
+                    "--backend",
+                    "docker",
+                    "--container",
+                    "dsh-no-such-container",
+                ],
+                "dsh-mcp: there is no Docker container `dsh-no-such-container`\n",
+            ),
+            (
+                vec!["--backend", "docker"],
+                "dsh-mcp: --backend docker needs --container NAME or --image IMAGE\n",
+            ),
+            (
+                vec![
+                    "--backend",
+                    "docker",
+                    "--image",
+                    "x",
+                    "--sandbox",
+                    "workspace-write",
+                ],
+                "dsh-mcp: --sandbox confines shells on this machine; with --backend docker the container is the confinement (leave --sandbox at danger-full-access)\n",
+            ),
+        ] {
+            let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+                .args(&args)
+                .stdin(Stdio::null())
+                .output()
+                .await
+                .unwrap();
+            assert!(!out.status.success());
+            assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .args([
+                "--backend",
+                "docker",
+                "--image",
+                "x",
+                "--docker-host",
+                "unix:///nonexistent.sock",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(
+                "dsh-mcp: cannot reach the Docker daemon at unix:///nonexistent.sock: "
+            ),
+            "{err}"
+        );
+    }
+}

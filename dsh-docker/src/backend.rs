@@ -101,7 +101,7 @@ fn spawn_failed(spec: &SpawnSpec, e: DockerError) -> PtyError {
 fn host_view(pid: i64, tag: &str) -> Option<(HostView, Option<i32>)> {
     let pid = i32::try_from(pid).ok().filter(|&p| p > 0)?;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let wanted = format!("DSH_TREE={tag}");
+    let wanted = format!("{}={tag}", dsh_pty::remote::TAG_VAR);
     if !environ.split(|&b| b == 0).any(|v| v == wanted.as_bytes()) {
         return None;
     }
@@ -166,7 +166,7 @@ impl DockerBackend {
             .iter()
             .filter_map(|(k, v)| v.as_ref().map(|v| format!("{}={}", lossy(k), lossy(v))))
             .collect();
-        env.push(format!("DSH_TREE={tag}"));
+        env.push(format!("{}={tag}", dsh_pty::remote::TAG_VAR));
         let mut cmd = vec![lossy(spec.program())];
         cmd.extend(spec.get_args().iter().map(|a| lossy(a)));
         let docker = container.docker();

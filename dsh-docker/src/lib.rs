@@ -71,7 +71,6 @@ mod error;
 mod exec;
 mod fs;
 mod session;
-mod tree;
 
 pub use backend::DockerBackend;
 pub use bollard::Docker;

@@ -17,7 +17,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::runtime::Handle;
 
 use crate::exec::{self, run_sh};
-use crate::{Container, DockerError, tree};
+use crate::{Container, DockerError};
+use dsh_pty::remote::{TREE_SCRIPT, scratch_dir};
 
 /// What the session is called in errors.
 pub(crate) const WHAT: &str = "Docker container";
@@ -35,6 +36,8 @@ pub(crate) type ExecOutput =
 #[derive(Debug, Clone)]
 pub(crate) struct HostView {
     pub(crate) pid: i32,
+    // Read only where the platform can inspect a foreground (Unix).
+    #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) tty: PathBuf,
 }
 
@@ -158,12 +161,7 @@ async fn run_tree(
     arg: &str,
 ) -> Result<exec::Ran, DockerError> {
     let dir = scratch_dir(tag);
-    run_sh(container, user, tree::SCRIPT, &[tag, op, arg, &dir], None).await
-}
-
-/// The session's scratch directory in the container.
-fn scratch_dir(tag: &str) -> String {
-    format!("/tmp/.dsh-{tag}")
+    run_sh(container, user, TREE_SCRIPT, &[tag, op, arg, &dir], None).await
 }
 
 impl DockerSession {
@@ -265,6 +263,10 @@ impl PtySession for DockerSession {
                 what: "seeing the terminal's foreground when the daemon runs on another machine",
             }),
         }
+    }
+
+    fn pids_are_local(&self) -> bool {
+        self.host.is_some()
     }
 
     async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {

@@ -20,6 +20,8 @@ enum Place {
     Mem,
     /// `DockerFs` in a container of the local daemon.
     Docker,
+    /// `SftpFs` over SSH to this machine.
+    Ssh,
 }
 
 /// An editor over one filesystem, rooted at a directory of its own.
@@ -41,6 +43,7 @@ impl Fixture {
             Place::Mem => None,
             Place::Local => Some(Testbed::new(Where::Local).await),
             Place::Docker => Some(Testbed::new(Where::Docker).await),
+            Place::Ssh => Some(Testbed::new(Where::Ssh).await),
         };
         match bed {
             Some(bed) => Fixture {
@@ -146,6 +149,15 @@ macro_rules! suite {
                 #[ignore = "needs a Docker daemon and the dsh-test image (.ci/run starts and imports both)"]
                 async fn $name() {
                     super::$name(super::Place::Docker).await
+                }
+            )*
+        }
+        mod ssh {
+            $(
+                #[tokio::test]
+                #[ignore = "needs sshd (.ci/engines installs it; each test starts its own)"]
+                async fn $name() {
+                    super::$name(super::Place::Ssh).await
                 }
             )*
         }

@@ -71,6 +71,18 @@ pub trait PtySession: Send + Sync + fmt::Debug {
     /// Which process group owns the terminal and whether it waits for input.
     fn foreground(&self) -> Result<Foreground, PtyError>;
 
+    /// Brings what [`PtySession::foreground`] answers up to date. Backends
+    /// that learn it by asking the other side (a remote host) ask here;
+    /// local backends read the live terminal and need nothing.
+    async fn refresh_foreground(&self) {}
+
+    /// `true` when the process ids this session reports (its foreground
+    /// group) are ids of *this* host's process table, so that `/proc` here
+    /// describes them. Remote backends answer `false`.
+    fn pids_are_local(&self) -> bool {
+        true
+    }
+
     /// Ends every process of the terminal session: `SIGTERM` (and `SIGHUP` to
     /// the leader, since interactive shells ignore `SIGTERM`), up to `grace`
     /// for them to leave, then `SIGKILL` to what remains; then reaps the

@@ -85,6 +85,7 @@ mod plumbing;
 #[cfg(feature = "portable")]
 mod portable;
 mod pump;
+pub mod remote;
 mod scans;
 mod scrollback;
 mod signal;

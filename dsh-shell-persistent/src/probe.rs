@@ -1,6 +1,7 @@
 //! What the tool checks about the shell process itself while a call runs:
 //! whether another program replaced it (`exec`) and whether it was stopped.
-//! Linux reads `/proc/<pid>`; elsewhere both answers are `false`.
+//! Linux reads `/proc/<pid>` when the shell's process ids are this host's;
+//! elsewhere (and for shells on other hosts) both answers are `false`.
 
 #[cfg(target_os = "linux")]
 use std::path::PathBuf;
@@ -13,16 +14,25 @@ pub(crate) const SEES_READS: bool = cfg!(target_os = "linux");
 #[derive(Debug, Clone)]
 pub(crate) struct Home {
     pgid: i32,
+    /// The shell's process is in this host's `/proc`.
+    #[cfg(target_os = "linux")]
+    local: bool,
     #[cfg(target_os = "linux")]
     exe: Option<PathBuf>,
 }
 
 impl Home {
-    pub(crate) fn new(pgid: i32) -> Home {
+    pub(crate) fn new(pgid: i32, local: bool) -> Home {
+        #[cfg(not(target_os = "linux"))]
+        let _ = local;
         Home {
             pgid,
             #[cfg(target_os = "linux")]
-            exe: std::fs::read_link(format!("/proc/{pgid}/exe")).ok(),
+            local,
+            #[cfg(target_os = "linux")]
+            exe: local
+                .then(|| std::fs::read_link(format!("/proc/{pgid}/exe")).ok())
+                .flatten(),
         }
     }
 
@@ -48,11 +58,12 @@ impl Home {
     pub(crate) fn stopped(&self) -> bool {
         #[cfg(target_os = "linux")]
         {
-            std::fs::read_to_string(format!("/proc/{}/stat", self.pgid)).is_ok_and(|text| {
-                text.rfind(')')
-                    .and_then(|i| text[i + 1..].split_ascii_whitespace().next())
-                    .is_some_and(|state| state == "T")
-            })
+            self.local
+                && std::fs::read_to_string(format!("/proc/{}/stat", self.pgid)).is_ok_and(|text| {
+                    text.rfind(')')
+                        .and_then(|i| text[i + 1..].split_ascii_whitespace().next())
+                        .is_some_and(|state| state == "T")
+                })
         }
         #[cfg(not(target_os = "linux"))]
         {

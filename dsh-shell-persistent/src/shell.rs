@@ -181,11 +181,13 @@ impl Shell {
         match tokio::time::timeout(config.start_timeout, wait_ready).await {
             Ok(true) => {
                 // At its prompt, the terminal's foreground is the shell itself.
+                shell_obj.session.refresh_foreground().await;
+                let local = shell_obj.session.pids_are_local();
                 shell_obj.home = shell_obj
                     .session
                     .foreground()
                     .ok()
-                    .map(|fg| probe::Home::new(fg.pgid));
+                    .map(|fg| probe::Home::new(fg.pgid, local));
                 Ok(shell_obj)
             }
             Ok(false) => Err(ShellError::Spawn {
@@ -349,6 +351,7 @@ impl Shell {
                     break Outcome::TimedOut { output: text.finish() };
                 }
                 _ = checks.tick(), if scanner.started() => {
+                    self.session.refresh_foreground().await;
                     let fg = self.session.foreground().ok();
                     if let (Some(home), Some(fg)) = (&self.home, &fg)
                         && fg.pgid == home.pgid()
@@ -411,6 +414,7 @@ impl Shell {
         let give_up = Instant::now() + CONFIRM_WITHIN;
         let mut pause = Duration::from_micros(200);
         loop {
+            self.session.refresh_foreground().await;
             match self.session.foreground() {
                 Err(_) => return true,
                 Ok(fg) if fg.pgid == home.pgid() => {

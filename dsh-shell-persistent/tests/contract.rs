@@ -66,6 +66,15 @@ macro_rules! suite {
                 }
             )*
         }
+        mod ssh {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs sshd (.ci/engines installs it; each test starts its own)"]
+                async fn $name() {
+                    super::$name(super::Where::Ssh).await
+                }
+            )*
+        }
     };
 }
 

@@ -23,6 +23,9 @@ pub enum Where {
     Local,
     /// A container of the local Docker daemon, made for the test.
     Docker,
+    /// This machine over SSH: an `sshd` of the test's own on a loopback
+    /// port, with keys made for it.
+    Ssh,
 }
 
 /// A backend, a filesystem and a fresh directory on one machine.
@@ -36,6 +39,8 @@ pub struct Testbed {
     /// A fresh, empty, canonical directory there.
     pub root: String,
     container: Option<Container>,
+    #[cfg(target_os = "linux")]
+    sshd: Option<Sshd>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -59,6 +64,10 @@ impl Testbed {
         match place {
             Where::Local => Testbed::local(),
             Where::Docker => Testbed::docker().await,
+            #[cfg(target_os = "linux")]
+            Where::Ssh => Testbed::ssh().await,
+            #[cfg(not(target_os = "linux"))]
+            Where::Ssh => panic!("the SSH testbed runs on Linux only"),
         }
     }
 
@@ -73,8 +82,31 @@ impl Testbed {
             fs: Arc::new(LocalFs::new()),
             root: root.to_str().unwrap().to_owned(),
             container: None,
+            #[cfg(target_os = "linux")]
+            sshd: None,
             _dir: Some(dir),
         }
+    }
+
+    /// This machine over SSH, in a new temporary directory.
+    #[cfg(target_os = "linux")]
+    pub async fn ssh() -> Testbed {
+        let sshd = Sshd::start();
+        let host = dsh_ssh::SshHost::connect(sshd.target())
+            .await
+            .expect("connecting to the test's sshd");
+        let mut local = Testbed::local();
+        local.place = Where::Ssh;
+        local.backend = Arc::new(dsh_ssh::SshBackend::new(host.clone()));
+        local.fs = Arc::new(dsh_ssh::SftpFs::open(&host).await.expect("SFTP"));
+        local.sshd = Some(sshd);
+        local
+    }
+
+    /// The test's sshd, for the SSH testbed.
+    #[cfg(target_os = "linux")]
+    pub fn sshd(&self) -> Option<&Sshd> {
+        self.sshd.as_ref()
     }
 
     /// A new container of the local daemon, working in `/work/t`.
@@ -98,6 +130,8 @@ impl Testbed {
             fs: Arc::new(DockerFs::new(container.clone())),
             root: "/work/t".to_owned(),
             container: Some(container),
+            #[cfg(target_os = "linux")]
+            sshd: None,
             _dir: None,
         }
     }
@@ -166,6 +200,10 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(mut sshd) = self.sshd.take() {
+            sshd.stop();
+        }
         let Some(container) = self.container.take() else {
             return;
         };
@@ -185,6 +223,136 @@ impl Drop for Testbed {
         .join();
         if let Ok(Err(e)) = removed {
             eprintln!("the test container was not removed: {e}");
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub use sshd::Sshd;
+
+#[cfg(target_os = "linux")]
+mod sshd {
+    use std::path::Path;
+
+    /// An `sshd` of the test's own: a loopback port, a host key and a client
+    /// key made in a temporary directory, logins for the current user with that
+    /// key only. Stopped (with every session it serves) when dropped.
+    #[derive(Debug)]
+    pub struct Sshd {
+        dir: tempfile::TempDir,
+        port: u16,
+        child: Option<std::process::Child>,
+    }
+
+    impl Sshd {
+        /// Makes the keys and the configuration, starts `sshd` and waits until
+        /// it accepts connections.
+        pub fn start() -> Sshd {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            for key in ["host_key", "id_ed25519"] {
+                let made = std::process::Command::new("ssh-keygen")
+                    .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                    .arg(d.join(key))
+                    .status()
+                    .expect("ssh-keygen (openssh-client)");
+                assert!(made.success());
+            }
+            std::fs::copy(d.join("id_ed25519.pub"), d.join("authorized_keys")).unwrap();
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let host_pub = std::fs::read_to_string(d.join("host_key.pub")).unwrap();
+            std::fs::write(
+                d.join("known_hosts"),
+                format!("[127.0.0.1]:{port} {}", host_pub.trim()),
+            )
+            .unwrap();
+            std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\n\
+                 StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n",
+                hk = d.join("host_key").display(),
+                ak = d.join("authorized_keys").display(),
+                pid = d.join("sshd.pid").display(),
+            ),
+        )
+        .unwrap();
+            let mut sshd = Sshd {
+                dir,
+                port,
+                child: None,
+            };
+            sshd.launch();
+            sshd
+        }
+
+        /// Starts `sshd` (again, after [`Sshd::stop`]) on the same port and keys.
+        pub fn launch(&mut self) {
+            let d = self.dir.path();
+            let log = std::fs::File::create(d.join("sshd.log")).unwrap();
+            let child = std::process::Command::new("/usr/sbin/sshd")
+                .args(["-D", "-e", "-f"])
+                .arg(d.join("sshd_config"))
+                .stderr(log)
+                .spawn()
+                .expect("/usr/sbin/sshd (openssh-server; it also needs /run/sshd)");
+            self.child = Some(child);
+            for _ in 0..500 {
+                if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            panic!(
+                "sshd did not start: {}",
+                std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default()
+            );
+        }
+
+        /// Where to connect, with the test's key and known-hosts file.
+        pub fn target(&self) -> dsh_ssh::SshTarget {
+            let user = std::env::var("USER").unwrap_or_else(|_| "root".to_owned());
+            let mut target =
+                dsh_ssh::SshTarget::parse(&format!("{user}@127.0.0.1:{}", self.port)).unwrap();
+            target.identity = self.dir.path().join("id_ed25519");
+            target.known_hosts = self.dir.path().join("known_hosts");
+            target
+        }
+
+        /// The directory with the keys and the known-hosts file.
+        pub fn dir(&self) -> &Path {
+            self.dir.path()
+        }
+
+        /// The port it listens on.
+        pub fn port(&self) -> u16 {
+            self.port
+        }
+
+        /// Stops the listening `sshd` and the per-connection `sshd` processes
+        /// it forked (its children), which ends every SSH session it served.
+        pub fn stop(&mut self) {
+            let Some(mut child) = self.child.take() else {
+                return;
+            };
+            let pid = child.id();
+            // The per-connection sshd processes are the listener's children.
+            let _ = std::process::Command::new("pkill")
+                .args(["-KILL", "-P", &pid.to_string()])
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    impl Drop for Sshd {
+        fn drop(&mut self) {
+            self.stop();
         }
     }
 }

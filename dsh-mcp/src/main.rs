@@ -73,10 +73,11 @@ struct Args {
     #[arg(long, env = "DSH_APPROVE", value_enum, default_value_t = Approve::Never)]
     approve: Approve,
 
-    /// Where the tools work: this machine (`local`), or a Docker container
-    /// (`docker`, with `--container` or `--image`). With `docker` the
-    /// workspace is a path in the container (default `/`) and the container
-    /// is the confinement (`--sandbox` stays `danger-full-access`).
+    /// Where the tools work: this machine (`local`), a Docker container
+    /// (`docker`, with `--container` or `--image`), or another host (`ssh`,
+    /// with `--ssh`). Elsewhere than `local` the workspace is a path there
+    /// (default `/`), and `--sandbox` stays `danger-full-access` (it
+    /// confines shells on this machine only).
     #[arg(long, env = "DSH_BACKEND", value_enum, default_value_t = Backend::Local)]
     backend: Backend,
 
@@ -103,12 +104,26 @@ struct Args {
     /// (`name`, `uid` or `uid:gid`). Default: the image's user.
     #[arg(long, env = "DSH_USER", value_name = "USER")]
     user: Option<String>,
+
+    /// `--backend ssh`: where to log in, `USER@HOST[:PORT]`.
+    #[arg(long, env = "DSH_SSH", value_name = "USER@HOST[:PORT]")]
+    ssh: Option<String>,
+
+    /// `--backend ssh`: the private key. Default: `~/.ssh/id_ed25519`.
+    #[arg(long, env = "DSH_SSH_IDENTITY", value_name = "FILE")]
+    ssh_identity: Option<PathBuf>,
+
+    /// `--backend ssh`: the known-hosts file the host's key must be in
+    /// (unknown keys are refused). Default: `~/.ssh/known_hosts`.
+    #[arg(long, env = "DSH_SSH_KNOWN_HOSTS", value_name = "FILE")]
+    ssh_known_hosts: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
     Local,
     Docker,
+    Ssh,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -193,7 +208,71 @@ impl Place {
         match args.backend {
             Backend::Local => Place::local(args),
             Backend::Docker => Place::docker(args).await,
+            Backend::Ssh => Place::ssh(args).await,
         }
+    }
+
+    /// Checks that the workspace is a directory on the other side; the
+    /// place is left (what it made is removed) when it is not.
+    async fn checked(self, on: &str) -> Result<Place, String> {
+        let is_dir = match &self.fs {
+            Some(fs) => fs
+                .stat(&self.workspace)
+                .await
+                .is_ok_and(|m| m.kind == dsh_editor::fs::FileKind::Directory),
+            None => true,
+        };
+        if is_dir {
+            return Ok(self);
+        }
+        self.leave().await;
+        Err(format!(
+            "the workspace {} is not a directory {on}",
+            self.workspace.display()
+        ))
+    }
+
+    fn remote_sandbox(args: &Args, backend: &str) -> Result<(), String> {
+        if args.sandbox == Mode::DangerFullAccess {
+            return Ok(());
+        }
+        Err(format!(
+            "--sandbox confines shells on this machine; with --backend {backend} leave it at danger-full-access (the other side confines them)"
+        ))
+    }
+
+    #[cfg(not(feature = "ssh"))]
+    async fn ssh(_args: &Args) -> Result<Place, String> {
+        Err("this dsh-mcp was built without the `ssh` feature".to_owned())
+    }
+
+    #[cfg(feature = "ssh")]
+    async fn ssh(args: &Args) -> Result<Place, String> {
+        use dsh_ssh::{SftpFs, SshBackend, SshHost, SshTarget};
+        Place::remote_sandbox(args, "ssh")?;
+        let Some(spec) = &args.ssh else {
+            return Err("--backend ssh needs --ssh USER@HOST[:PORT]".to_owned());
+        };
+        let mut target = SshTarget::parse(spec)
+            .ok_or_else(|| format!("--ssh {spec}: expected USER@HOST[:PORT]"))?;
+        if let Some(key) = &args.ssh_identity {
+            target.identity.clone_from(key);
+        }
+        if let Some(known) = &args.ssh_known_hosts {
+            target.known_hosts.clone_from(known);
+        }
+        let host = SshHost::connect(target).await.map_err(|e| e.to_string())?;
+        let fs = SftpFs::open(&host).await.map_err(|e| e.to_string())?;
+        let on = format!("on {spec}");
+        Place {
+            workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from("/")),
+            backend: Some(Arc::new(SshBackend::new(host))),
+            fs: Some(Arc::new(fs)),
+            #[cfg(feature = "docker")]
+            made: None,
+        }
+        .checked(&on)
+        .await
     }
 
     fn local(args: &Args) -> Result<Place, String> {
@@ -228,9 +307,7 @@ impl Place {
     #[cfg(feature = "docker")]
     async fn docker(args: &Args) -> Result<Place, String> {
         use dsh_docker::{Container, ContainerTemplate, DockerBackend, DockerFs};
-        if args.sandbox != Mode::DangerFullAccess {
-            return Err("--sandbox confines shells on this machine; with --backend docker the container is the confinement (leave --sandbox at danger-full-access)".to_owned());
-        }
+        Place::remote_sandbox(args, "docker")?;
         let docker = dsh_docker::connect(args.docker_host.as_deref())
             .await
             .map_err(|e| e.to_string())?;
@@ -251,31 +328,15 @@ impl Place {
             backend = backend.user(user);
             fs = fs.user(user);
         }
-        let workspace = args.workspace.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let place = Place {
+        let on = format!("in the container `{}`", container.name());
+        Place {
+            workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from("/")),
             backend: Some(Arc::new(backend)),
             fs: Some(Arc::new(fs)),
-            made: made.then(|| container.clone()),
-            workspace,
-        };
-        let is_dir = match &place.fs {
-            Some(fs) => fs
-                .stat(&place.workspace)
-                .await
-                .map(|m| m.kind == dsh_editor::fs::FileKind::Directory),
-            None => Ok(true),
-        };
-        match is_dir {
-            Ok(true) => Ok(place),
-            Ok(false) | Err(_) => {
-                place.leave().await;
-                Err(format!(
-                    "the workspace {} is not a directory in the container `{}`",
-                    place.workspace.display(),
-                    container.name()
-                ))
-            }
+            made: made.then_some(container),
         }
+        .checked(&on)
+        .await
     }
 
     /// Removes what this session made.

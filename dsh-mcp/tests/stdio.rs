@@ -700,7 +700,7 @@ mod docker {
                     "--sandbox",
                     "workspace-write",
                 ],
-                "dsh-mcp: --sandbox confines shells on this machine; with --backend docker the container is the confinement (leave --sandbox at danger-full-access)\n",
+                "dsh-mcp: --sandbox confines shells on this machine; with --backend docker leave it at danger-full-access (the other side confines them)\n",
             ),
         ] {
             let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
@@ -731,6 +731,90 @@ mod docker {
                 "dsh-mcp: cannot reach the Docker daemon at unix:///nonexistent.sock: "
             ),
             "{err}"
+        );
+    }
+}
+
+/// `--backend ssh`, driven through the real binary against an sshd of the
+/// test's own (ignored where no sshd is installed; `.ci/run` runs it).
+mod ssh {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs sshd (.ci/engines installs it)"]
+    async fn both_tools_work_on_the_host() {
+        let sshd = dsh_testbeds::Sshd::start();
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let target = sshd.target();
+        let login = format!("{}@127.0.0.1:{}", target.user, sshd.port());
+        let mut c = Client::start(
+            &root,
+            &[
+                "--backend",
+                "ssh",
+                "--ssh",
+                &login,
+                "--ssh-identity",
+                target.identity.to_str().unwrap(),
+                "--ssh-known-hosts",
+                target.known_hosts.to_str().unwrap(),
+            ],
+        )
+        .await;
+        let (text, error) = c
+            .call(
+                2,
+                "bash",
+                json!({"command": "echo $PWD; echo ${SSH_CONNECTION%% *}"}),
+            )
+            .await;
+        assert!(!error, "{text}");
+        assert_eq!(text, format!("{}\n127.0.0.1", root.display()));
+        let path = root.join("a.txt");
+        let (text, error) = c
+            .call(
+                3,
+                "str_replace_editor",
+                json!({"command": "create", "path": path, "file_text": "over sftp\n"}),
+            )
+            .await;
+        assert!(!error, "{text}");
+        assert_eq!(
+            c.call(4, "bash", json!({"command": "cat a.txt"})).await.0,
+            "over sftp"
+        );
+        assert_eq!(
+            c.call(5, "bash", json!({"command": "kill -9 $$"})).await.0,
+            "[shell killed by signal: SIGKILL]\nThe persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment."
+        );
+        assert!(c.finish().await.success());
+    }
+
+    #[tokio::test]
+    #[ignore = "needs sshd (.ci/engines installs it)"]
+    async fn an_unknown_host_key_is_refused() {
+        let sshd = dsh_testbeds::Sshd::start();
+        let target = sshd.target();
+        let empty = tempfile::NamedTempFile::new().unwrap();
+        let login = format!("{}@127.0.0.1:{}", target.user, sshd.port());
+        let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .args(["--backend", "ssh", "--ssh", &login, "--ssh-identity"])
+            .arg(&target.identity)
+            .arg("--ssh-known-hosts")
+            .arg(empty.path())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success());
+        let known = empty.path().display();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "dsh-mcp: the host key of 127.0.0.1:{port} is not in {known}: add it (for example with `ssh-keyscan -p {port} 127.0.0.1 >> {known}`) after checking it\n",
+                port = sshd.port()
+            )
         );
     }
 }

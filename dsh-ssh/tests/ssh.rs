@@ -1,0 +1,277 @@
+//! What the SSH backend promises beyond the shared contract suites (which
+//! run over it from `dsh-shell-persistent` and `dsh-editor`): host keys are
+//! checked, nothing is left running after a reset or a close, SFTP edits
+//! keep the file's mode, owner and links, and a connection lost mid-call is
+//! reported.
+//!
+//! Each test starts an sshd of its own on a loopback port (keys made in a
+//! temporary directory), so all are ignored unless run with `--ignored`
+//! (`.ci/run` does, after `.ci/engines` installs OpenSSH).
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod ssh {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use dsh_editor::Editor;
+    use dsh_editor::fs::{Fs, FsError};
+    use dsh_shell_persistent::{ShellConfig, ShellPool};
+    use dsh_ssh::{SftpFs, SshBackend, SshError, SshHost};
+    use dsh_testbeds::Sshd;
+    use serde_json::json;
+
+    const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
+
+    fn sh(script: &str) -> String {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    }
+
+    fn pool(host: &SshHost, dir: &Path, timeout: Duration) -> ShellPool {
+        let mut config = ShellConfig::new(dir);
+        config.backend = Arc::new(SshBackend::new(host.clone()));
+        config.timeout = timeout;
+        ShellPool::new(config).unwrap()
+    }
+
+    #[tokio::test]
+    #[ignore = "needs sshd"]
+    async fn host_keys_and_client_keys_are_checked() {
+        let sshd = Sshd::start();
+        // A known-hosts file that records another key for this host.
+        let other = tempfile::tempdir().unwrap();
+        let key = other.path().join("k");
+        sh(&format!(
+            "ssh-keygen -q -t ed25519 -N '' -f {}",
+            key.display()
+        ));
+        let wrong = other.path().join("known_hosts");
+        let other_pub = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        std::fs::write(
+            &wrong,
+            format!("[127.0.0.1]:{} {}", sshd.port(), other_pub.trim()),
+        )
+        .unwrap();
+        let mut target = sshd.target();
+        target.known_hosts = wrong.clone();
+        let err = SshHost::connect(target).await.unwrap_err();
+        assert!(
+            matches!(err, SshError::HostKeyMismatch { line: 1, .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the host key of 127.0.0.1:{} does not match line 1 of {}: refusing to connect (the host was reinstalled, or someone is in the middle)",
+                sshd.port(),
+                wrong.display()
+            )
+        );
+        // A client key the host does not know.
+        let mut target = sshd.target();
+        target.identity = key.clone();
+        let err = SshHost::connect(target.clone()).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}@127.0.0.1 refused the SSH key {}",
+                target.user,
+                key.display()
+            )
+        );
+        // Nobody listening.
+        let mut target = sshd.target();
+        target.port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let err = SshHost::connect(target.clone()).await.unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "cannot connect to 127.0.0.1:{} over SSH: ",
+                target.port
+            )),
+            "{err}"
+        );
+    }
+
+    /// Processes whose command line contains `needle`, by pid.
+    fn running(needle: &str) -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                let cmdline = std::fs::read(e.ok()?.path().join("cmdline")).ok()?;
+                let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                text.contains(needle).then_some(text)
+            })
+            .collect()
+    }
+
+    async fn until_none(needle: &str) -> Vec<String> {
+        let mut left = running(needle);
+        for _ in 0..500 {
+            if left.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            left = running(needle);
+        }
+        left
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs sshd"]
+    async fn resets_and_closes_leave_nothing_running() {
+        let sshd = Sshd::start();
+        let dir = tempfile::tempdir().unwrap();
+        let host = SshHost::connect(sshd.target()).await.unwrap();
+        let pool = pool(&host, dir.path(), Duration::from_secs(2));
+        // Unique durations, so that only this test's processes match.
+        let n = 3_000_000 + std::process::id() % 100_000;
+        let escapes = format!(
+            "setsid sleep {n}1 & (sleep {n}2 &) ; (trap '' HUP; exec sleep {n}3) & sleep {n}4 & disown; (setsid sh -c 'sleep {n}5 & exit' &) ; echo started"
+        );
+        let out = pool.run("a", &escapes).await.unwrap();
+        assert!(out.ends_with("\nstarted"), "{out:?}");
+        assert_eq!(
+            running(&format!("sleep {n}")).len(),
+            5,
+            "{:?}",
+            running(&format!("sleep {n}"))
+        );
+        let out = pool.run("a", "sleep 60").await.unwrap();
+        assert!(out.ends_with(RESET), "{out:?}");
+        assert_eq!(
+            until_none(&format!("sleep {n}")).await,
+            Vec::<String>::new()
+        );
+        let out = pool.run("a", &escapes).await.unwrap();
+        assert!(out.ends_with("\nstarted"), "{out:?}");
+        pool.close_all().await;
+        assert_eq!(
+            until_none(&format!("sleep {n}")).await,
+            Vec::<String>::new()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs sshd"]
+    async fn sshd_killed_mid_call_is_reported_and_the_next_call_reconnects() {
+        let mut sshd = Sshd::start();
+        let dir = tempfile::tempdir().unwrap();
+        let host = SshHost::connect(sshd.target()).await.unwrap();
+        let pool = pool(&host, dir.path(), Duration::from_secs(60));
+        assert_eq!(pool.run("a", "echo up").await.unwrap(), "up");
+        let flag = dir.path().join("working");
+        let call = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run("a", "echo working; touch working; sleep 30").await }
+        });
+        for _ in 0..1000 {
+            if flag.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(flag.exists());
+        sshd.stop();
+        let out = tokio::time::timeout(Duration::from_secs(60), call)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.starts_with("working\n[the connection to the SSH host was lost: "),
+            "{out:?}"
+        );
+        assert!(
+            out.ends_with(&format!(
+                "; what the command did there is unknown]\n{RESET}"
+            )),
+            "{out:?}"
+        );
+        // The host is back: the next call connects again.
+        sshd.launch();
+        assert_eq!(pool.run("a", "echo back").await.unwrap(), "back");
+        pool.close_all().await;
+    }
+
+    #[tokio::test]
+    #[ignore = "needs sshd"]
+    async fn sftp_edits_keep_mode_owner_and_links_and_refuse_stale_versions() {
+        let sshd = Sshd::start();
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = root.display();
+        let host = SshHost::connect(sshd.target()).await.unwrap();
+        let fs = SftpFs::open(&host).await.unwrap();
+        sh(&format!(
+            "cd {root} && printf 'old\\n' > run.sh && chown 1000:1000 run.sh && chmod 4751 run.sh \
+             && mkdir real && printf 'key = 1\\n' > real/conf && ln -s real/conf link"
+        ));
+        let editor = Editor::new(Arc::new(fs) as Arc<dyn Fs>);
+        let run_sh = format!("{root}/run.sh");
+        editor
+            .execute(&json!({"command": "str_replace", "path": run_sh, "old_str": "old", "new_str": "new"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            sh(&format!("cat {run_sh}; stat -c '%a %u:%g' {run_sh}")),
+            "new\n4751 1000:1000"
+        );
+        let link = format!("{root}/link");
+        editor
+            .execute(
+                &json!({"command": "str_replace", "path": link, "old_str": "1", "new_str": "2"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            sh(&format!("readlink {link}; cat {root}/real/conf")),
+            "real/conf\nkey = 2"
+        );
+        // Another writer within the same second: the content hash tells.
+        let fs = editor.fs();
+        let (_, version) = fs.read(Path::new(&run_sh)).await.unwrap();
+        sh(&format!("printf 'them\\n' > {run_sh}"));
+        let err = fs
+            .replace(Path::new(&run_sh), b"mine\n".to_vec(), &version)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, FsError::Changed(_)), "{err}");
+        assert_eq!(sh(&format!("cat {run_sh}")), "them");
+        let err = fs
+            .create_new(Path::new(&run_sh), b"x".to_vec())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, FsError::AlreadyExists(_)), "{err}");
+        fs.create_new(
+            Path::new(&format!("{root}/new/deep/f.txt")),
+            b"made\n".to_vec(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            sh(&format!(
+                "cat {root}/new/deep/f.txt; stat -c %a {root}/new/deep/f.txt"
+            )),
+            "made\n644"
+        );
+        assert_eq!(
+            sh(&format!("ls -A {root} {root}/real")),
+            format!("{root}:\nlink\nnew\nreal\nrun.sh\n\n{root}/real:\nconf")
+        );
+    }
+}

@@ -80,25 +80,11 @@ fn round_trip(c: &mut Criterion) {
 
 /// Memory the kernel counts as available, in KiB.
 fn mem_available_kib() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    benches::proc_kib("/proc/meminfo", "MemAvailable")
 }
 
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    benches::proc_kib("/proc/self/status", "VmRSS")
 }
 
 fn hundred_containers(_c: &mut Criterion) {

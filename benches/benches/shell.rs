@@ -201,14 +201,7 @@ fn closing(_c: &mut Criterion) {
 
 /// The resident set size of this process, in KiB (Linux).
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    benches::proc_kib("/proc/self/status", "VmRSS")
 }
 
 /// 20,000 owners, each created, used once and closed, in sequence: the

@@ -83,3 +83,16 @@ impl Drop for RawPty {
         let _ = self.child.wait();
     }
 }
+
+/// A `kB` figure of a `/proc` file (`/proc/self/status`'s `VmRSS`,
+/// `/proc/meminfo`'s `MemAvailable`), in KiB; 0 where there is none.
+pub fn proc_kib(file: &str, key: &str) -> u64 {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -73,15 +73,6 @@ impl DockerBackend {
     }
 }
 
-fn random_tag() -> Result<String, PtyError> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| PtyError::Io {
-        what: "drawing a random tag",
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 fn lossy(s: &std::ffi::OsStr) -> String {
     s.to_string_lossy().into_owned()
 }
@@ -160,7 +151,7 @@ impl DockerBackend {
         container: &Container,
         owned: bool,
     ) -> Result<Box<dyn PtySession>, PtyError> {
-        let tag = random_tag()?;
+        let tag = dsh_pty::remote::new_tag()?;
         let mut env: Vec<String> = spec
             .get_env()
             .iter()

@@ -9,8 +9,9 @@ use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 
 use crate::DockerError;
 
-/// Connects to the Docker daemon named by `host` (`unix:///path`,
-/// `tcp://host:port`, or with the `ssh` feature `ssh://user@host`), or by
+/// Connects to the Docker daemon named by `host` (`unix:///path` or
+/// `tcp://host:port`; `ssh://` is not built in: forward the remote socket,
+/// e.g. `ssh -L /tmp/d.sock:/var/run/docker.sock host`), or by
 /// `DOCKER_HOST`, or the platform's default socket; agrees on the API
 /// version and checks that the daemon answers.
 ///

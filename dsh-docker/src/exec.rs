@@ -26,13 +26,7 @@ pub struct Ran {
 impl Ran {
     /// The end of standard error (at most 500 bytes), trimmed, as text.
     pub fn stderr_text(&self) -> String {
-        let text = String::from_utf8_lossy(&self.stderr);
-        let text = text.trim();
-        let start = text.len().saturating_sub(500);
-        let start = (start..=text.len())
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(0);
-        text[start..].to_owned()
+        dsh_pty::remote::tail_text(&self.stderr)
     }
 }
 

@@ -320,7 +320,7 @@ impl PtySession for DockerSession {
         let ran = run_sh(
             &self.container,
             self.user.as_deref(),
-            r#"umask 077 && mkdir -p -- "$1" && cat > "$1/$2""#,
+            dsh_pty::remote::SCRATCH_SCRIPT,
             &[&dir, name],
             Some(data),
         )

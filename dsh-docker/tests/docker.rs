@@ -60,6 +60,36 @@ mod docker {
         left
     }
 
+    /// Runs `echo working; sleep 30` in `pool`, does `fault` once the sleep
+    /// runs in `c`, and returns the call's result and what `fault` returned.
+    async fn with_fault_mid_call<F, Fut, T>(
+        pool: &ShellPool,
+        c: &Container,
+        fault: F,
+    ) -> (String, T)
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let call = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run("a", "echo working; sleep 30").await }
+        });
+        for _ in 0..200 {
+            if processes(c).await.iter().any(|p| p.contains("sleep 30")) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let kept = fault().await;
+        let out = tokio::time::timeout(Duration::from_secs(60), call)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        (out, kept)
+    }
+
     fn pool(c: &Container, user: Option<&str>, timeout: Duration) -> ShellPool {
         let mut backend = DockerBackend::new(c.clone());
         if let Some(user) = user {
@@ -180,7 +210,18 @@ mod docker {
         let pool = pool(c, user, Duration::from_secs(2));
         let out = pool.run("a", ESCAPES).await.unwrap();
         assert!(out.ends_with("\nstarted"), "{out:?}");
-        let running = processes(c).await;
+        // The detached ones start a moment after the call returned.
+        let mut running = processes(c).await;
+        for _ in 0..200 {
+            if ESCAPEES
+                .iter()
+                .all(|p| running.iter().any(|r| r.contains(p)))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            running = processes(c).await;
+        }
         for p in ESCAPEES {
             assert!(
                 running.iter().any(|r| r.contains(p)),
@@ -260,32 +301,9 @@ mod docker {
         let c = bed.container().unwrap().clone();
         let pool = pool(&c, None, Duration::from_secs(60));
         assert_eq!(pool.run("a", "echo up").await.unwrap(), "up");
-        let call = tokio::spawn({
-            let pool = pool.clone();
-            async move { pool.run("a", "echo working; sleep 30").await }
-        });
-        for _ in 0..200 {
-            if processes(&c).await.iter().any(|p| p.contains("sleep 30")) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        c.remove().await.unwrap();
-        let out = tokio::time::timeout(Duration::from_secs(30), call)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert!(
-            out.starts_with("working\n[the connection to the Docker container was lost: "),
-            "{out:?}"
-        );
-        assert!(
-            out.ends_with(&format!(
-                "; what the command did there is unknown]\n{RESET}"
-            )),
-            "{out:?}"
-        );
+        let (out, ()) =
+            with_fault_mid_call(&pool, &c, || async { c.remove().await.unwrap() }).await;
+        dsh_testbeds::assert_connection_lost(&out, "working", "Docker container");
         let err = pool.run("a", "echo again").await.unwrap_err();
         assert!(matches!(err, ShellError::Spawn { .. }), "{err:?}");
         assert_eq!(
@@ -485,45 +503,19 @@ mod docker {
             .output();
         let pool = pool(&container, None, Duration::from_secs(60));
         assert_eq!(pool.run("a", "echo up").await.unwrap(), "up");
-        let call = tokio::spawn({
-            let pool = pool.clone();
-            async move { pool.run("a", "echo working; sleep 30").await }
-        });
-        for _ in 0..200 {
-            if processes(&container)
-                .await
-                .iter()
-                .any(|p| p.contains("sleep 30"))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        let daemon = tokio::task::spawn_blocking(move || {
-            daemon.stop();
-            daemon.launch();
-            daemon
-        })
-        .await
-        .unwrap();
-        let out = tokio::time::timeout(Duration::from_secs(60), call)
+        let (out, _daemon) = with_fault_mid_call(&pool, &container, move || async move {
+            tokio::task::spawn_blocking(move || {
+                daemon.stop();
+                daemon.launch();
+                daemon
+            })
             .await
             .unwrap()
-            .unwrap()
-            .unwrap();
-        assert!(
-            out.starts_with("working\n[the connection to the Docker container was lost: "),
-            "{out:?}"
-        );
-        assert!(
-            out.ends_with(&format!(
-                "; what the command did there is unknown]\n{RESET}"
-            )),
-            "{out:?}"
-        );
+        })
+        .await;
+        dsh_testbeds::assert_connection_lost(&out, "working", "Docker container");
         // The container lived through the restart: the next call works.
         assert_eq!(pool.run("a", "echo back").await.unwrap(), "back");
         pool.close_all().await;
-        drop(daemon);
     }
 }

@@ -15,6 +15,33 @@
 /// The environment variable that tags a session's processes.
 pub const TAG_VAR: &str = "DSH_TREE";
 
+/// A new random session tag: 16 hexadecimal digits.
+pub fn new_tag() -> Result<String, crate::PtyError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| crate::PtyError::Io {
+        what: "drawing a random session tag",
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The end of a helper's standard error (at most 500 bytes), trimmed, as
+/// text for an error message.
+pub fn tail_text(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    let mut start = text.len().saturating_sub(500);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_owned()
+}
+
+/// `sh -c SCRATCH_SCRIPT sh <dir> <name>`, standard input the content:
+/// writes a scratch file readable by the session's user only (see
+/// [`crate::PtySession::put_scratch_file`]).
+pub const SCRATCH_SCRIPT: &str = r#"umask 077 && mkdir -p -- "$1" && cat > "$1/$2""#;
+
 /// The directory [`TREE_SCRIPT`] removes at the end of a session: the
 /// session's scratch files (see [`crate::PtySession::put_scratch_file`]).
 pub fn scratch_dir(tag: &str) -> String {

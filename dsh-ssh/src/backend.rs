@@ -41,15 +41,6 @@ impl SshBackend {
     }
 }
 
-fn random_tag() -> Result<String, PtyError> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| PtyError::Io {
-        what: "drawing a random tag",
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 fn spawn_failed(spec: &SpawnSpec, e: SshError) -> PtyError {
     PtyError::Spawn {
         program: spec.program().to_string_lossy().into_owned(),
@@ -99,7 +90,7 @@ impl PtyBackend for SshBackend {
                 what: "pre-exec confinement hooks (they run on this machine)",
             });
         }
-        let tag = random_tag()?;
+        let tag = dsh_pty::remote::new_tag()?;
         let (channel, conn) = self
             .host
             .channel_on()

@@ -122,7 +122,11 @@ impl SftpFs {
         let parent = path.parent().unwrap_or(Path::new("/"));
         let mut attrs = FileAttributes::empty();
         attrs.permissions = mode;
-        let temp = format!("{}/.dsh-edit.{}", utf8(parent)?, random_suffix());
+        let suffix = dsh_pty::remote::new_tag().map_err(|e| FsError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(e),
+        })?;
+        let temp = format!("{}/.dsh-edit.{suffix}", utf8(parent)?);
         let mut file = self
             .sftp
             .open_with_flags_and_attributes(
@@ -167,12 +171,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-fn random_suffix() -> String {
-    let mut bytes = [0u8; 6];
-    let _ = getrandom::fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn utf8(path: &Path) -> Result<&str, FsError> {

@@ -169,13 +169,7 @@ pub struct Ran {
 impl Ran {
     /// The end of standard error (at most 500 bytes), trimmed, as text.
     pub fn stderr_text(&self) -> String {
-        let text = String::from_utf8_lossy(&self.stderr);
-        let text = text.trim();
-        let mut start = text.len().saturating_sub(500);
-        while !text.is_char_boundary(start) {
-            start += 1;
-        }
-        text[start..].to_owned()
+        dsh_pty::remote::tail_text(&self.stderr)
     }
 }
 

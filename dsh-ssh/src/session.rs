@@ -224,11 +224,7 @@ impl PtySession for SshSession {
         let dir = scratch_dir(&self.tag);
         let ran = self
             .host
-            .run_sh(
-                r#"umask 077 && mkdir -p -- "$1" && cat > "$1/$2""#,
-                &[&dir, name],
-                Some(data),
-            )
+            .run_sh(dsh_pty::remote::SCRATCH_SCRIPT, &[&dir, name], Some(data))
             .await
             .map_err(|e| PtyError::Disconnected {
                 backend: WHAT,

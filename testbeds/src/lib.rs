@@ -53,6 +53,16 @@ impl std::fmt::Debug for Testbed {
     }
 }
 
+/// Asserts that a call's result is `first_line`, then the line that says
+/// the connection to `what` ("Docker container", "SSH host") was lost, then
+/// the reset line.
+pub fn assert_connection_lost(out: &str, first_line: &str, what: &str) {
+    let head = format!("{first_line}\n[the connection to the {what} was lost: ");
+    assert!(out.starts_with(&head), "{out:?}");
+    let tail = "; what the command did there is unknown]\nThe persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
+    assert!(out.ends_with(tail), "{out:?}");
+}
+
 /// The image the Docker testbed uses.
 pub fn test_image() -> String {
     std::env::var("DSH_TEST_IMAGE").unwrap_or_else(|_| "dsh-test".to_owned())

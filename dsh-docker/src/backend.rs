@@ -9,6 +9,7 @@ use dsh_pty::{PtyBackend, PtyError, PtySession, SessionPlumbing, SpawnSpec};
 use tokio::runtime::Handle;
 
 use crate::session::{self, DockerSession, HostView};
+
 use crate::{Container, ContainerTemplate, DockerError};
 
 /// Where a backend runs its programs.
@@ -45,6 +46,7 @@ enum Placement {
 pub struct DockerBackend {
     placement: Placement,
     user: Option<String>,
+    host_proc: bool,
 }
 
 impl DockerBackend {
@@ -53,6 +55,7 @@ impl DockerBackend {
         DockerBackend {
             placement: Placement::Shared(container),
             user: None,
+            host_proc: true,
         }
     }
 
@@ -62,7 +65,17 @@ impl DockerBackend {
         DockerBackend {
             placement: Placement::PerSession { docker, template },
             user: None,
+            host_proc: true,
         }
+    }
+
+    /// Whether to read this host's `/proc` for a session's processes when
+    /// the daemon runs here (default `true`: it is the cheapest and most
+    /// exact view). With `false`, or with a daemon elsewhere, a small script
+    /// in the container answers instead ([`dsh_pty::remote::FOREGROUND_SCRIPT`]).
+    pub fn host_proc(mut self, on: bool) -> Self {
+        self.host_proc = on;
+        self
     }
 
     /// Runs the programs as `user` (`name`, `uid` or `uid:gid`), not the
@@ -87,9 +100,11 @@ fn spawn_failed(spec: &SpawnSpec, e: DockerError) -> PtyError {
 }
 
 /// This host's view of the exec's process: its `/proc` entry carries the
-/// session's tag when the daemon runs here (and we may read it).
+/// session's tag when the daemon runs here (and we may read it). Asked once
+/// the program runs (right after the exec starts, the process may still be
+/// `runc init`).
 #[cfg(target_os = "linux")]
-fn host_view(pid: i64, tag: &str) -> Option<(HostView, Option<i32>)> {
+pub(crate) fn host_view(pid: i64, tag: &str) -> Option<HostView> {
     let pid = i32::try_from(pid).ok().filter(|&p| p > 0)?;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let wanted = format!("{}={tag}", dsh_pty::remote::TAG_VAR);
@@ -97,20 +112,11 @@ fn host_view(pid: i64, tag: &str) -> Option<(HostView, Option<i32>)> {
         return None;
     }
     let tty = std::fs::read_link(format!("/proc/{pid}/fd/0")).ok()?;
-    // The pid inside the container: the last field of `NSpid`.
-    let inner = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("NSpid:"))
-                .and_then(|ids| ids.split_whitespace().last()?.parse().ok())
-        });
-    Some((HostView { pid, tty }, inner))
+    Some(HostView { pid, tty })
 }
 
 #[cfg(not(target_os = "linux"))]
-fn host_view(_pid: i64, _tag: &str) -> Option<(HostView, Option<i32>)> {
+pub(crate) fn host_view(_pid: i64, _tag: &str) -> Option<HostView> {
     None
 }
 
@@ -210,16 +216,6 @@ impl DockerBackend {
         if let Err(e) = docker.resize_exec(&exec.id, resize).await {
             tracing::debug!(error = %e, "sizing the exec's terminal failed");
         }
-        let info = docker.inspect_exec(&exec.id).await.map_err(|e| {
-            spawn_failed(
-                spec,
-                DockerError::about(container.name(), "inspecting the shell's exec", e),
-            )
-        })?;
-        let (host, leader) = match info.pid.and_then(|pid| host_view(pid, &tag)) {
-            Some((view, inner)) => (Some(view), inner),
-            None => (None, None),
-        };
         let (plumbing, feeder, stream) = SessionPlumbing::start(spec);
         let plumbing = Arc::new(plumbing);
         let lost = Arc::new(OnceLock::new());
@@ -231,7 +227,7 @@ impl DockerBackend {
             exec.id.clone(),
             Arc::clone(&lost),
         ));
-        tracing::debug!(container = %container.name(), exec = %exec.id, local = host.is_some(), "shell exec started");
+        tracing::debug!(container = %container.name(), exec = %exec.id, "shell exec started");
         Ok(Box::new(DockerSession {
             container: container.clone(),
             exec_id: exec.id,
@@ -241,9 +237,11 @@ impl DockerBackend {
             input: tokio::sync::Mutex::new(input),
             plumbing,
             output: Some(stream),
-            host,
-            leader,
+            host: OnceLock::new(),
+            host_proc: self.host_proc,
+            settled: AtomicBool::new(false),
             lost,
+            probe: dsh_pty::remote::ForegroundProbe::new(),
             ended: AtomicBool::new(false),
             runtime: Handle::current(),
         }))

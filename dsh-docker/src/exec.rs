@@ -157,3 +157,75 @@ pub(crate) async fn exit_code(container: &Container, exec_id: &str) -> Result<i6
         stderr: "its output ended but it still runs".into(),
     })
 }
+
+/// The link to [`dsh_pty::remote::FOREGROUND_SCRIPT`] in the container: an
+/// exec whose standard input and output stay attached.
+struct ProbeExec {
+    input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    output: crate::session::ExecOutput,
+}
+
+#[async_trait::async_trait]
+impl dsh_pty::remote::ProbeLink for ProbeExec {
+    async fn send(&mut self, bytes: &[u8]) -> bool {
+        self.input.write_all(bytes).await.is_ok() && self.input.flush().await.is_ok()
+    }
+
+    async fn recv(&mut self) -> Option<bytes::Bytes> {
+        loop {
+            match self.output.next().await? {
+                Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
+                    return Some(message);
+                }
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// Starts the foreground script for the session tagged `tag`.
+pub(crate) async fn start_probe(
+    container: Container,
+    user: Option<String>,
+    tag: String,
+) -> Option<Box<dyn dsh_pty::remote::ProbeLink>> {
+    let exec = container
+        .docker()
+        .create_exec(
+            container.id(),
+            CreateExecOptions {
+                cmd: Some(vec![
+                    "/bin/sh",
+                    "-c",
+                    dsh_pty::remote::FOREGROUND_SCRIPT,
+                    "sh",
+                    &tag,
+                ]),
+                attach_stdin: Some(true),
+                attach_stdout: Some(true),
+                attach_stderr: Some(false),
+                tty: Some(false),
+                user: user.as_deref(),
+                ..Default::default()
+            },
+        )
+        .await
+        .ok()?;
+    let started = container
+        .docker()
+        .start_exec(
+            &exec.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: false,
+                output_capacity: None,
+            }),
+        )
+        .await
+        .ok()?;
+    match started {
+        StartExecResults::Attached { output, input } => Some(Box::new(ProbeExec { input, output })),
+        StartExecResults::Detached => None,
+    }
+}

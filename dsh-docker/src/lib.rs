@@ -55,9 +55,10 @@
 //! When the daemon runs on this machine, the backend sees the container's
 //! processes in this host's `/proc` and gives the shell everything a local
 //! terminal gives (which process group is in front, whether it waits for
-//! input). Against a remote daemon that view is missing: a command that
-//! waits for terminal input runs until the call's timeout instead of
-//! receiving end-of-file. Exit codes come from the exec's inspection; a
+//! input). Against a daemon elsewhere (or with
+//! [`DockerBackend::host_proc`] off) a small script in the container answers
+//! the same questions ([`dsh_pty::remote::FOREGROUND_SCRIPT`], Linux
+//! containers), one exec kept open per shell. Exit codes come from the exec's inspection; a
 //! program killed by a signal shows as code `128 + n`. The environment of
 //! the container is the base of the shell's (the exec can add variables but
 //! not remove the container's).

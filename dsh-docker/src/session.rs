@@ -52,9 +52,14 @@ pub struct DockerSession {
     pub(crate) input: tokio::sync::Mutex<Pin<Box<dyn AsyncWrite + Send>>>,
     pub(crate) plumbing: Arc<SessionPlumbing>,
     pub(crate) output: Option<OutputStream>,
-    pub(crate) host: Option<HostView>,
-    pub(crate) leader: Option<i32>,
+    /// This host's view, settled at the first foreground refresh (when the
+    /// shell is known to run) and never changed after.
+    pub(crate) host: OnceLock<HostView>,
+    pub(crate) host_proc: bool,
+    pub(crate) settled: AtomicBool,
     pub(crate) lost: Arc<OnceLock<Arc<PtyError>>>,
+    /// Asks the container for the foreground when this host cannot see it.
+    pub(crate) probe: dsh_pty::remote::ForegroundProbe,
     pub(crate) ended: AtomicBool,
     pub(crate) runtime: Handle,
 }
@@ -197,11 +202,7 @@ impl DockerSession {
 #[async_trait]
 impl PtySession for DockerSession {
     fn pid(&self) -> Option<u32> {
-        self.host
-            .as_ref()
-            .map(|h| h.pid)
-            .or(self.leader)
-            .and_then(|p| u32::try_from(p).ok())
+        self.host.get().and_then(|h| u32::try_from(h.pid).ok())
     }
 
     async fn write_all(&self, data: &[u8]) -> Result<(), PtyError> {
@@ -255,18 +256,40 @@ impl PtySession for DockerSession {
     }
 
     fn foreground(&self) -> Result<Foreground, PtyError> {
-        match &self.host {
-            #[cfg(unix)]
-            Some(host) => dsh_pty::foreground_of_leader(host.pid, &host.tty),
-            _ => Err(PtyError::Unsupported {
-                backend: "docker",
-                what: "seeing the terminal's foreground when the daemon runs on another machine",
-            }),
+        #[cfg(unix)]
+        if let Some(host) = self.host.get() {
+            return dsh_pty::foreground_of_leader(host.pid, &host.tty);
+        }
+        self.probe.latest().ok_or(PtyError::Unsupported {
+            backend: "docker",
+            what: "seeing the terminal's foreground (the container did not answer)",
+        })
+    }
+
+    async fn refresh_foreground(&self) {
+        if !self.settled.swap(true, Ordering::SeqCst) && self.host_proc {
+            // The first refresh comes once the shell runs: look for it in
+            // this host's /proc now, once. The view never changes after, so
+            // process ids keep one meaning for the session's lifetime.
+            if let Ok(info) = self.container.docker().inspect_exec(&self.exec_id).await
+                && let Some(view) = info
+                    .pid
+                    .and_then(|pid| crate::backend::host_view(pid, &self.tag))
+            {
+                let _ = self.host.set(view);
+            }
+        }
+        if self.host.get().is_none() && self.plumbing.status().is_none() {
+            let (container, user, tag) =
+                (self.container.clone(), self.user.clone(), self.tag.clone());
+            self.probe
+                .refresh(|| crate::exec::start_probe(container, user, tag))
+                .await;
         }
     }
 
     fn pids_are_local(&self) -> bool {
-        self.host.is_some()
+        self.host.get().is_some()
     }
 
     async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {

@@ -142,3 +142,116 @@ while read -r q; do
   echo "$tp $L $w"
 done
 "#;
+
+/// Parses one answer line of [`FOREGROUND_SCRIPT`]; `None` when the script
+/// found no terminal (`- - 0`) or the line is not an answer.
+///
+/// ```
+/// let fg = dsh_pty::remote::parse_foreground(b"42 40 1\n").unwrap();
+/// assert_eq!((fg.pgid, fg.is_leader, fg.waiting_for_input), (42, false, true));
+/// assert!(dsh_pty::remote::parse_foreground(b"- - 0\n").is_none());
+/// ```
+pub fn parse_foreground(line: &[u8]) -> Option<crate::Foreground> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut fields = text.split_whitespace();
+    let pgid: i32 = fields.next()?.parse().ok()?;
+    let leader: i32 = fields.next()?.parse().ok()?;
+    let waiting = fields.next()? == "1";
+    Some(crate::Foreground {
+        pgid,
+        is_leader: pgid == leader,
+        waiting_for_input: waiting,
+    })
+}
+
+/// A channel to a running [`FOREGROUND_SCRIPT`]: its standard input and
+/// output, however the backend reaches them.
+#[async_trait::async_trait]
+pub trait ProbeLink: Send {
+    /// Writes to the script's standard input; `false` when that failed.
+    async fn send(&mut self, bytes: &[u8]) -> bool;
+    /// The next chunk of its standard output; `None` once it ended.
+    async fn recv(&mut self) -> Option<bytes::Bytes>;
+}
+
+/// How long one answer of the probe may take (the first also finds the
+/// shell, which may still be starting).
+const FIRST_ANSWER: std::time::Duration = std::time::Duration::from_secs(5);
+const ANSWER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The foreground of a remote terminal, asked of [`FOREGROUND_SCRIPT`] on
+/// demand ([`ForegroundProbe::refresh`], for
+/// [`crate::PtySession::refresh_foreground`]) and kept for the synchronous
+/// [`crate::PtySession::foreground`].
+#[derive(Default)]
+pub struct ForegroundProbe {
+    link: tokio::sync::Mutex<Option<Asking>>,
+    latest: std::sync::Mutex<Option<crate::Foreground>>,
+}
+
+impl std::fmt::Debug for ForegroundProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForegroundProbe")
+            .field("latest", &self.latest())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ForegroundProbe {
+    /// A probe with no answer yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The latest answer.
+    pub fn latest(&self) -> Option<crate::Foreground> {
+        self.latest.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// Asks once, starting the script with `start` when it does not run;
+    /// any failure forgets the answer and the link (started again next time).
+    pub async fn refresh<F, Fut>(&self, start: F)
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Option<Box<dyn ProbeLink>>>,
+    {
+        let mut link = self.link.lock().await;
+        let first = link.is_none();
+        if first {
+            *link = start().await.map(|l| (l, Vec::new()));
+        }
+        let answer = match link.as_mut() {
+            Some((l, pending)) => {
+                let bound = if first { FIRST_ANSWER } else { ANSWER };
+                tokio::time::timeout(bound, ask(l.as_mut(), pending))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            None => None,
+        };
+        if answer.is_none() {
+            *link = None;
+        }
+        if let Ok(mut latest) = self.latest.lock() {
+            *latest = answer.flatten();
+        }
+    }
+}
+
+/// A running script and what it printed past its last answer.
+type Asking = (Box<dyn ProbeLink>, Vec<u8>);
+
+/// One question, one answer line: `None` when the link failed.
+async fn ask(link: &mut dyn ProbeLink, pending: &mut Vec<u8>) -> Option<Option<crate::Foreground>> {
+    if !link.send(b"?\n").await {
+        return None;
+    }
+    loop {
+        if let Some(at) = memchr::memchr(b'\n', pending) {
+            let line: Vec<u8> = pending.drain(..=at).collect();
+            return Some(parse_foreground(&line));
+        }
+        pending.extend_from_slice(&link.recv().await?);
+    }
+}

@@ -46,7 +46,9 @@ impl Fixture {
 }
 
 /// Each test, once per machine: `local::name` runs everywhere,
-/// `docker::name` where a Docker daemon and the test image are.
+/// `docker::name` where a Docker daemon and the test image are (and
+/// `docker_remote::name` as if that daemon ran elsewhere), `ssh::name` where
+/// OpenSSH's sshd is installed.
 macro_rules! suite {
     ($($name:ident),* $(,)?) => {
         mod local {
@@ -63,6 +65,15 @@ macro_rules! suite {
                 #[ignore = "needs a Docker daemon and the dsh-test image (.ci/run starts and imports both)"]
                 async fn $name() {
                     super::$name(super::Where::Docker).await
+                }
+            )*
+        }
+        mod docker_remote {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs a Docker daemon and the dsh-test image (.ci/run starts and imports both)"]
+                async fn $name() {
+                    super::$name(super::Where::DockerRemote).await
                 }
             )*
         }

@@ -153,12 +153,12 @@ impl PtyBackend for SshBackend {
         tracing::debug!(host = %self.host.target().host, "shell channel started");
         Ok(Box::new(SshSession {
             host: self.host.clone(),
-            tag: tag.clone(),
+            tag,
             writer: Arc::new(writer),
             plumbing,
             output: Some(stream),
             lost,
-            probe: crate::probe::Probe::new(self.host.clone(), tag.clone()),
+            probe: dsh_pty::remote::ForegroundProbe::new(),
             ended: AtomicBool::new(false),
             runtime: Handle::current(),
         }))

@@ -34,7 +34,7 @@ pub struct SshSession {
     pub(crate) plumbing: Arc<SessionPlumbing>,
     pub(crate) output: Option<OutputStream>,
     pub(crate) lost: Arc<OnceLock<Arc<PtyError>>>,
-    pub(crate) probe: crate::probe::Probe,
+    pub(crate) probe: dsh_pty::remote::ForegroundProbe,
     pub(crate) ended: AtomicBool,
     pub(crate) runtime: Handle,
 }
@@ -182,7 +182,8 @@ impl PtySession for SshSession {
 
     async fn refresh_foreground(&self) {
         if self.plumbing.status().is_none() {
-            self.probe.refresh().await;
+            let (host, tag) = (self.host.clone(), self.tag.clone());
+            self.probe.refresh(|| crate::probe::start(host, tag)).await;
         }
     }
 

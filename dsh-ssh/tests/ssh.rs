@@ -107,14 +107,15 @@ mod ssh {
         );
     }
 
-    /// Processes whose command line contains `needle`, by pid.
+    /// The command lines of `sleep` processes that contain `needle` (not
+    /// the `sh -c '…'` that starts one).
     fn running(needle: &str) -> Vec<String> {
         std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| {
                 let cmdline = std::fs::read(e.ok()?.path().join("cmdline")).ok()?;
                 let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-                text.contains(needle).then_some(text)
+                (text.starts_with("sleep ") && text.contains(needle)).then_some(text)
             })
             .collect()
     }

@@ -23,6 +23,9 @@ pub enum Where {
     Local,
     /// A container of the local Docker daemon, made for the test.
     Docker,
+    /// The same, seen as if the daemon ran on another machine: this host's
+    /// `/proc` is not read, a script in the container answers instead.
+    DockerRemote,
     /// This machine over SSH: an `sshd` of the test's own on a loopback
     /// port, with keys made for it.
     Ssh,
@@ -74,6 +77,13 @@ impl Testbed {
         match place {
             Where::Local => Testbed::local(),
             Where::Docker => Testbed::docker().await,
+            Where::DockerRemote => {
+                let mut bed = Testbed::docker().await;
+                let container = bed.container.clone().unwrap();
+                bed.place = Where::DockerRemote;
+                bed.backend = Arc::new(DockerBackend::new(container).host_proc(false));
+                bed
+            }
             #[cfg(target_os = "linux")]
             Where::Ssh => Testbed::ssh().await,
             #[cfg(not(target_os = "linux"))]
@@ -195,7 +205,7 @@ impl Testbed {
     /// Whether the backend reports signals by name (`SIGKILL`); Docker
     /// reports the exit code `128 + n` instead.
     pub fn names_signals(&self) -> bool {
-        self.place != Where::Docker
+        !matches!(self.place, Where::Docker | Where::DockerRemote)
     }
 
     /// How the shell's death by `signal` (number `n`) reads to the model.

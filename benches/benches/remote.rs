@@ -87,8 +87,47 @@ fn rss_kib() -> u64 {
     benches::proc_kib("/proc/self/status", "VmRSS")
 }
 
-fn hundred_containers(_c: &mut Criterion) {
+/// Spawns `SHELLS` shells at once through `backend` (one call each), calls
+/// each again at once, closes them all; prints the times and memory.
+fn hundred_shells(rt: &tokio::runtime::Runtime, what: &str, backend: Arc<dyn dsh_pty::PtyBackend>) {
     const SHELLS: usize = 100;
+    let mut config = ShellConfig::new("/tmp");
+    config.backend = backend;
+    let pool = ShellPool::new(config).unwrap();
+    let (mem_before, rss_before) = (mem_available_kib(), rss_kib());
+    let many = |cmd: &'static str, want: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..SHELLS {
+                let pool = pool.clone();
+                tasks.spawn(async move { pool.run(&format!("owner-{i}"), cmd).await.unwrap() });
+            }
+            while let Some(done) = tasks.join_next().await {
+                assert_eq!(done.unwrap(), want);
+            }
+        }
+    };
+    let start = Instant::now();
+    rt.block_on(many("true", ""));
+    let spawned = start.elapsed();
+    let (mem_after, rss_after) = (mem_available_kib(), rss_kib());
+    let start = Instant::now();
+    rt.block_on(many("echo again", "again"));
+    let called = start.elapsed();
+    let start = Instant::now();
+    rt.block_on(pool.close_all());
+    let closed = start.elapsed();
+    println!(
+        "{SHELLS} shells, {what}: spawned with one call each in {spawned:?}, a second call each (all at once) \
+         in {called:?}, closed in {closed:?}; host memory {} KiB per shell (MemAvailable), this process {} KiB \
+         per shell (RSS)",
+        mem_before.saturating_sub(mem_after) / SHELLS as u64,
+        rss_after.saturating_sub(rss_before) / SHELLS as u64,
+    );
+}
+
+fn hundred_containers(_c: &mut Criterion) {
     if !engines_here().0 {
         println!("no Docker daemon: the 100 container-backed shells are skipped");
         return;
@@ -97,44 +136,18 @@ fn hundred_containers(_c: &mut Criterion) {
     let docker = rt.block_on(dsh_docker::connect(None)).unwrap();
     let mut template = ContainerTemplate::new(dsh_testbeds::test_image());
     template.labels.push(("dsh-rs-bench".into(), "1".into()));
-    let mut config = ShellConfig::new("/tmp");
-    config.backend = Arc::new(DockerBackend::per_session(docker, template));
-    let pool = ShellPool::new(config).unwrap();
-    let (mem_before, rss_before) = (mem_available_kib(), rss_kib());
-    let start = Instant::now();
-    rt.block_on(async {
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..SHELLS {
-            let pool = pool.clone();
-            tasks.spawn(async move { pool.run(&format!("owner-{i}"), "true").await.unwrap() });
-        }
-        while let Some(done) = tasks.join_next().await {
-            assert_eq!(done.unwrap(), "");
-        }
-    });
-    let spawned = start.elapsed();
-    let (mem_after, rss_after) = (mem_available_kib(), rss_kib());
-    let start = Instant::now();
-    rt.block_on(async {
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..SHELLS {
-            let pool = pool.clone();
-            tasks
-                .spawn(async move { pool.run(&format!("owner-{i}"), "echo again").await.unwrap() });
-        }
-        while tasks.join_next().await.is_some() {}
-    });
-    let called = start.elapsed();
-    let start = Instant::now();
-    rt.block_on(pool.close_all());
-    let closed = start.elapsed();
-    println!(
-        "{SHELLS} container-backed shells (a container each): spawned with one call each in {spawned:?}, \
-         a second call each (all at once) in {called:?}, closed in {closed:?}; host memory {} KiB per shell \
-         (MemAvailable), this process {} KiB per shell (RSS)",
-        mem_before.saturating_sub(mem_after) / SHELLS as u64,
-        rss_after.saturating_sub(rss_before) / SHELLS as u64,
+    let per_session = DockerBackend::per_session(docker.clone(), template.clone());
+    hundred_shells(&rt, "a container each", Arc::new(per_session));
+    let shared = rt
+        .block_on(dsh_docker::Container::create(docker, &template))
+        .unwrap();
+    hundred_shells(
+        &rt,
+        "one shared container",
+        Arc::new(DockerBackend::new(shared.clone())),
     );
+    rt.block_on(shared.remove()).unwrap();
+    hundred_shells(&rt, "local (baseline)", dsh_pty::default_backend());
 }
 
 criterion_group!(

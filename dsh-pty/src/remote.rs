@@ -48,7 +48,9 @@ pub fn scratch_dir(tag: &str) -> String {
     format!("/tmp/.dsh-{tag}")
 }
 
-/// `sh -c TREE_SCRIPT sh <tag> <op> <arg> <scratch dir>`; ops:
+/// `sh -c TREE_SCRIPT sh <tag> <op> <arg> <scratch dir>` (needs `grep -l -e`,
+/// as GNU grep and BusyBox have; BusyBox's `-F` stops at the first NUL of
+/// an `environ`, its `-e` does not); ops:
 /// * `leader`: prints the leader's pid on that side;
 /// * `fg SIG`: sends `SIG` to the terminal's foreground process group;
 /// * `tree TENTHS`: `SIGTERM` to every member and `SIGHUP` to the leader,
@@ -56,21 +58,36 @@ pub fn scratch_dir(tag: &str) -> String {
 ///   `SIGKILL` to what is left (twice, for processes forked meanwhile), then
 ///   removes the scratch directory. `tree 0` skips the polite part.
 pub const TREE_SCRIPT: &str = r#"t="DSH_TREE=$1" op=$2 arg=$3 dir=$4 L=
-tagged() { case $(cat "$1/environ" 2>/dev/null) in *"$t"*) return 0;; esac; return 1; }
+# One grep lists the tagged processes: no process per process checked.
+tagged_list() {
+  list=" "
+  for f in $(grep -l -e "$t" /proc/[0-9]*/environ 2>/dev/null); do
+    f=${f#/proc/}
+    list="$list${f%/environ} "
+  done
+}
+tagged_list
 for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  case $list in *" $p "*) ;; *) continue ;; esac
   read -r s < "$d/stat" 2>/dev/null || continue
   set -- ${s##*) }
-  [ "$4" = "${d#/proc/}" ] && tagged "$d" && ! tagged "/proc/$2" && { L=${d#/proc/}; break; }
+  case $list in *" $2 "*) continue ;; esac
+  [ "$4" = "$p" ] && { L=$p; break; }
 done
 members() {
   n=0
+  tagged_list
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [ "$p" = "$$" ] && continue
     read -r s < "$d/stat" 2>/dev/null || continue
     set -- "$1" ${s##*) }
     case $2 in Z|X) continue;; esac
-    { [ -n "$L" ] && [ "$5" = "$L" ]; } || tagged "$d" || continue
+    case $list in
+      *" $p "*) ;;
+      *) { [ -n "$L" ] && [ "$5" = "$L" ]; } || continue ;;
+    esac
     n=$((n+1))
     [ -n "$1" ] && kill "-$1" "$p" 2>/dev/null
   done

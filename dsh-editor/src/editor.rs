@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::args::{self, Request};
 use crate::fs::{FileKind, Fs, FsError, Metadata};
@@ -115,6 +116,10 @@ pub struct Editor<F> {
     config: EditorConfig,
 }
 
+/// How many matches of an ambiguous `old_str` the error lists by line; the
+/// rest are counted ("… and N more").
+pub const MAX_LISTED_MATCHES: usize = 200;
+
 impl<F: Fs> Editor<F> {
     /// An editor over `fs` with the default configuration.
     pub fn new(fs: F) -> Self {
@@ -160,11 +165,13 @@ impl<F: Fs> Editor<F> {
             Err(_) => ("invalid", String::new()),
         };
         let span = tracing::info_span!("str_replace_editor", command, path = %path);
-        let _enter = span.enter();
+        // The span covers the call through `instrument`: an `enter()` guard
+        // held across an await would mark other tasks' events as ours.
         let result = match request {
-            Ok(request) => self.run(request).await,
+            Ok(request) => self.run(request).instrument(span.clone()).await,
             Err(e) => Err(e),
         };
+        let _enter = span.enter();
         tracing::info!(
             duration_us = started.elapsed().as_micros() as u64,
             outcome = if result.is_ok() { "ok" } else { "error" },
@@ -222,15 +229,16 @@ impl<F: Fs> Editor<F> {
                 let needle = doc.normalize_input(&old);
                 let new = new_str.unwrap_or_default();
                 let replacement = doc.normalize_input(&new);
-                let hits = ops::find_all(doc.text(), &needle);
+                let (hits, total) = ops::find_some(doc.text(), &needle, MAX_LISTED_MATCHES);
                 match hits.as_slice() {
                     [] => Err(EditorError::ReplaceNotFound { old, path: display }),
-                    [at] => {
+                    [at] if total == 1 => {
                         let edited = ops::splice(doc.text(), *at, needle.len(), &replacement);
                         self.store(path, &display, &doc, edited, &version).await
                     }
                     _ => Err(EditorError::ReplaceAmbiguous {
                         lines: ops::line_numbers(doc.text(), &hits),
+                        more: total - hits.len(),
                         old,
                     }),
                 }

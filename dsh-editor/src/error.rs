@@ -85,12 +85,17 @@ pub enum EditorError {
         path: String,
     },
     /// *Contract.* `old_str` was found more than once.
-    #[error("No replacement was performed. Multiple occurrences of old_str `{old}` in lines {}. Please ensure it is unique", list(.lines))]
+    /// Beyond [`MAX_LISTED_MATCHES`](crate::MAX_LISTED_MATCHES) matches, the
+    /// list ends with "and N more".
+    #[error("No replacement was performed. Multiple occurrences of old_str `{old}` in lines {}. Please ensure it is unique", listed(.lines, *.more))]
     ReplaceAmbiguous {
         /// `old_str` as given.
         old: String,
-        /// The starting line of every non-overlapping match.
+        /// The starting line of the first non-overlapping matches (at most
+        /// [`MAX_LISTED_MATCHES`](crate::MAX_LISTED_MATCHES)).
         lines: Vec<usize>,
+        /// How many more matches there are beyond those listed.
+        more: usize,
     },
     /// *Contract.* `insert` without `insert_line`.
     #[error("Parameter `insert_line` is required for command: insert")]
@@ -183,4 +188,11 @@ pub enum EditorError {
 fn list(items: &[usize]) -> String {
     let inner: Vec<String> = items.iter().map(usize::to_string).collect();
     format!("[{}]", inner.join(", "))
+}
+
+fn listed(items: &[usize], more: usize) -> String {
+    match more {
+        0 => list(items),
+        n => format!("{} and {n} more", list(items)),
+    }
 }

@@ -78,6 +78,7 @@
 //! [`EditorConfig::max_file_bytes`], characters the file's encoding cannot
 //! hold, a file changed by someone else between read and write, permission
 //! denied, and a policy layer's own message passed through verbatim.
+#![forbid(unsafe_code)]
 
 mod args;
 mod editor;
@@ -88,6 +89,7 @@ pub mod ops;
 pub mod text;
 
 pub use editor::{
-    CLIP_NOTE, ConfigError, DEFAULT_DESCRIPTION, Editor, EditorConfig, TOOL_NAME, parameters_schema,
+    CLIP_NOTE, ConfigError, DEFAULT_DESCRIPTION, Editor, EditorConfig, MAX_LISTED_MATCHES,
+    TOOL_NAME, parameters_schema,
 };
 pub use error::EditorError;

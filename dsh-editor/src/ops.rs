@@ -79,11 +79,30 @@ pub fn number_lines(
 
 /// Where `needle` occurs in `text`, without overlaps, as byte offsets.
 pub fn find_all(text: &str, needle: &str) -> Vec<usize> {
-    if needle.is_empty() {
-        return Vec::new();
+    matches(text, needle).collect()
+}
+
+/// The first `keep` non-overlapping matches of `needle` in `text` and how
+/// many there are in all: the count costs no memory, however many there are.
+pub fn find_some(text: &str, needle: &str, keep: usize) -> (Vec<usize>, usize) {
+    let mut first = Vec::with_capacity(keep.min(16));
+    let mut total = 0;
+    for at in matches(text, needle) {
+        if first.len() < keep {
+            first.push(at);
+        }
+        total += 1;
     }
-    memchr::memmem::find_iter(text.as_bytes(), needle.as_bytes())
-        .scan(0usize, |next_free, at| {
+    (first, total)
+}
+
+fn matches<'a>(text: &'a str, needle: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let finder =
+        (!needle.is_empty()).then(|| memchr::memmem::find_iter(text.as_bytes(), needle.as_bytes()));
+    finder
+        .into_iter()
+        .flatten()
+        .scan(0usize, move |next_free, at| {
             // memmem reports overlapping matches; keep the non-overlapping ones.
             Some(if at >= *next_free {
                 *next_free = at + needle.len();
@@ -93,7 +112,6 @@ pub fn find_all(text: &str, needle: &str) -> Vec<usize> {
             })
         })
         .flatten()
-        .collect()
 }
 
 /// The 1-based line number of each byte offset in `offsets` (ascending).

@@ -377,6 +377,20 @@ async fn ambiguity_lists_the_line_of_every_match(place: Place) {
                 .await,
             "No replacement was performed. Multiple occurrences of old_str `aa` in lines [1, 2]. Please ensure it is unique"
         );
+        // A match on every line of a long file: the first 200 lines are
+        // listed, the rest counted, and the file is unchanged.
+        let text = "x\n".repeat(100_000);
+        let p3 = f.write("many.txt", &text).await;
+        let lines: Vec<String> = (1..=200).map(|n| n.to_string()).collect();
+        assert_eq!(
+            f.err(json!({"command": "str_replace", "path": p3, "old_str": "x", "new_str": "y"}))
+                .await,
+            format!(
+                "No replacement was performed. Multiple occurrences of old_str `x` in lines [{}] and 99800 more. Please ensure it is unique",
+                lines.join(", ")
+            )
+        );
+        assert_eq!(f.read(&p3).await, text.as_bytes());
     }
 }
 

@@ -213,20 +213,17 @@ async fn an_edit_never_overwrites_a_change_it_did_not_see() {
     );
 }
 
-/// Run as a child by `a_crash_mid_write_leaves_the_original_intact`: replaces
-/// the file named by `DSH_CRASH_TARGET` with 8 MiB while its file-size limit
-/// is 1 MiB, so the kernel kills it (SIGXFSZ) in the middle of the write.
-#[test]
-fn crash_child() {
-    let Ok(target) = std::env::var("DSH_CRASH_TARGET") else {
-        return; // not the child
-    };
+/// In the child that `a_crash_mid_write_leaves_the_original_intact` starts
+/// (this test binary, that test, `DSH_CRASH_TARGET` set): replaces the file
+/// with 8 MiB while the file-size limit is 1 MiB, so the kernel kills the
+/// process (SIGXFSZ) in the middle of the write.
+fn crash_mid_write(target: &str) -> ! {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     rt.block_on(async {
         let fs = LocalFs::new();
-        let path = Path::new(&target);
+        let path = Path::new(target);
         let (_, version) = fs.read(path).await.unwrap();
         let _ = fs.replace(path, vec![b'x'; 8 << 20], &version).await;
     });
@@ -234,17 +231,25 @@ fn crash_child() {
     std::process::exit(3);
 }
 
-#[tokio::test]
-async fn a_crash_mid_write_leaves_the_original_intact() {
+#[test]
+fn a_crash_mid_write_leaves_the_original_intact() {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
+    if let Ok(target) = std::env::var("DSH_CRASH_TARGET") {
+        crash_mid_write(&target);
+    }
     let (_d, root) = tempdir();
     let p = format!("{root}/precious.txt");
     let original = "precious content\n".repeat(1000);
     std::fs::write(&p, &original).unwrap();
 
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-        .env("DSH_CRASH_TARGET", &p);
+    cmd.args([
+        "--exact",
+        "a_crash_mid_write_leaves_the_original_intact",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("DSH_CRASH_TARGET", &p);
     // SAFETY: setrlimit is async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {

@@ -28,6 +28,7 @@
 //! server.shell().close_all().await;
 //! # Ok(()) }
 //! ```
+#![forbid(unsafe_code)]
 
 mod approve;
 mod log;

@@ -1,6 +1,6 @@
 //! Drives the real `dsh-mcp` binary over stdio, as an MCP client would.
 #![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::print_stderr)]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stderr)]
 
 use std::path::Path;
 use std::process::Stdio;

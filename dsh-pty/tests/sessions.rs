@@ -1,6 +1,6 @@
 //! Real bash in a real PTY, through every backend available here.
 #![cfg(unix)]
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,14 +29,18 @@ fn bash() -> SpawnSpec {
         .echo(false)
 }
 
-/// Reads until `needle` has been seen; returns everything read.
+/// Reads until `needle` has been seen; returns everything read. The output
+/// ending first is a failure, not a result.
 async fn read_until(out: &mut OutputStream, needle: &str) -> String {
     let mut seen = Vec::new();
     tokio::time::timeout(BOUND, async {
         while !String::from_utf8_lossy(&seen).contains(needle) {
             match out.recv().await {
                 Some(chunk) => seen.extend_from_slice(&chunk),
-                None => break,
+                None => panic!(
+                    "the output ended before {needle:?}; saw {:?}",
+                    String::from_utf8_lossy(&seen)
+                ),
             }
         }
     })

@@ -14,6 +14,7 @@
 //! otherwise (the check itself then fails the technique).
 #![cfg(target_os = "linux")]
 #![allow(
+    clippy::expect_used,
     clippy::unwrap_used,
     clippy::print_stderr,
     clippy::print_stdout,

@@ -129,6 +129,7 @@
 //! through `Invoke-Expression` of a base64-decoded string with
 //! `$ErrorActionPreference = 'Stop'` and a controlled prompt; its quoting is
 //! unit-tested everywhere and its live tests run only where `pwsh` exists.
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod bash;

@@ -235,7 +235,7 @@ impl ShellPool {
                 shell
             }
         };
-        *owner_entry.live() = Some(shell.session());
+        let session = shell.session();
         let mut closed_during = false;
         let stop = async {
             tokio::select! {
@@ -243,7 +243,13 @@ impl ShellPool {
                 _ = closed.wait_for(|c| *c) => closed_during = true,
             }
         };
-        let outcome = shell.call(config, command, stop).await;
+        // Input may be typed once the call's line is on the terminal: earlier,
+        // bash would read it as a command.
+        let outcome = shell
+            .call(config, command, stop, || {
+                *owner_entry.live() = Some(session)
+            })
+            .await;
         // Between calls no command runs: input has nowhere to go.
         *owner_entry.live() = None;
         owner_entry.touch();

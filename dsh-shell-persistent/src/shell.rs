@@ -207,11 +207,15 @@ impl Shell {
     }
 
     /// Runs one command; `cancel` resolving means cancellation.
+    /// Runs `command`; `line_written` is told once the call's line is on the
+    /// terminal (from then on, typed input reaches the command, not bash's
+    /// command reader).
     pub(crate) async fn call(
         &mut self,
         config: &ShellConfig,
         command: &str,
         cancel: impl Future<Output = ()>,
+        line_written: impl FnOnce(),
     ) -> Result<Outcome, ShellError> {
         let dialect = config.dialect;
         let shell = dialect.tool_name();
@@ -277,6 +281,7 @@ impl Shell {
             () = &mut cancel => return Ok(self.cancelled()),
             written = write => written.map_err(|source| ShellError::Terminal { shell, source })?,
         }
+        line_written();
 
         let outcome = loop {
             tokio::select! {

@@ -177,8 +177,15 @@ async fn interactive_hosts_can_answer_a_command() {
                 .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    pool.send_input("a", b"forty-two\n").await.unwrap();
+    // Input is accepted once the call's line is on the terminal; before,
+    // `send_input` refuses and writes nothing.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let mut sent = pool.send_input("a", b"forty-two\n").await;
+    while matches!(sent, Err(ShellError::NotRunning)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        sent = pool.send_input("a", b"forty-two\n").await;
+    }
+    sent.unwrap();
     let out = tokio::time::timeout(BOUND, call)
         .await
         .unwrap()

@@ -50,6 +50,7 @@
 //!
 //! [`PtyBackend`]: dsh_pty::PtyBackend
 //! [`Fs`]: dsh_editor::fs::Fs
+#![forbid(unsafe_code)]
 
 mod backend;
 mod error;

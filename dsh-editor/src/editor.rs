@@ -110,7 +110,7 @@ impl EditorConfig {
 /// );
 /// # });
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Editor<F> {
     fs: F,
     config: EditorConfig,

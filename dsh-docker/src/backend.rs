@@ -126,6 +126,10 @@ impl PtyBackend for DockerBackend {
         "docker"
     }
 
+    fn is_local(&self) -> bool {
+        false
+    }
+
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
         if !spec.get_pre_exec().is_empty() {
             return Err(PtyError::Unsupported {

@@ -24,6 +24,13 @@ pub trait PtyBackend: Send + Sync + fmt::Debug {
     /// Starts `spec.program` in a new pseudo-terminal, as the leader of a new
     /// session with the terminal as its controlling terminal.
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError>;
+
+    /// `true` when programs run on this machine, so that a working
+    /// directory can be checked here before anything starts. Backends whose
+    /// programs run elsewhere (a container, another host) answer `false`.
+    fn is_local(&self) -> bool {
+        true
+    }
 }
 
 /// Which process group owns a session's terminal, and what it is doing.

@@ -100,6 +100,10 @@ pub enum ConfigError {
     /// The start directory is not absolute.
     #[error("shell config: `start_dir` must be an absolute path, got {0}")]
     RelativeStartDir(String),
+    /// The start directory is not a directory on this machine (checked for
+    /// local backends only: a remote backend's directory is on its side).
+    #[error("shell config: `start_dir` {0} is not a directory")]
+    StartDirMissing(String),
 }
 
 impl ShellConfig {
@@ -163,6 +167,11 @@ impl ShellConfig {
         }
         if !self.start_dir.is_absolute() {
             return Err(ConfigError::RelativeStartDir(
+                self.start_dir.display().to_string(),
+            ));
+        }
+        if self.backend.is_local() && !self.start_dir.is_dir() {
+            return Err(ConfigError::StartDirMissing(
                 self.start_dir.display().to_string(),
             ));
         }

@@ -312,3 +312,17 @@ mod quoting {
         }
     }
 }
+
+#[test]
+fn a_missing_start_directory_is_refused_at_construction() {
+    let missing = std::env::temp_dir().join("dsh-no-such-dir-for-this-test");
+    assert!(!missing.exists());
+    let err = ShellPool::new(ShellConfig::new(&missing)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "shell config: `start_dir` {} is not a directory",
+            missing.display()
+        )
+    );
+}

@@ -83,6 +83,10 @@ impl PtyBackend for SshBackend {
         "ssh"
     }
 
+    fn is_local(&self) -> bool {
+        false
+    }
+
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
         if !spec.get_pre_exec().is_empty() {
             return Err(PtyError::Unsupported {

@@ -44,12 +44,22 @@ pub(crate) async fn run_sh(
     run(container, user, cmd, stdin).await
 }
 
-pub(crate) async fn run(
+/// An exec without a terminal, started and attached: its output stream and
+/// its standard input.
+type Attached = (
+    crate::session::ExecOutput,
+    std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+);
+
+/// Creates and starts `cmd` in the container (no terminal), attached to
+/// its standard output (and error, with `stderr`) and input.
+async fn attach(
     container: &Container,
     user: Option<&str>,
     cmd: Vec<&str>,
-    stdin: Option<&[u8]>,
-) -> Result<Ran, DockerError> {
+    stdin: bool,
+    stderr: bool,
+) -> Result<(String, Attached), DockerError> {
     let docker = container.docker();
     let name = container.name();
     let exec = docker
@@ -57,9 +67,9 @@ pub(crate) async fn run(
             container.id(),
             CreateExecOptions {
                 cmd: Some(cmd),
-                attach_stdin: Some(stdin.is_some()),
+                attach_stdin: Some(stdin),
                 attach_stdout: Some(true),
-                attach_stderr: Some(true),
+                attach_stderr: Some(stderr),
                 tty: Some(false),
                 user,
                 ..Default::default()
@@ -78,17 +88,24 @@ pub(crate) async fn run(
         )
         .await
         .map_err(|e| DockerError::about(name, "starting a helper exec", e))?;
-    let StartExecResults::Attached {
-        mut output,
-        mut input,
-    } = started
-    else {
-        return Err(DockerError::Helper {
+    match started {
+        StartExecResults::Attached { output, input } => Ok((exec.id, (output, input))),
+        StartExecResults::Detached => Err(DockerError::Helper {
             what: "starting a helper",
             code: -1,
             stderr: "the daemon detached the helper".into(),
-        });
-    };
+        }),
+    }
+}
+
+pub(crate) async fn run(
+    container: &Container,
+    user: Option<&str>,
+    cmd: Vec<&str>,
+    stdin: Option<&[u8]>,
+) -> Result<Ran, DockerError> {
+    let (exec_id, (mut output, mut input)) =
+        attach(container, user, cmd, stdin.is_some(), true).await?;
     let feed = async {
         if let Some(data) = stdin {
             input
@@ -127,7 +144,7 @@ pub(crate) async fn run(
     let (fed, collected) = tokio::join!(feed, collect);
     fed?;
     let (stdout, stderr) = collected?;
-    let code = exit_code(container, &exec.id).await?;
+    let code = exit_code(container, &exec_id).await?;
     Ok(Ran {
         stdout,
         stderr,
@@ -190,42 +207,15 @@ pub(crate) async fn start_probe(
     user: Option<String>,
     tag: String,
 ) -> Option<Box<dyn dsh_pty::remote::ProbeLink>> {
-    let exec = container
-        .docker()
-        .create_exec(
-            container.id(),
-            CreateExecOptions {
-                cmd: Some(vec![
-                    "/bin/sh",
-                    "-c",
-                    dsh_pty::remote::FOREGROUND_SCRIPT,
-                    "sh",
-                    &tag,
-                ]),
-                attach_stdin: Some(true),
-                attach_stdout: Some(true),
-                attach_stderr: Some(false),
-                tty: Some(false),
-                user: user.as_deref(),
-                ..Default::default()
-            },
-        )
+    let cmd = vec![
+        "/bin/sh",
+        "-c",
+        dsh_pty::remote::FOREGROUND_SCRIPT,
+        "sh",
+        &tag,
+    ];
+    let (_, (output, input)) = attach(&container, user.as_deref(), cmd, true, false)
         .await
         .ok()?;
-    let started = container
-        .docker()
-        .start_exec(
-            &exec.id,
-            Some(StartExecOptions {
-                detach: false,
-                tty: false,
-                output_capacity: None,
-            }),
-        )
-        .await
-        .ok()?;
-    match started {
-        StartExecResults::Attached { output, input } => Some(Box::new(ProbeExec { input, output })),
-        StartExecResults::Detached => None,
-    }
+    Some(Box::new(ProbeExec { input, output }))
 }

@@ -8,13 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod docker {
-    use std::path::Path;
     use std::sync::Arc;
     use std::time::Duration;
 
     use dsh_docker::{Container, ContainerTemplate, DockerBackend, DockerError, DockerFs};
     use dsh_editor::Editor;
-    use dsh_editor::fs::{Fs, FsError};
     use dsh_shell_persistent::{ShellConfig, ShellError, ShellPool};
     use dsh_testbeds::{Testbed, test_image};
     use serde_json::json;
@@ -106,60 +104,7 @@ mod docker {
     async fn the_filesystem_keeps_mode_owner_and_links_and_refuses_stale_versions() {
         let _ = NEEDS;
         let bed = Testbed::docker().await;
-        let c = bed.container().unwrap();
-        let fs = DockerFs::new(c.clone());
-        let root = &bed.root;
-        sh(
-            c,
-            &format!(
-                "cd {root} && printf 'old\\n' > run.sh && chown 1000:1000 run.sh && chmod 4751 run.sh \
-                 && mkdir real && printf 'key = 1\\n' > real/conf && ln -s real/conf link"
-            ),
-        )
-        .await;
-        let editor = Editor::new(fs.clone());
-        let run_sh = format!("{root}/run.sh");
-        editor
-            .execute(&json!({"command": "str_replace", "path": run_sh, "old_str": "old", "new_str": "new"}))
-            .await
-            .unwrap();
-        assert_eq!(
-            sh(c, &format!("cat {run_sh}; stat -c '%a %u:%g' {run_sh}")).await,
-            "new\n4751 1000:1000"
-        );
-        let link = format!("{root}/link");
-        editor
-            .execute(
-                &json!({"command": "str_replace", "path": link, "old_str": "1", "new_str": "2"}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            sh(c, &format!("readlink {link}; cat {root}/real/conf")).await,
-            "real/conf\nkey = 2"
-        );
-        // A version read before another writer changed the file is refused,
-        // and the other writer's content stays.
-        let (_, version) = fs.read(Path::new(&run_sh)).await.unwrap();
-        sh(c, &format!("printf 'theirs\\n' > {run_sh}")).await;
-        let err = fs
-            .replace(Path::new(&run_sh), b"mine\n".to_vec(), &version)
-            .await
-            .unwrap_err();
-        assert!(matches!(err, FsError::Changed(_)), "{err}");
-        assert_eq!(sh(c, &format!("cat {run_sh}")).await, "theirs");
-        // Create-new never overwrites.
-        let err = fs
-            .create_new(Path::new(&run_sh), b"x".to_vec())
-            .await
-            .unwrap_err();
-        assert!(matches!(err, FsError::AlreadyExists(_)), "{err}");
-        assert_eq!(sh(c, &format!("cat {run_sh}")).await, "theirs");
-        // No temporary files are left behind.
-        assert_eq!(
-            sh(c, &format!("ls -A {root} {root}/real")).await,
-            format!("{root}:\nlink\nreal\nrun.sh\n\n{root}/real:\nconf")
-        );
+        dsh_testbeds::edits_keep_mode_owner_and_links_and_refuse_stale_versions(&bed).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,12 +15,9 @@ mod ssh {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use dsh_editor::Editor;
-    use dsh_editor::fs::{Fs, FsError};
     use dsh_shell_persistent::{ShellConfig, ShellPool};
-    use dsh_ssh::{SftpFs, SshBackend, SshError, SshHost};
+    use dsh_ssh::{SshBackend, SshError, SshHost};
     use dsh_testbeds::Sshd;
-    use serde_json::json;
 
     const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
 
@@ -210,67 +207,7 @@ mod ssh {
     #[tokio::test]
     #[ignore = "needs sshd"]
     async fn sftp_edits_keep_mode_owner_and_links_and_refuse_stale_versions() {
-        let sshd = Sshd::start();
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let root = root.display();
-        let host = SshHost::connect(sshd.target()).await.unwrap();
-        let fs = SftpFs::open(&host).await.unwrap();
-        sh(&format!(
-            "cd {root} && printf 'old\\n' > run.sh && chown 1000:1000 run.sh && chmod 4751 run.sh \
-             && mkdir real && printf 'key = 1\\n' > real/conf && ln -s real/conf link"
-        ));
-        let editor = Editor::new(Arc::new(fs) as Arc<dyn Fs>);
-        let run_sh = format!("{root}/run.sh");
-        editor
-            .execute(&json!({"command": "str_replace", "path": run_sh, "old_str": "old", "new_str": "new"}))
-            .await
-            .unwrap();
-        assert_eq!(
-            sh(&format!("cat {run_sh}; stat -c '%a %u:%g' {run_sh}")),
-            "new\n4751 1000:1000"
-        );
-        let link = format!("{root}/link");
-        editor
-            .execute(
-                &json!({"command": "str_replace", "path": link, "old_str": "1", "new_str": "2"}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            sh(&format!("readlink {link}; cat {root}/real/conf")),
-            "real/conf\nkey = 2"
-        );
-        // Another writer within the same second: the content hash tells.
-        let fs = editor.fs();
-        let (_, version) = fs.read(Path::new(&run_sh)).await.unwrap();
-        sh(&format!("printf 'them\\n' > {run_sh}"));
-        let err = fs
-            .replace(Path::new(&run_sh), b"mine\n".to_vec(), &version)
-            .await
-            .unwrap_err();
-        assert!(matches!(err, FsError::Changed(_)), "{err}");
-        assert_eq!(sh(&format!("cat {run_sh}")), "them");
-        let err = fs
-            .create_new(Path::new(&run_sh), b"x".to_vec())
-            .await
-            .unwrap_err();
-        assert!(matches!(err, FsError::AlreadyExists(_)), "{err}");
-        fs.create_new(
-            Path::new(&format!("{root}/new/deep/f.txt")),
-            b"made\n".to_vec(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            sh(&format!(
-                "cat {root}/new/deep/f.txt; stat -c %a {root}/new/deep/f.txt"
-            )),
-            "made\n644"
-        );
-        assert_eq!(
-            sh(&format!("ls -A {root} {root}/real")),
-            format!("{root}:\nlink\nnew\nreal\nrun.sh\n\n{root}/real:\nconf")
-        );
+        let bed = dsh_testbeds::Testbed::ssh().await;
+        dsh_testbeds::edits_keep_mode_owner_and_links_and_refuse_stale_versions(&bed).await;
     }
 }

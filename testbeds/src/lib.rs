@@ -66,6 +66,74 @@ pub fn assert_connection_lost(out: &str, first_line: &str, what: &str) {
     assert!(out.ends_with(tail), "{out:?}");
 }
 
+/// What every editor filesystem must keep (run as root, as the testbeds
+/// are): an edit keeps a set-uid mode and another owner, writes through a
+/// symbolic link (which stays a link), a version read before another writer
+/// changed the file is refused and that writer's content stays, create-new
+/// never overwrites, and no temporary file is left behind.
+pub async fn edits_keep_mode_owner_and_links_and_refuse_stale_versions(bed: &Testbed) {
+    use dsh_editor::fs::FsError;
+    let root = &bed.root;
+    bed.sh(&format!(
+        "cd {root} && printf 'old\\n' > run.sh && chown 1000:1000 run.sh && chmod 4751 run.sh \
+         && mkdir real && printf 'key = 1\\n' > real/conf && ln -s real/conf link"
+    ))
+    .await;
+    let fs = Arc::clone(&bed.fs);
+    let editor = dsh_editor::Editor::new(Arc::clone(&fs));
+    let run_sh = format!("{root}/run.sh");
+    let edit = |path: &str, old: &str, new: &str| {
+        let args = serde_json::json!({"command": "str_replace", "path": path, "old_str": old, "new_str": new});
+        let editor = editor.clone();
+        async move { editor.execute(&args).await.unwrap() }
+    };
+    edit(&run_sh, "old", "new").await;
+    assert_eq!(
+        bed.sh(&format!("cat {run_sh}; stat -c '%a %u:%g' {run_sh}"))
+            .await,
+        "new\n4751 1000:1000"
+    );
+    let link = format!("{root}/link");
+    edit(&link, "1", "2").await;
+    assert_eq!(
+        bed.sh(&format!("readlink {link}; cat {root}/real/conf"))
+            .await,
+        "real/conf\nkey = 2"
+    );
+    // Another writer in the same second (SFTP times are whole seconds).
+    let (_, version) = fs.read(Path::new(&run_sh)).await.unwrap();
+    bed.sh(&format!("printf 'theirs\\n' > {run_sh}")).await;
+    let err = fs
+        .replace(Path::new(&run_sh), b"mine\n".to_vec(), &version)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FsError::Changed(_)), "{err}");
+    assert_eq!(bed.sh(&format!("cat {run_sh}")).await, "theirs");
+    let err = fs
+        .create_new(Path::new(&run_sh), b"x".to_vec())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FsError::AlreadyExists(_)), "{err}");
+    assert_eq!(bed.sh(&format!("cat {run_sh}")).await, "theirs");
+    fs.create_new(
+        Path::new(&format!("{root}/new/deep/f.txt")),
+        b"made\n".to_vec(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        bed.sh(&format!(
+            "cat {root}/new/deep/f.txt; stat -c %a {root}/new/deep/f.txt"
+        ))
+        .await,
+        "made\n644"
+    );
+    assert_eq!(
+        bed.sh(&format!("ls -A {root} {root}/real")).await,
+        format!("{root}:\nlink\nnew\nreal\nrun.sh\n\n{root}/real:\nconf")
+    );
+}
+
 /// The image the Docker testbed uses.
 pub fn test_image() -> String {
     std::env::var("DSH_TEST_IMAGE").unwrap_or_else(|_| "dsh-test".to_owned())
@@ -200,6 +268,32 @@ impl Testbed {
     /// Whether `root/rel` exists.
     pub async fn exists(&self, rel: &str) -> bool {
         self.fs.stat(Path::new(&self.path(rel))).await.is_ok()
+    }
+
+    /// Runs `script` with `sh` on the testbed's machine (in the container for
+    /// Docker, here otherwise) and returns its output without the final
+    /// newline; panics when it fails.
+    pub async fn sh(&self, script: &str) -> String {
+        let (code, stdout, stderr) = match &self.container {
+            Some(c) => {
+                let ran = c.run(&["sh", "-c", script], None).await.unwrap();
+                (ran.code, ran.stdout, ran.stderr)
+            }
+            None => {
+                let out = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(script)
+                    .output()
+                    .unwrap();
+                (
+                    i64::from(out.status.code().unwrap_or(-1)),
+                    out.stdout,
+                    out.stderr,
+                )
+            }
+        };
+        assert_eq!(code, 0, "{script}: {}", String::from_utf8_lossy(&stderr));
+        String::from_utf8(stdout).unwrap().trim_end().to_owned()
     }
 
     /// Whether the backend reports signals by name (`SIGKILL`); Docker

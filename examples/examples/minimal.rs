@@ -7,7 +7,7 @@
 //! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use examples::minimal::{Agent, AgentConfig};
+use examples::minimal::{Agent, AgentConfig, DEFAULT_BASE_URL};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -27,6 +27,15 @@ async fn main() -> std::process::ExitCode {
         return std::process::ExitCode::FAILURE;
     }
     let config = AgentConfig::from_env(model);
+    // The public endpoint needs a key: say which variable is missing rather
+    // than fail later on the request (a server of your own may need none).
+    if config.api_key.is_none() && config.base_url == DEFAULT_BASE_URL {
+        eprintln!(
+            "no API key: set DEEPSEEK_API_KEY (or OPENAI_API_KEY) for {}, or point DEEPSEEK_BASE_URL (or OPENAI_BASE_URL) at a server that needs none",
+            config.base_url
+        );
+        return std::process::ExitCode::FAILURE;
+    }
     let mut agent = match Agent::new(config) {
         Ok(agent) => agent,
         Err(e) => {

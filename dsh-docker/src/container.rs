@@ -109,7 +109,9 @@ impl Container {
     }
 
     /// Creates and starts a container from `template.image` that sleeps
-    /// until it is removed; remove it with [`Container::remove`].
+    /// until it is removed (its command is `sleep 2147483647`, whatever the
+    /// image's own entrypoint: the image needs `sleep`); remove it with
+    /// [`Container::remove`].
     pub async fn create(
         docker: Docker,
         template: &ContainerTemplate,

@@ -222,14 +222,12 @@ impl DockerBackend {
         }
         let (plumbing, feeder, stream) = SessionPlumbing::start(spec);
         let plumbing = Arc::new(plumbing);
-        let lost = Arc::new(OnceLock::new());
         tokio::spawn(session::read_output(
             output,
             feeder,
             Arc::clone(&plumbing),
             container.clone(),
             exec.id.clone(),
-            Arc::clone(&lost),
         ));
         tracing::debug!(container = %container.name(), exec = %exec.id, "shell exec started");
         Ok(Box::new(DockerSession {
@@ -244,7 +242,6 @@ impl DockerBackend {
             host: OnceLock::new(),
             host_proc: self.host_proc,
             settled: AtomicBool::new(false),
-            lost,
             probe: dsh_pty::remote::ForegroundProbe::new(),
             ended: AtomicBool::new(false),
             runtime: Handle::current(),

@@ -57,7 +57,6 @@ pub struct DockerSession {
     pub(crate) host: OnceLock<HostView>,
     pub(crate) host_proc: bool,
     pub(crate) settled: AtomicBool,
-    pub(crate) lost: Arc<OnceLock<Arc<PtyError>>>,
     /// Asks the container for the foreground when this host cannot see it.
     pub(crate) probe: dsh_pty::remote::ForegroundProbe,
     pub(crate) ended: AtomicBool,
@@ -83,7 +82,6 @@ pub(crate) async fn read_output(
     plumbing: Arc<SessionPlumbing>,
     container: Container,
     exec_id: String,
-    lost: Arc<OnceLock<Arc<PtyError>>>,
 ) {
     let mut broke = None;
     while let Some(item) = output.next().await {
@@ -129,11 +127,7 @@ pub(crate) async fn read_output(
                 Some(b) if !e.is_gone() => b,
                 _ => e,
             };
-            let _ = lost.set(Arc::new(PtyError::Disconnected {
-                backend: WHAT,
-                source: Box::new(cause),
-            }));
-            plumbing.exited(ExitStatus::unknown());
+            plumbing.lost(WHAT, Box::new(cause));
         }
     }
     drop(feeder);
@@ -306,10 +300,7 @@ impl PtySession for DockerSession {
         if let Err(e) = &killed {
             tracing::debug!(error = %e, "killing the session's processes failed");
         }
-        let status = tokio::time::timeout(EXIT_WAIT, self.plumbing.wait())
-            .await
-            .unwrap_or_else(|_| ExitStatus::unknown());
-        self.plumbing.close();
+        let status = self.plumbing.settle(EXIT_WAIT).await;
         if self.owned {
             self.container
                 .remove()
@@ -335,7 +326,7 @@ impl PtySession for DockerSession {
     }
 
     fn connection_lost(&self) -> Option<Arc<PtyError>> {
-        self.lost.get().cloned()
+        self.plumbing.connection_lost()
     }
 
     async fn put_scratch_file(&self, name: &str, data: &[u8]) -> Result<PathBuf, PtyError> {

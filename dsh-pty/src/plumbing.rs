@@ -30,6 +30,7 @@ use crate::{ExitStatus, OutputStream, ScrollbackHandle, SpawnSpec};
 /// ```
 #[derive(Debug)]
 pub struct SessionPlumbing {
+    lost: std::sync::OnceLock<std::sync::Arc<crate::PtyError>>,
     status_tx: watch::Sender<Option<ExitStatus>>,
     status: watch::Receiver<Option<ExitStatus>>,
     closed: watch::Sender<bool>,
@@ -56,6 +57,7 @@ impl SessionPlumbing {
             },
         ));
         let plumbing = SessionPlumbing {
+            lost: std::sync::OnceLock::new(),
             status_tx,
             status,
             closed,
@@ -74,6 +76,36 @@ impl SessionPlumbing {
                 false
             }
         });
+    }
+
+    /// Records that the transport to the program broke (`backend` names what
+    /// the program runs in, `"Docker container"`, `"SSH host"`), and
+    /// publishes an unknown exit. Call it before the output ends: a shell
+    /// asks [`crate::PtySession::connection_lost`] as soon as it does.
+    pub fn lost(&self, backend: &'static str, source: Box<dyn std::error::Error + Send + Sync>) {
+        let _ = self
+            .lost
+            .set(std::sync::Arc::new(crate::PtyError::Disconnected {
+                backend,
+                source,
+            }));
+        self.exited(ExitStatus::unknown());
+    }
+
+    /// Why the transport broke, once [`SessionPlumbing::lost`] said so.
+    pub fn connection_lost(&self) -> Option<std::sync::Arc<crate::PtyError>> {
+        self.lost.get().cloned()
+    }
+
+    /// After the session's processes were signalled: waits up to `within`
+    /// for the exit report (else [`ExitStatus::unknown`]), then ends the
+    /// output stream.
+    pub async fn settle(&self, within: std::time::Duration) -> ExitStatus {
+        let status = tokio::time::timeout(within, self.wait())
+            .await
+            .unwrap_or_else(|_| ExitStatus::unknown());
+        self.close();
+        status
     }
 
     /// Ends the output stream now (the session is being closed).

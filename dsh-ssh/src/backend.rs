@@ -1,7 +1,7 @@
 //! The [`PtyBackend`] that starts programs on an SSH host.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use dsh_pty::{PtyBackend, PtyError, PtySession, SessionPlumbing, SpawnSpec};
@@ -146,13 +146,11 @@ impl PtyBackend for SshBackend {
         let (reader, writer) = channel.split();
         let (plumbing, feeder, stream) = SessionPlumbing::start(&spec);
         let plumbing = Arc::new(plumbing);
-        let lost = Arc::new(OnceLock::new());
         tokio::spawn(session::read_output(
             reader,
             feeder,
             Arc::clone(&plumbing),
             conn,
-            Arc::clone(&lost),
         ));
         tracing::debug!(host = %self.host.target().host, "shell channel started");
         Ok(Box::new(SshSession {
@@ -161,7 +159,6 @@ impl PtyBackend for SshBackend {
             writer: Arc::new(writer),
             plumbing,
             output: Some(stream),
-            lost,
             probe: dsh_pty::remote::ForegroundProbe::new(),
             ended: AtomicBool::new(false),
             runtime: Handle::current(),

@@ -1,8 +1,8 @@
 //! A shell on an SSH host: a session channel with a terminal.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -33,7 +33,6 @@ pub struct SshSession {
     pub(crate) writer: Arc<ChannelWriteHalf<Msg>>,
     pub(crate) plumbing: Arc<SessionPlumbing>,
     pub(crate) output: Option<OutputStream>,
-    pub(crate) lost: Arc<OnceLock<Arc<PtyError>>>,
     pub(crate) probe: dsh_pty::remote::ForegroundProbe,
     pub(crate) ended: AtomicBool,
     pub(crate) runtime: Handle,
@@ -56,7 +55,6 @@ pub(crate) async fn read_output(
     feeder: OutputFeeder,
     plumbing: Arc<SessionPlumbing>,
     conn: crate::host::Conn,
-    lost: Arc<OnceLock<Arc<PtyError>>>,
 ) {
     let mut exit = None;
     while let Some(msg) = reader.wait().await {
@@ -87,11 +85,7 @@ pub(crate) async fn read_output(
             } else {
                 "the channel closed without an exit status"
             };
-            let _ = lost.set(Arc::new(PtyError::Disconnected {
-                backend: WHAT,
-                source: why.into(),
-            }));
-            plumbing.exited(ExitStatus::unknown());
+            plumbing.lost(WHAT, why.into());
         }
     }
     drop(feeder);
@@ -197,10 +191,7 @@ impl PtySession for SshSession {
         if let Err(e) = run_tree(&self.host, &self.tag, "tree", &tenths).await {
             tracing::debug!(error = %e, "killing the session's processes failed");
         }
-        let status = tokio::time::timeout(EXIT_WAIT, self.plumbing.wait())
-            .await
-            .unwrap_or_else(|_| ExitStatus::unknown());
-        self.plumbing.close();
+        let status = self.plumbing.settle(EXIT_WAIT).await;
         let _ = self.writer.close().await;
         Ok(status)
     }
@@ -218,7 +209,7 @@ impl PtySession for SshSession {
     }
 
     fn connection_lost(&self) -> Option<Arc<PtyError>> {
-        self.lost.get().cloned()
+        self.plumbing.connection_lost()
     }
 
     async fn put_scratch_file(&self, name: &str, data: &[u8]) -> Result<PathBuf, PtyError> {

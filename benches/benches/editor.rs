@@ -106,10 +106,7 @@ fn list_20k_tree(c: &mut Criterion) {
     // A bound large enough that the whole tree is listed.
     let editor = Editor::with_config(
         LocalFs::new(),
-        EditorConfig {
-            max_output_chars: 10_000_000,
-            ..EditorConfig::default()
-        },
+        EditorConfig::default().max_output_chars(10_000_000),
     )
     .unwrap();
     let mut group = c.benchmark_group("editor_list_20k_tree");

@@ -23,22 +23,16 @@ fn spawn_cost(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(10));
     group.sample_size(50);
 
-    let unconfined = ShellPool::new(ShellConfig {
-        persistent: false,
-        ..ShellConfig::new(ws.path())
-    })
-    .unwrap();
+    let unconfined = ShellPool::new(ShellConfig::new(ws.path()).persistent(false)).unwrap();
     group.bench_function("unconfined_baseline", |b| {
         b.iter(|| rt.block_on(unconfined.run("bench", "true")).unwrap())
     });
 
     let confined = |bubblewrap: Option<PathBuf>| {
         let mut config = SandboxConfig::new(
-            SandboxPolicy {
-                mode: SandboxMode::WorkspaceWrite,
-                bubblewrap,
-                ..SandboxPolicy::default()
-            },
+            SandboxPolicy::default()
+                .mode(SandboxMode::WorkspaceWrite)
+                .bubblewrap(bubblewrap),
             ShellConfig::new(ws.path()),
         );
         config.restricted = Persistence::OneShot;
@@ -50,11 +44,9 @@ fn spawn_cost(c: &mut Criterion) {
         b.iter(|| rt.block_on(native.execute("bench", &args)).unwrap())
     });
     let mut net = SandboxConfig::new(
-        SandboxPolicy {
-            mode: SandboxMode::WorkspaceWrite,
-            network: true,
-            ..SandboxPolicy::default()
-        },
+        SandboxPolicy::default()
+            .mode(SandboxMode::WorkspaceWrite)
+            .network(true),
         ShellConfig::new(ws.path()),
     );
     net.restricted = Persistence::OneShot;
@@ -88,10 +80,7 @@ fn call_cost(c: &mut Criterion) {
         ("confined_workspace_write", SandboxMode::WorkspaceWrite),
     ] {
         let shell = SandboxedShell::new(SandboxConfig::new(
-            SandboxPolicy {
-                mode,
-                ..SandboxPolicy::default()
-            },
+            SandboxPolicy::default().mode(mode),
             ShellConfig::new(ws.path()),
         ))
         .unwrap();

@@ -31,7 +31,7 @@ read)
   meta "$p" || exit 2
   [ -d "$p" ] && exit 21
   [ -e "$p" ] || exit 2
-  cat -- "$p" || exit 13 ;;
+  head -c "$3" -- "$p" || exit 13 ;;
 list)
   [ -e "$p" ] || exit 2
   [ -d "$p" ] || exit 20
@@ -232,12 +232,15 @@ impl Fs for DockerFs {
         parse_meta(path, &ran.stdout).map(|(meta, _)| meta)
     }
 
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
-        let ran = self.run("read", path, None, None).await?;
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+        // One byte past the limit tells a file that is too large.
+        let past = limit.saturating_add(1).to_string();
+        let ran = self.run("read", path, Some(&past), None).await?;
         if ran.code != 0 {
             return Err(failure(path, "reading a file", &ran));
         }
         let (meta, content) = parse_meta(path, &ran.stdout)?;
+        FsError::check_len(path, meta.len.max(content.len() as u64), limit)?;
         Ok((content.to_vec(), meta.version))
     }
 

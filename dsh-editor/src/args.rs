@@ -3,50 +3,14 @@
 
 use serde_json::{Map, Value};
 
-use crate::EditorError;
+use crate::{EditorError, EditorRequest};
 
-/// One validated tool call. Optional parameters are `None` when absent or
-/// `null`; whether a command *requires* one is checked later, after the path.
+/// A request parsed from JSON, with the one error the contract reports
+/// late: a malformed `view_range` is reported only when viewing a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Request {
-    View {
-        path: String,
-        view_range: Option<Result<(i64, i64), EditorError>>,
-    },
-    Create {
-        path: String,
-        file_text: Option<String>,
-    },
-    StrReplace {
-        path: String,
-        old_str: Option<String>,
-        new_str: Option<String>,
-    },
-    Insert {
-        path: String,
-        insert_line: Option<i64>,
-        new_str: Option<String>,
-    },
-}
-
-impl Request {
-    pub(crate) fn path(&self) -> &str {
-        match self {
-            Request::View { path, .. }
-            | Request::Create { path, .. }
-            | Request::StrReplace { path, .. }
-            | Request::Insert { path, .. } => path,
-        }
-    }
-
-    pub(crate) fn command(&self) -> &'static str {
-        match self {
-            Request::View { .. } => "view",
-            Request::Create { .. } => "create",
-            Request::StrReplace { .. } => "str_replace",
-            Request::Insert { .. } => "insert",
-        }
-    }
+pub(crate) struct Parsed {
+    pub(crate) request: EditorRequest,
+    pub(crate) bad_range: bool,
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -89,7 +53,7 @@ fn integer(obj: &Map<String, Value>, name: &'static str) -> Result<Option<i64>, 
 }
 
 /// `view_range`'s own shape error is part of the contract, and reported only
-/// when viewing a file, so it is carried in the request.
+/// when viewing a file, so it is carried beside the request.
 fn view_range(obj: &Map<String, Value>) -> Option<Result<(i64, i64), EditorError>> {
     let v = field(obj, "view_range")?;
     Some(match v.as_array().map(Vec::as_slice) {
@@ -102,24 +66,32 @@ fn view_range(obj: &Map<String, Value>) -> Option<Result<(i64, i64), EditorError
 }
 
 /// Parses the arguments of one call.
-pub(crate) fn parse(args: &Value) -> Result<Request, EditorError> {
+pub(crate) fn parse(args: &Value) -> Result<Parsed, EditorError> {
     let obj = args.as_object().ok_or(EditorError::NotAnObject)?;
     let command = string(obj, "command")?.ok_or(EditorError::MissingParameter("command"))?;
     let path = string(obj, "path")?.ok_or(EditorError::MissingParameter("path"))?;
-    match command.as_str() {
-        "view" => Ok(Request::View {
+    let mut bad_range = false;
+    let request = match command.as_str() {
+        "view" => EditorRequest::View {
             path,
-            view_range: view_range(obj),
-        }),
-        "create" => Ok(Request::Create {
+            view_range: match view_range(obj) {
+                None => None,
+                Some(Ok(range)) => Some(range),
+                Some(Err(_)) => {
+                    bad_range = true;
+                    None
+                }
+            },
+        },
+        "create" => EditorRequest::Create {
             path,
             file_text: string(obj, "file_text")?,
-        }),
-        "str_replace" => Ok(Request::StrReplace {
+        },
+        "str_replace" => EditorRequest::StrReplace {
             path,
             old_str: string(obj, "old_str")?,
             new_str: string(obj, "new_str")?,
-        }),
+        },
         "insert" => {
             let new_str = match string(obj, "new_str")? {
                 Some(s) => Some(s),
@@ -130,14 +102,15 @@ pub(crate) fn parse(args: &Value) -> Result<Request, EditorError> {
                     got: obj.get("insert_text").map_or("null", type_name),
                 })?,
             };
-            Ok(Request::Insert {
+            EditorRequest::Insert {
                 path,
                 insert_line: integer(obj, "insert_line")?,
                 new_str,
-            })
+            }
         }
-        _ => Err(EditorError::UnknownCommand(command)),
-    }
+        _ => return Err(EditorError::UnknownCommand(command)),
+    };
+    Ok(Parsed { request, bad_range })
 }
 
 #[cfg(test)]
@@ -187,23 +160,11 @@ mod tests {
     #[test]
     fn nulls_are_absent_and_insert_text_is_an_alias() {
         let r = parse(&json!({"command": "insert", "path": "/a", "insert_line": 0, "new_str": null, "insert_text": "x"})).unwrap();
-        assert_eq!(
-            r,
-            Request::Insert {
-                path: "/a".into(),
-                insert_line: Some(0),
-                new_str: Some("x".into())
-            }
-        );
+        assert_eq!(r.request, EditorRequest::insert("/a", 0, "x"));
         let r =
             parse(&json!({"command": "view", "path": "/a", "view_range": [1, "2"], "extra": 1}))
                 .unwrap();
-        assert_eq!(
-            r,
-            Request::View {
-                path: "/a".into(),
-                view_range: Some(Err(EditorError::RangeShape))
-            }
-        );
+        assert_eq!(r.request, EditorRequest::view("/a"));
+        assert!(r.bad_range);
     }
 }

@@ -6,16 +6,14 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use crate::args::{self, Request};
+use crate::args::{self, Parsed};
 use crate::fs::{FileKind, Fs, FsError, Metadata};
+use crate::outcome::{DirectoryView, EditorOutcome, FileView};
 use crate::text::{DecodeError, Document};
-use crate::{EditorError, listing, ops};
+use crate::{EditorError, EditorRequest, contract, listing, ops};
 
 /// The tool's name in schemas.
 pub const TOOL_NAME: &str = "str_replace_editor";
-
-/// Appended, without a separator, to output cut at `max_output_chars`.
-pub const CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
 
 /// The default tool description.
 pub const DEFAULT_DESCRIPTION: &str = "View, create and edit files.\n\
@@ -25,15 +23,18 @@ pub const DEFAULT_DESCRIPTION: &str = "View, create and edit files.\n\
 * `insert` inserts `new_str` after line `insert_line` (0 = at the top).\n\
 * Paths must be absolute. Long output is clipped and marked with `<response clipped>`.";
 
-/// The editor's settings.
+/// The editor's settings: [`EditorConfig::default`] and a setter per field
+/// (the fields are public to read and assign; new settings arrive as new
+/// fields with defaults).
 ///
 /// ```
 /// use dsh_editor::EditorConfig;
-/// let config = EditorConfig { max_output_chars: 8000, ..EditorConfig::default() };
+/// let config = EditorConfig::default().max_output_chars(8000);
 /// assert!(config.validate().is_ok());
-/// assert!(EditorConfig { max_output_chars: 0, ..config }.validate().is_err());
+/// assert!(config.max_output_chars(0).validate().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EditorConfig {
     /// Output longer than this many characters is clipped (default 16,000).
     pub max_output_chars: usize,
@@ -55,7 +56,7 @@ impl Default for EditorConfig {
 
 /// An invalid [`EditorConfig`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
+pub enum EditorConfigError {
     /// A bound is zero.
     #[error("editor config: `{0}` must be a positive integer")]
     NotPositive(&'static str),
@@ -65,16 +66,37 @@ pub enum ConfigError {
 }
 
 impl EditorConfig {
+    /// Sets [`EditorConfig::max_output_chars`].
+    #[must_use]
+    pub fn max_output_chars(mut self, max_output_chars: usize) -> Self {
+        self.max_output_chars = max_output_chars;
+        self
+    }
+
+    /// Sets [`EditorConfig::max_file_bytes`].
+    #[must_use]
+    pub fn max_file_bytes(mut self, max_file_bytes: u64) -> Self {
+        self.max_file_bytes = max_file_bytes;
+        self
+    }
+
+    /// Sets [`EditorConfig::description`].
+    #[must_use]
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
     /// Checks that bounds are positive and the description non-empty.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), EditorConfigError> {
         if self.max_output_chars == 0 {
-            return Err(ConfigError::NotPositive("max_output_chars"));
+            return Err(EditorConfigError::NotPositive("max_output_chars"));
         }
         if self.max_file_bytes == 0 {
-            return Err(ConfigError::NotPositive("max_file_bytes"));
+            return Err(EditorConfigError::NotPositive("max_file_bytes"));
         }
         if self.description.trim().is_empty() {
-            return Err(ConfigError::EmptyDescription);
+            return Err(EditorConfigError::EmptyDescription);
         }
         Ok(())
     }
@@ -130,7 +152,7 @@ impl<F: Fs> Editor<F> {
     }
 
     /// An editor over `fs` with `config`, once it is validated.
-    pub fn with_config(fs: F, config: EditorConfig) -> Result<Self, ConfigError> {
+    pub fn with_config(fs: F, config: EditorConfig) -> Result<Self, EditorConfigError> {
         config.validate()?;
         Ok(Editor { fs, config })
     }
@@ -145,8 +167,9 @@ impl<F: Fs> Editor<F> {
         &self.fs
     }
 
-    /// The tool's definition: `{"name", "description", "parameters"}`, where
-    /// `parameters` is the JSON Schema of the arguments.
+    /// The tool's definition in the OpenAI function shape:
+    /// `{"name", "description", "parameters"}`, where `parameters` is the
+    /// JSON Schema of the arguments.
     pub fn schema(&self) -> Value {
         json!({
             "name": TOOL_NAME,
@@ -155,20 +178,63 @@ impl<F: Fs> Editor<F> {
         })
     }
 
-    /// Runs one tool call. `Ok` holds the text for the model; so does the
-    /// error's `Display`. Nothing on disk changes unless the call succeeds.
+    /// The tool's definition in the Anthropic Messages API shape:
+    /// `{"name", "description", "input_schema"}`.
+    pub fn anthropic_schema(&self) -> Value {
+        json!({
+            "name": TOOL_NAME,
+            "description": self.config.description,
+            "input_schema": parameters_schema(),
+        })
+    }
+
+    /// The tool's definition in the MCP `tools/list` shape:
+    /// `{"name", "description", "inputSchema"}`.
+    pub fn mcp_schema(&self) -> Value {
+        json!({
+            "name": TOOL_NAME,
+            "description": self.config.description,
+            "inputSchema": parameters_schema(),
+        })
+    }
+
+    /// Runs one tool call given as the model's JSON arguments. `Ok` holds
+    /// the text for the model ([`contract::render`] of the outcome); so does
+    /// the error's `Display`. Nothing on disk changes unless the call
+    /// succeeds.
     pub async fn execute(&self, args: &Value) -> Result<String, EditorError> {
+        let outcome = self.traced(args::parse(args)).await?;
+        Ok(contract::render(&outcome))
+    }
+
+    /// Runs one typed call and returns what it did as data.
+    pub async fn call(&self, request: EditorRequest) -> Result<EditorOutcome, EditorError> {
+        self.traced(Ok(Parsed {
+            request,
+            bad_range: false,
+        }))
+        .await
+    }
+
+    /// Runs a parsed call inside the tool call's span and logs how it ended.
+    async fn traced(
+        &self,
+        parsed: Result<Parsed, EditorError>,
+    ) -> Result<EditorOutcome, EditorError> {
         let started = Instant::now();
-        let request = args::parse(args);
-        let (command, path) = match &request {
-            Ok(r) => (r.command(), r.path().to_owned()),
+        let (command, path) = match &parsed {
+            Ok(p) => (p.request.command(), p.request.path().to_owned()),
             Err(_) => ("invalid", String::new()),
         };
         let span = tracing::info_span!("str_replace_editor", command, path = %path);
         // The span covers the call through `instrument`: an `enter()` guard
         // held across an await would mark other tasks' events as ours.
-        let result = match request {
-            Ok(request) => self.run(request).instrument(span.clone()).await,
+        let result = match parsed {
+            Ok(p) => {
+                self.run(p.request, p.bad_range)
+                    .instrument(span.clone())
+                    .await
+            }
             Err(e) => Err(e),
         };
         let _enter = span.enter();
@@ -181,86 +247,129 @@ impl<F: Fs> Editor<F> {
         result
     }
 
-    async fn run(&self, request: Request) -> Result<String, EditorError> {
-        let display = request.path().to_owned();
-        check_absolute(&display)?;
-        let path = Path::new(&display);
+    async fn run(
+        &self,
+        request: EditorRequest,
+        bad_range: bool,
+    ) -> Result<EditorOutcome, EditorError> {
+        check_absolute(request.path())?;
         match request {
-            Request::View { view_range, .. } => {
-                let meta = self.existing(path, &display).await?;
-                match meta.kind {
-                    FileKind::Directory if view_range.is_some() => {
-                        Err(EditorError::RangeOnDirectory)
-                    }
-                    FileKind::Directory => Ok(self.view_dir(&display).await),
-                    FileKind::File => {
-                        let (doc, _) = self.load(path, &display, &meta).await?;
-                        let range = view_range.transpose()?;
-                        self.view_file(&display, doc.text(), range)
-                    }
-                    FileKind::Other => Err(EditorError::NotRegular(display)),
-                }
+            EditorRequest::View { path, view_range } => {
+                self.view(path, view_range, bad_range).await
             }
-            Request::Create { file_text, .. } => {
-                match self.fs.stat(path).await {
-                    Ok(_) => return Err(EditorError::CreateExists(display)),
-                    Err(FsError::NotFound(_)) => {}
-                    Err(e) => return Err(fs_error(e, &display)),
-                }
-                let text = file_text.ok_or(EditorError::CreateNoText)?;
-                self.fs
-                    .create_new(path, text.into_bytes())
-                    .await
-                    .map_err(|e| match e {
-                        FsError::AlreadyExists(_) => EditorError::CreateExists(display.clone()),
-                        e => fs_error(e, &display),
-                    })?;
-                Ok(format!("New file created successfully at: {display}"))
-            }
-            Request::StrReplace {
-                old_str, new_str, ..
-            } => {
-                let meta = self.editable(path, &display).await?;
-                let old = old_str.ok_or(EditorError::ReplaceNoOld)?;
-                if old.is_empty() {
-                    return Err(EditorError::ReplaceEmptyOld);
-                }
-                let (doc, version) = self.load(path, &display, &meta).await?;
-                let needle = doc.normalize_input(&old);
-                let new = new_str.unwrap_or_default();
-                let replacement = doc.normalize_input(&new);
-                let (hits, total) = ops::find_some(doc.text(), &needle, MAX_LISTED_MATCHES);
-                match hits.as_slice() {
-                    [] => Err(EditorError::ReplaceNotFound { old, path: display }),
-                    [at] if total == 1 => {
-                        let edited = ops::splice(doc.text(), *at, needle.len(), &replacement);
-                        self.store(path, &display, &doc, edited, &version).await
-                    }
-                    _ => Err(EditorError::ReplaceAmbiguous {
-                        lines: ops::line_numbers(doc.text(), &hits),
-                        more: total - hits.len(),
-                        old,
-                    }),
-                }
-            }
-            Request::Insert {
+            EditorRequest::Create { path, file_text } => self.create(path, file_text).await,
+            EditorRequest::StrReplace {
+                path,
+                old_str,
+                new_str,
+            } => self.str_replace(path, old_str, new_str).await,
+            EditorRequest::Insert {
+                path,
                 insert_line,
                 new_str,
-                ..
-            } => {
-                let meta = self.editable(path, &display).await?;
-                let line = insert_line.ok_or(EditorError::InsertNoLine)?;
-                let new = new_str.ok_or(EditorError::InsertNoText)?;
-                let (doc, version) = self.load(path, &display, &meta).await?;
-                let lines = ops::line_count(doc.text());
-                let inserted = doc.normalize_input(&new);
-                let edited = usize::try_from(line)
-                    .ok()
-                    .and_then(|after| ops::insert_after(doc.text(), after, &inserted))
-                    .ok_or(EditorError::InsertRange { line, lines })?;
-                self.store(path, &display, &doc, edited, &version).await
-            }
+            } => self.insert(path, insert_line, new_str).await,
         }
+    }
+
+    async fn view(
+        &self,
+        display: String,
+        view_range: Option<(i64, i64)>,
+        bad_range: bool,
+    ) -> Result<EditorOutcome, EditorError> {
+        let path = Path::new(&display);
+        let meta = self.existing(path, &display).await?;
+        match meta.kind {
+            FileKind::Directory if view_range.is_some() || bad_range => {
+                Err(EditorError::RangeOnDirectory)
+            }
+            FileKind::Directory => Ok(EditorOutcome::DirectoryView(self.view_dir(display).await)),
+            FileKind::File => {
+                let (doc, _) = self.load(path, &display, &meta).await?;
+                if bad_range {
+                    return Err(EditorError::RangeShape);
+                }
+                Ok(EditorOutcome::FileView(self.view_file(
+                    display,
+                    doc.text(),
+                    view_range,
+                )?))
+            }
+            FileKind::Other => Err(EditorError::NotRegular(display)),
+        }
+    }
+
+    async fn create(
+        &self,
+        display: String,
+        file_text: Option<String>,
+    ) -> Result<EditorOutcome, EditorError> {
+        let path = Path::new(&display);
+        match self.fs.stat(path).await {
+            Ok(_) => return Err(EditorError::CreateExists(display)),
+            Err(FsError::NotFound(_)) => {}
+            Err(e) => return Err(fs_error(e, &display)),
+        }
+        let text = file_text.ok_or(EditorError::CreateNoText)?;
+        self.fs
+            .create_new(path, text.into_bytes())
+            .await
+            .map_err(|e| match e {
+                FsError::AlreadyExists(_) => EditorError::CreateExists(display.clone()),
+                e => fs_error(e, &display),
+            })?;
+        Ok(EditorOutcome::Created { path: display })
+    }
+
+    async fn str_replace(
+        &self,
+        display: String,
+        old_str: Option<String>,
+        new_str: Option<String>,
+    ) -> Result<EditorOutcome, EditorError> {
+        let path = Path::new(&display);
+        let meta = self.editable(path, &display).await?;
+        let old = old_str.ok_or(EditorError::ReplaceNoOld)?;
+        if old.is_empty() {
+            return Err(EditorError::ReplaceEmptyOld);
+        }
+        let (doc, version) = self.load(path, &display, &meta).await?;
+        let needle = doc.normalize_input(&old);
+        let new = new_str.unwrap_or_default();
+        let replacement = doc.normalize_input(&new);
+        let (hits, total) = ops::find_some(doc.text(), &needle, MAX_LISTED_MATCHES);
+        match hits.as_slice() {
+            [] => Err(EditorError::ReplaceNotFound { old, path: display }),
+            [at] if total == 1 => {
+                let edited = ops::splice(doc.text(), *at, needle.len(), &replacement);
+                self.store(display, &doc, edited, &version).await
+            }
+            _ => Err(EditorError::ReplaceAmbiguous {
+                lines: ops::line_numbers(doc.text(), &hits),
+                more: total - hits.len(),
+                old,
+            }),
+        }
+    }
+
+    async fn insert(
+        &self,
+        display: String,
+        insert_line: Option<i64>,
+        new_str: Option<String>,
+    ) -> Result<EditorOutcome, EditorError> {
+        let path = Path::new(&display);
+        let meta = self.editable(path, &display).await?;
+        let line = insert_line.ok_or(EditorError::InsertNoLine)?;
+        let new = new_str.ok_or(EditorError::InsertNoText)?;
+        let (doc, version) = self.load(path, &display, &meta).await?;
+        let lines = ops::line_count(doc.text());
+        let inserted = doc.normalize_input(&new);
+        let edited = usize::try_from(line)
+            .ok()
+            .and_then(|after| ops::insert_after(doc.text(), after, &inserted))
+            .ok_or(EditorError::InsertRange { line, lines })?;
+        self.store(display, &doc, edited, &version).await
     }
 
     async fn existing(&self, path: &Path, display: &str) -> Result<Metadata, EditorError> {
@@ -293,7 +402,11 @@ impl<F: Fs> Editor<F> {
                 max: self.config.max_file_bytes,
             });
         }
-        let (bytes, version) = self.fs.read(path).await.map_err(|e| fs_error(e, display))?;
+        let (bytes, version) = self
+            .fs
+            .read(path, self.config.max_file_bytes)
+            .await
+            .map_err(|e| fs_error(e, display))?;
         let doc = Document::decode(bytes)
             .map_err(|DecodeError::Binary| EditorError::Binary(display.to_owned()))?;
         Ok((doc, version))
@@ -301,77 +414,69 @@ impl<F: Fs> Editor<F> {
 
     async fn store(
         &self,
-        path: &Path,
-        display: &str,
+        display: String,
         doc: &Document,
         edited: String,
         version: &crate::fs::Version,
-    ) -> Result<String, EditorError> {
+    ) -> Result<EditorOutcome, EditorError> {
         let unrepresentable = |u: crate::text::Unrepresentable| EditorError::Unrepresentable {
-            path: display.to_owned(),
+            path: display.clone(),
             encoding: u.encoding,
             ch: u.ch,
         };
         let bytes = doc.with_text(edited).encode().map_err(unrepresentable)?;
         self.fs
-            .replace(path, bytes, version)
+            .replace(Path::new(&display), bytes, version)
             .await
-            .map_err(|e| fs_error(e, display))?;
-        Ok(format!("The file {display} has been edited successfully."))
+            .map_err(|e| fs_error(e, &display))?;
+        Ok(EditorOutcome::Edited { path: display })
     }
 
     fn view_file(
         &self,
-        display: &str,
+        display: String,
         text: &str,
         range: Option<(i64, i64)>,
-    ) -> Result<String, EditorError> {
+    ) -> Result<FileView, EditorError> {
         let lines = ops::line_count(text);
-        let mut out = match range {
-            None => format!(
-                "Here's the content of {display} with line numbers (which has a total of {lines} lines):\n"
-            ),
-            Some((a, b)) => format!(
-                "Here's the content of {display} with line numbers (which has a total of {lines} lines) with view_range=[{a}, {b}]:\n"
-            ),
-        };
         let (first, last) = match range {
             None => (1, lines),
             Some(range) => check_range(range, lines)?,
         };
-        let used = out.chars().count();
-        ops::number_lines(
-            text,
-            first,
-            last,
-            &mut out,
-            used,
-            self.config.max_output_chars,
-        );
-        Ok(self.clip(out))
+        let mut view = FileView {
+            path: display,
+            total_lines: lines,
+            view_range: range,
+            first_line: first,
+            last_line: last,
+            numbered: String::new(),
+            cut: None,
+        };
+        let header = contract::file_header(&view);
+        let max = self.config.max_output_chars;
+        let mut body = String::new();
+        ops::number_lines(text, first, last, &mut body, header.chars().count(), max);
+        (view.numbered, view.cut) = contract::clip(&header, body, max);
+        Ok(view)
     }
 
-    async fn view_dir(&self, display: &str) -> String {
+    async fn view_dir(&self, display: String) -> DirectoryView {
         let root = display.trim_end_matches('/');
-        let root = if root.is_empty() { "/" } else { root };
-        let mut out = format!(
-            "Here're the files and directories up to 2 levels deep in {display}, excluding hidden items, node_modules, and Python cache directories:\n"
-        );
-        let used = out.chars().count();
-        listing::list(&self.fs, root, &mut out, used, self.config.max_output_chars).await;
-        out.push('\n');
-        self.clip(out)
-    }
-
-    fn clip(&self, mut out: String) -> String {
-        if let Some((cut, _)) = out.char_indices().nth(self.config.max_output_chars) {
-            out.truncate(cut);
-            out.push_str(CLIP_NOTE);
-        }
-        out
+        let root = if root.is_empty() { "/" } else { root }.to_owned();
+        let mut view = DirectoryView {
+            path: display,
+            listing: String::new(),
+            cut: None,
+        };
+        let header = contract::directory_header(&view);
+        let max = self.config.max_output_chars;
+        let mut body = String::new();
+        listing::list(&self.fs, &root, &mut body, header.chars().count(), max).await;
+        body.push('\n');
+        (view.listing, view.cut) = contract::clip(&header, body, max);
+        view
     }
 }
-
 /// Checks `view_range` against a file of `lines` lines; returns 1-based inclusive bounds.
 fn check_range((a, b): (i64, i64), lines: usize) -> Result<(usize, usize), EditorError> {
     let n = lines as i64;
@@ -430,6 +535,11 @@ fn fs_error(e: FsError, display: &str) -> EditorError {
         FsError::AlreadyExists(_) => EditorError::CreateExists(display),
         FsError::Changed(_) => EditorError::Changed(display),
         FsError::PermissionDenied(_) => EditorError::PermissionDenied(display),
+        FsError::TooLarge { len, limit, .. } => EditorError::TooLarge {
+            path: display,
+            len,
+            max: limit,
+        },
         FsError::Refused { message, .. } => EditorError::Refused(message),
         FsError::Io { source, .. } => EditorError::Io {
             path: display,

@@ -65,7 +65,7 @@
 //! | directory, not view | ``The path X is a directory and only the `view` command can be used on directories`` |
 //! | view header | `Here's the content of X with line numbers (which has a total of N lines):` |
 //! | view line | `format!("{:>6}  {}", n, line)` |
-//! | clip note | [`CLIP_NOTE`], appended directly after `max_output_chars` characters |
+//! | clip note | [`VIEW_CLIP_NOTE`], appended directly after `max_output_chars` characters |
 //! | create ok | `New file created successfully at: X` |
 //! | edit ok | `The file X has been edited successfully.` |
 //!
@@ -81,15 +81,25 @@
 #![forbid(unsafe_code)]
 
 mod args;
+pub mod contract;
 mod editor;
 mod error;
 pub mod fs;
 mod listing;
 pub mod ops;
+pub mod outcome;
+mod request;
 pub mod text;
 
+pub use contract::VIEW_CLIP_NOTE;
 pub use editor::{
-    CLIP_NOTE, ConfigError, DEFAULT_DESCRIPTION, Editor, EditorConfig, MAX_LISTED_MATCHES,
-    TOOL_NAME, parameters_schema,
+    DEFAULT_DESCRIPTION, Editor, EditorConfig, EditorConfigError, MAX_LISTED_MATCHES, TOOL_NAME,
+    parameters_schema,
 };
 pub use error::EditorError;
+pub use outcome::{DirectoryView, EditorOutcome, FileView};
+pub use request::EditorRequest;
+
+/// The JSON crate of [`Editor::execute`]'s arguments and the schemas,
+/// re-exported so a host needs no matching version of its own.
+pub use serde_json;

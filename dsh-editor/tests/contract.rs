@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dsh_editor::fs::{Fs, MemFs};
-use dsh_editor::{CLIP_NOTE, Editor, EditorConfig};
+use dsh_editor::{Editor, EditorConfig, VIEW_CLIP_NOTE as CLIP_NOTE};
 use dsh_testbeds::{Testbed, Where};
 use serde_json::{Value, json};
 
@@ -100,7 +100,14 @@ impl Fixture {
     async fn read(&self, path: &str) -> Vec<u8> {
         match &self.mem {
             Some(mem) => mem.get(Path::new(path)).unwrap(),
-            None => self.editor.fs().read(Path::new(path)).await.unwrap().0,
+            None => {
+                self.editor
+                    .fs()
+                    .read(Path::new(path), u64::MAX)
+                    .await
+                    .unwrap()
+                    .0
+            }
         }
     }
 
@@ -540,10 +547,7 @@ async fn long_output_is_clipped_with_the_note(place: Place) {
         assert!(out.contains("\n     1  line 1\n"));
     }
     // Clipping counts characters, not bytes.
-    let config = EditorConfig {
-        max_output_chars: 100,
-        ..EditorConfig::default()
-    };
+    let config = EditorConfig::default().max_output_chars(100);
     let f = Fixture::local_with(config).await;
     let p = f.write("cjk.txt", "中".repeat(500)).await;
     let out = f.ok(json!({"command": "view", "path": p})).await;
@@ -552,10 +556,7 @@ async fn long_output_is_clipped_with_the_note(place: Place) {
 
 #[tokio::test]
 async fn files_above_the_size_bound_are_refused() {
-    let config = EditorConfig {
-        max_file_bytes: 10,
-        ..EditorConfig::default()
-    };
+    let config = EditorConfig::default().max_file_bytes(10);
     let f = Fixture::local_with(config).await;
     let p = f.write("big.txt", "0123456789abc").await;
     assert_eq!(

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use dsh_editor::fs::{DirEntry, Fs, FsError, LocalFs, MemFs, Metadata, Version};
-use dsh_editor::{CLIP_NOTE, Editor};
+use dsh_editor::{Editor, VIEW_CLIP_NOTE as CLIP_NOTE};
 use serde_json::json;
 
 fn tempdir() -> (tempfile::TempDir, String) {
@@ -137,7 +137,7 @@ async fn replace_refuses_a_stale_version() {
     let p = format!("{root}/f.txt");
     let path = Path::new(&p);
     std::fs::write(path, "v1\n").unwrap();
-    let (_, version) = fs.read(path).await.unwrap();
+    let (_, version) = fs.read(path, u64::MAX).await.unwrap();
     // Someone else writes, same size, via rename (new inode).
     let other = format!("{root}/other");
     std::fs::write(&other, "v2\n").unwrap();
@@ -150,7 +150,7 @@ async fn replace_refuses_a_stale_version() {
     assert_eq!(std::fs::read_to_string(path).unwrap(), "v2\n");
 
     // In-place write with another size.
-    let (_, version) = fs.read(path).await.unwrap();
+    let (_, version) = fs.read(path, u64::MAX).await.unwrap();
     std::fs::write(path, "v2 longer\n").unwrap();
     assert!(matches!(
         fs.replace(path, b"v3\n".to_vec(), &version).await,
@@ -167,8 +167,8 @@ impl Fs for Interfering {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         self.0.stat(path).await
     }
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
-        let read = self.0.read(path).await?;
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+        let read = self.0.read(path, limit).await?;
         let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
         std::io::Write::write_all(&mut f, b"appended by someone else\n").unwrap();
         Ok(read)
@@ -224,7 +224,7 @@ fn crash_mid_write(target: &str) -> ! {
     rt.block_on(async {
         let fs = LocalFs::new();
         let path = Path::new(target);
-        let (_, version) = fs.read(path).await.unwrap();
+        let (_, version) = fs.read(path, u64::MAX).await.unwrap();
         let _ = fs.replace(path, vec![b'x'; 8 << 20], &version).await;
     });
     // Reaching this line means the kernel did not stop the write.
@@ -340,8 +340,8 @@ impl Fs for Counting {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         self.inner.stat(path).await
     }
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
-        self.inner.read(path).await
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+        self.inner.read(path, limit).await
     }
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
         self.dirs_read.fetch_add(1, Ordering::Relaxed);
@@ -381,4 +381,49 @@ async fn listing_reads_only_the_directories_it_shows() {
     // the bound was reached).
     assert!(read <= shown + 2, "read {read} directories, showed {shown}");
     assert!(read < 2_000 / 4, "read {read} directories");
+}
+
+#[tokio::test]
+async fn reads_are_bounded_by_the_limit_given() {
+    let (_dir, root) = tempdir();
+    let path = format!("{root}/four");
+    std::fs::write(&path, "abcd").unwrap();
+    let mem = MemFs::new();
+    mem.create_new(Path::new("/four"), b"abcd".to_vec())
+        .await
+        .unwrap();
+    for (fs, path) in [
+        (&LocalFs::new() as &dyn Fs, path.as_str()),
+        (&mem as &dyn Fs, "/four"),
+    ] {
+        assert!(
+            matches!(
+                fs.read(Path::new(path), 3).await,
+                Err(FsError::TooLarge {
+                    len: 4,
+                    limit: 3,
+                    ..
+                })
+            ),
+            "{path}"
+        );
+        assert_eq!(fs.read(Path::new(path), 4).await.unwrap().0, b"abcd");
+    }
+    // The editor passes its bound down: the error names the size.
+    let editor = Editor::with_config(
+        LocalFs::new(),
+        dsh_editor::EditorConfig::default().max_file_bytes(3),
+    )
+    .unwrap();
+    let err = editor
+        .execute(&json!({"command": "view", "path": path}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            dsh_editor::EditorError::TooLarge { len: 4, max: 3, .. }
+        ),
+        "{err}"
+    );
 }

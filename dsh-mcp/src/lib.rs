@@ -14,7 +14,7 @@
 //! use rmcp::ServiceExt;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let policy = SandboxPolicy { mode: SandboxMode::WorkspaceWrite, ..SandboxPolicy::default() };
+//! let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite);
 //! let shell = SandboxedShell::new(SandboxConfig::new(
 //!     policy.clone(),
 //!     ShellConfig::new("/workspace"),

@@ -366,36 +366,29 @@ async fn serve(args: Args) -> ExitCode {
 async fn serve_at(args: Args, place: &Place) -> ExitCode {
     let workspace = place.workspace.clone();
     let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
-    let config = ShellConfig {
-        dialect: match args.shell {
+    let config = ShellConfig::new(&workspace)
+        .dialect(match args.shell {
             Shell::Bash => Dialect::Bash,
             Shell::Sh => Dialect::Sh,
             Shell::Pwsh => Dialect::Pwsh,
-        },
-        timeout: Duration::from_secs(args.timeout_secs),
-        max_output_chars,
-        clip: match args.clip {
+        })
+        .timeout(Duration::from_secs(args.timeout_secs))
+        .max_output_chars(max_output_chars)
+        .clip(match args.clip {
             Clip::Head => ClipMode::Head,
             Clip::HeadTail => ClipMode::HeadTail,
-        },
-        ..ShellConfig::new(&workspace)
-    };
+        });
     let config = match &place.backend {
-        Some(backend) => ShellConfig {
-            backend: Arc::clone(backend),
-            ..config
-        },
+        Some(backend) => config.backend(Arc::clone(backend)),
         None => config,
     };
-    let policy = SandboxPolicy {
-        mode: match args.sandbox {
+    let policy = SandboxPolicy::default()
+        .mode(match args.sandbox {
             Mode::ReadOnly => SandboxMode::ReadOnly,
             Mode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
             Mode::DangerFullAccess => SandboxMode::DangerFullAccess,
-        },
-        network: args.network,
-        ..SandboxPolicy::default()
-    };
+        })
+        .network(args.network);
     let elicit = (args.approve == Approve::Elicit)
         .then(|| Arc::new(ElicitApprover::new(Duration::from_secs(300))));
     let approver: Option<Arc<dyn Approver>> = match args.approve {
@@ -403,17 +396,16 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
         Approve::Always => Some(Arc::new(FixedApprover(Approval::AllowedOnce))),
         Approve::Elicit => elicit.clone().map(|e| e as Arc<dyn Approver>),
     };
-    let shell = match SandboxedShell::new(SandboxConfig {
-        policy: policy.clone(),
-        shell: config,
-        mode_change: ModeChange::Reject,
-        approver,
-        restricted: if args.one_shot {
-            Persistence::OneShot
-        } else {
-            Persistence::Persistent
-        },
-    }) {
+    let shell = match SandboxedShell::new(
+        SandboxConfig::new(policy.clone(), config)
+            .mode_change(ModeChange::Reject)
+            .approver(approver)
+            .restricted(if args.one_shot {
+                Persistence::OneShot
+            } else {
+                Persistence::Persistent
+            }),
+    ) {
         Ok(shell) => shell,
         Err(err) => {
             eprintln!("dsh-mcp: {err}");
@@ -426,10 +418,7 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
     };
     let editor = match Editor::with_config(
         fs,
-        EditorConfig {
-            max_output_chars,
-            ..EditorConfig::default()
-        },
+        EditorConfig::default().max_output_chars(max_output_chars),
     ) {
         Ok(editor) => editor,
         Err(err) => {

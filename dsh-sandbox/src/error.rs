@@ -84,9 +84,45 @@ pub enum SandboxError {
         mode: SandboxMode,
     },
     /// Preparing the sandbox failed.
+    #[error("Setting up the sandbox failed: {what}{}", cause(.source))]
+    Setup {
+        /// What was being prepared (or what was wrong).
+        what: String,
+        /// The underlying error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The shell settings the sandbox derived are invalid.
     #[error("Setting up the sandbox failed: {0}")]
-    Setup(String),
+    ShellConfig(#[from] dsh_shell_persistent::ShellConfigError),
     /// The shell failed.
     #[error(transparent)]
     Shell(#[from] dsh_shell_persistent::ShellError),
+}
+
+impl SandboxError {
+    /// [`SandboxError::Setup`] without an underlying error.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn setup(what: impl Into<String>) -> Self {
+        SandboxError::Setup {
+            what: what.into(),
+            source: None,
+        }
+    }
+
+    /// [`SandboxError::Setup`] caused by `source`.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn setup_from(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        SandboxError::Setup {
+            what: what.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
+fn cause(source: &Option<Box<dyn std::error::Error + Send + Sync>>) -> String {
+    source.as_ref().map_or(String::new(), |e| format!(": {e}"))
 }

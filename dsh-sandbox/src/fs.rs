@@ -134,9 +134,9 @@ impl Fs for SandboxFs {
         self.local.stat(path).await
     }
 
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         self.check_read(path)?;
-        self.local.read(path).await
+        self.local.read(path, limit).await
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {

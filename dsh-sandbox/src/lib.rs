@@ -25,7 +25,7 @@
 //! use dsh_shell_persistent::ShellConfig;
 //! # let project = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR"))?;
 //! # std::fs::create_dir(project.path().join("src"))?;
-//! let policy = SandboxPolicy { mode: SandboxMode::WorkspaceWrite, ..SandboxPolicy::default() };
+//! let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite);
 //! let shell = SandboxedShell::new(SandboxConfig::new(policy, ShellConfig::new(project.path())))?;
 //! let call = |command: &str| serde_json::json!({ "command": command });
 //! shell.execute("agent", &call("cd src && export MODE=dev")).await?;
@@ -121,21 +121,25 @@
 mod approval;
 #[cfg(unix)]
 mod beneath;
+pub mod contract;
 mod error;
 mod fs;
 mod git;
 #[cfg(target_os = "linux")]
 mod linux;
 mod policy;
+mod request;
 mod seatbelt;
 mod tool;
 
 pub use approval::{Approval, Approver, EscalationRequest, FixedApprover};
+pub use contract::{Denial, SandboxOutcome};
 pub use error::SandboxError;
 pub use fs::SandboxFs;
 #[cfg(target_os = "linux")]
 pub use linux::landlock_abi;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};
+pub use request::SandboxRequest;
 pub use seatbelt::seatbelt_profile;
 pub use tool::{ModeChange, Persistence, SandboxConfig, SandboxedShell};
 

@@ -69,9 +69,13 @@ impl std::fmt::Display for SandboxMode {
 /// let policy: SandboxPolicy = serde_json::from_str(r#"{"mode": "workspace-write"}"#).unwrap();
 /// assert_eq!(policy.mode, SandboxMode::WorkspaceWrite);
 /// assert!(policy.tmp_writable && !policy.network && !policy.git_writable);
+/// // Or in code: the defaults and a setter per field.
+/// let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite).network(true);
+/// assert!(policy.network);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SandboxPolicy {
     /// The host's default mode for owners that have none of their own.
     pub mode: SandboxMode,
@@ -107,6 +111,57 @@ impl Default for SandboxPolicy {
             degrade: false,
             bubblewrap: None,
         }
+    }
+}
+
+impl SandboxPolicy {
+    /// Sets [`SandboxPolicy::mode`].
+    #[must_use]
+    pub fn mode(mut self, mode: SandboxMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`SandboxPolicy::writable_roots`].
+    #[must_use]
+    pub fn writable_roots(mut self, writable_roots: Vec<PathBuf>) -> Self {
+        self.writable_roots = writable_roots;
+        self
+    }
+
+    /// Sets [`SandboxPolicy::tmp_writable`].
+    #[must_use]
+    pub fn tmp_writable(mut self, tmp_writable: bool) -> Self {
+        self.tmp_writable = tmp_writable;
+        self
+    }
+
+    /// Sets [`SandboxPolicy::git_writable`].
+    #[must_use]
+    pub fn git_writable(mut self, git_writable: bool) -> Self {
+        self.git_writable = git_writable;
+        self
+    }
+
+    /// Sets [`SandboxPolicy::network`].
+    #[must_use]
+    pub fn network(mut self, network: bool) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Sets [`SandboxPolicy::degrade`].
+    #[must_use]
+    pub fn degrade(mut self, degrade: bool) -> Self {
+        self.degrade = degrade;
+        self
+    }
+
+    /// Sets [`SandboxPolicy::bubblewrap`].
+    #[must_use]
+    pub fn bubblewrap(mut self, bubblewrap: Option<PathBuf>) -> Self {
+        self.bubblewrap = bubblewrap;
+        self
     }
 }
 
@@ -273,10 +328,7 @@ mod tests {
         assert_eq!(resolve(&root.join("missing/../../etc/passwd")), None);
         assert_eq!(resolve(Path::new("relative")), None);
 
-        let policy = SandboxPolicy {
-            tmp_writable: false,
-            ..SandboxPolicy::default()
-        };
+        let policy = SandboxPolicy::default().tmp_writable(false);
         let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &root.join("real"));
         assert!(rules.allows(&root.join("link/src/main.rs")));
         assert!(!rules.allows(&root.join("real/.git/config")));

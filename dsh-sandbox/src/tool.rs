@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use dsh_shell_persistent::{ShellConfig, ShellError, ShellPool};
 use serde_json::{Value, json};
 
+use crate::contract::{Denial, SandboxOutcome};
 use crate::git::Placeholders;
 use crate::{
     Approval, Approver, Enforcement, EscalationRequest, SandboxError, SandboxMode, SandboxPolicy,
-    WriteRules,
+    SandboxRequest, WriteRules,
 };
 
 /// What happens when an owner's mode changes while it has a persistent shell
@@ -39,8 +40,20 @@ pub enum Persistence {
     OneShot,
 }
 
-/// Settings of a [`SandboxedShell`].
+/// Settings of a [`SandboxedShell`]: [`SandboxConfig::new`] and a setter
+/// per field (the fields are public to read and assign; new settings arrive
+/// as new fields with defaults).
+///
+/// ```
+/// use dsh_sandbox::{ModeChange, Persistence, SandboxConfig, SandboxPolicy};
+/// use dsh_shell_persistent::ShellConfig;
+/// let config = SandboxConfig::new(SandboxPolicy::default(), ShellConfig::new("/tmp"))
+///     .mode_change(ModeChange::Reset)
+///     .restricted(Persistence::OneShot);
+/// assert_eq!(config.restricted, Persistence::OneShot);
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SandboxConfig {
     /// The policy (default mode, roots, network, degrade).
     pub policy: SandboxPolicy,
@@ -65,6 +78,41 @@ impl SandboxConfig {
             approver: None,
             restricted: Persistence::default(),
         }
+    }
+
+    /// Sets [`SandboxConfig::policy`].
+    #[must_use]
+    pub fn policy(mut self, policy: SandboxPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets [`SandboxConfig::shell`].
+    #[must_use]
+    pub fn shell(mut self, shell: ShellConfig) -> Self {
+        self.shell = shell;
+        self
+    }
+
+    /// Sets [`SandboxConfig::mode_change`].
+    #[must_use]
+    pub fn mode_change(mut self, mode_change: ModeChange) -> Self {
+        self.mode_change = mode_change;
+        self
+    }
+
+    /// Sets [`SandboxConfig::approver`].
+    #[must_use]
+    pub fn approver(mut self, approver: Option<Arc<dyn Approver>>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// Sets [`SandboxConfig::restricted`].
+    #[must_use]
+    pub fn restricted(mut self, restricted: Persistence) -> Self {
+        self.restricted = restricted;
+        self
     }
 }
 
@@ -142,10 +190,10 @@ fn confine(
     namespaces: bool,
 ) -> Result<Enforcement, SandboxError> {
     let workspace = std::fs::canonicalize(&shell.start_dir).map_err(|e| {
-        SandboxError::Setup(format!(
-            "the workspace {} is not usable: {e}",
-            shell.start_dir.display()
-        ))
+        SandboxError::setup_from(
+            format!("the workspace {} is not usable", shell.start_dir.display()),
+            e,
+        )
     })?;
     let spec = crate::linux::Spec {
         rules,
@@ -208,22 +256,11 @@ fn confine(
 /// read-only mount, so a denied write is `EROFS`, and a hard link or rename
 /// from the workspace to outside crosses mounts (`EXDEV`). The weaker mode
 /// adds Landlock's `EACCES`.
-const DENIAL_HINTS: [&str; 2] = ["Read-only file system", "Invalid cross-device link"];
-const WEAKER_DENIAL_HINTS: [&str; 3] = [
-    "Read-only file system",
-    "Permission denied",
-    "Invalid cross-device link",
-];
-
 impl SandboxedShell {
     /// The tool. No shell starts until a call; a restricted call whose
     /// confinement cannot be enforced fails closed with the reason.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
-        let unconfined = ShellPool::new(ShellConfig {
-            persistent: true,
-            ..config.shell.clone()
-        })
-        .map_err(|e| SandboxError::Setup(e.to_string()))?;
+        let unconfined = ShellPool::new(config.shell.clone().persistent(true))?;
         Ok(SandboxedShell {
             unconfined,
             owners: Mutex::new(HashMap::new()),
@@ -377,11 +414,11 @@ impl SandboxedShell {
                 }
             ),
         };
-        ShellConfig {
-            persistent,
-            description: Some(description),
-            ..self.config.shell.clone()
-        }
+        self.config
+            .shell
+            .clone()
+            .persistent(persistent)
+            .description(Some(description))
     }
 
     /// A pool of shells confined to `mode` (resolved now).
@@ -395,7 +432,7 @@ impl SandboxedShell {
             &self.config.policy,
             !self.weaker.load(Ordering::Relaxed),
         )?;
-        let pool = ShellPool::new(shell).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        let pool = ShellPool::new(shell)?;
         Ok(Confined {
             mode,
             pool,
@@ -437,7 +474,8 @@ impl SandboxedShell {
         schema
     }
 
-    /// Runs one tool call (`{"command", "sandbox_permissions"?, "justification"?}`).
+    /// Runs one tool call (`{"command", "sandbox_permissions"?, "justification"?}`)
+    /// and returns the model-visible text.
     pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, SandboxError> {
         self.execute_with_cancel(owner, args, std::future::pending())
             .await
@@ -451,26 +489,53 @@ impl SandboxedShell {
         args: &Value,
         cancel: impl Future<Output = ()>,
     ) -> Result<String, SandboxError> {
+        let request = SandboxRequest::from_json(args)?;
+        let outcome = self.call_with_cancel(owner, &request, cancel).await?;
+        Ok(crate::contract::render(&outcome))
+    }
+
+    /// Runs one call and returns what happened as data.
+    pub async fn call(
+        &self,
+        owner: &str,
+        request: &SandboxRequest,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        self.call_with_cancel(owner, request, std::future::pending())
+            .await
+    }
+
+    /// Like [`SandboxedShell::call`], cancelled (and the shell reset) when
+    /// `cancel` resolves.
+    pub async fn call_with_cancel(
+        &self,
+        owner: &str,
+        request: &SandboxRequest,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<SandboxOutcome, SandboxError> {
         let entry = self.owner(owner);
         let _turn = entry.turn.lock().await;
-        let command = args
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .ok_or(SandboxError::Shell(ShellError::EmptyCommand))?;
+        let command = request.command.as_str();
+        if command.is_empty() {
+            return Err(SandboxError::Shell(ShellError::EmptyCommand));
+        }
         let current = entry.state().mode.unwrap_or(self.config.policy.mode);
-        let (mode, escalated) = self.escalation(owner, command, current, args).await?;
+        let (mode, escalated) = self.escalation(owner, request, current).await?;
+        let outcome = |call, denial| SandboxOutcome {
+            call,
+            mode,
+            escalated,
+            denial,
+        };
         if mode == SandboxMode::DangerFullAccess {
-            let text = if escalated {
-                let pool = ShellPool::new(self.shell_config(mode, false))
-                    .map_err(|e| SandboxError::Setup(e.to_string()))?;
-                pool.run_with_cancel(owner, command, cancel).await?
+            let call = if escalated {
+                let pool = ShellPool::new(self.shell_config(mode, false))?;
+                pool.call_with_cancel(owner, command, cancel).await?
             } else {
                 self.unconfined
-                    .run_with_cancel(owner, command, cancel)
+                    .call_with_cancel(owner, command, cancel)
                     .await?
             };
-            return Ok(text);
+            return Ok(outcome(call, None));
         }
         let persistent = !escalated && self.config.restricted == Persistence::Persistent;
         let mut cancel = std::pin::pin!(cancel);
@@ -483,10 +548,21 @@ impl SandboxedShell {
             tracing::debug!(owner, %mode, persistent, enforcement = ?confined.enforcement, "confined call");
             match confined
                 .pool
-                .run_with_cancel(owner, command, cancel.as_mut())
+                .call_with_cancel(owner, command, cancel.as_mut())
                 .await
             {
-                Ok(text) => return Ok(self.annotate(text, mode, &confined.enforcement)),
+                Ok(call) => {
+                    let denial =
+                        crate::contract::failed_on_denial(&call, confined.enforcement.namespaces)
+                            .then(|| Denial {
+                                wider: if self.config.approver.is_some() {
+                                    wider_than(mode)
+                                } else {
+                                    Vec::new()
+                                },
+                            });
+                    return Ok(outcome(call, denial));
+                }
                 Err(ShellError::Spawn {
                     source: dsh_pty::PtyError::Confine(err),
                     ..
@@ -539,23 +615,17 @@ impl SandboxedShell {
     async fn escalation(
         &self,
         owner: &str,
-        command: &str,
+        request: &SandboxRequest,
         current: SandboxMode,
-        args: &Value,
     ) -> Result<(SandboxMode, bool), SandboxError> {
-        let permissions = args.get("sandbox_permissions").filter(|v| !v.is_null());
-        let justification = args.get("justification").filter(|v| !v.is_null());
-        let (p, j) = match (permissions, justification) {
-            (None, None) => return Ok((current, false)),
-            (None, Some(_)) => return Err(SandboxError::JustificationWithoutPermissions),
-            (Some(p), j) => (p, j),
-        };
-        let requested = p
-            .as_str()
-            .and_then(SandboxMode::from_name)
-            .ok_or(SandboxError::InvalidPermissions)?;
-        let justification = j
-            .and_then(Value::as_str)
+        let (requested, justification) =
+            match (&request.sandbox_permissions, &request.justification) {
+                (None, None) => return Ok((current, false)),
+                (None, Some(_)) => return Err(SandboxError::JustificationWithoutPermissions),
+                (Some(p), j) => (*p, j),
+            };
+        let justification = justification
+            .as_deref()
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .ok_or(SandboxError::MissingJustification)?;
@@ -569,7 +639,7 @@ impl SandboxedShell {
             .ok_or(SandboxError::NoApprover { current })?;
         let request = EscalationRequest {
             owner: owner.to_owned(),
-            command: command.to_owned(),
+            command: request.command.clone(),
             current,
             requested,
             justification: justification.to_owned(),
@@ -582,35 +652,6 @@ impl SandboxedShell {
             Approval::TimedOut => Err(SandboxError::ApprovalTimedOut { requested }),
             Approval::Denied => Err(SandboxError::Denied { requested }),
         }
-    }
-
-    /// Adds the denial line (and how to escalate) to a restricted command
-    /// that failed on a denied file access.
-    fn annotate(&self, text: String, mode: SandboxMode, enforcement: &Enforcement) -> String {
-        let failed = text
-            .lines()
-            .last()
-            .is_some_and(|l| l.starts_with("[exit code: "));
-        let hints: &[&str] = if enforcement.namespaces {
-            &DENIAL_HINTS
-        } else {
-            &WEAKER_DENIAL_HINTS
-        };
-        if !failed || !hints.iter().any(|h| text.contains(h)) {
-            return text;
-        }
-        let mut out = format!("{text}\n{}", mode.denial_line());
-        if self.config.approver.is_some() {
-            let wider: Vec<String> = wider_than(mode)
-                .iter()
-                .map(|m| format!("`{}`", m.name()))
-                .collect();
-            out.push_str(&format!(
-                "\nTo run it with more access, call the tool again with the same command, `sandbox_permissions` set to {} and a `justification`.",
-                wider.join(" or ")
-            ));
-        }
-        out
     }
 }
 

@@ -47,40 +47,29 @@ fn shell(
     approver: Option<Approval>,
     rule: ModeChange,
 ) -> SandboxedShell {
-    SandboxedShell::new(SandboxConfig {
-        policy,
-        shell: ShellConfig {
-            env: vec![("OUT".into(), d.out.display().to_string())],
-            ..ShellConfig::new(&d.ws)
-        },
-        mode_change: rule,
-        approver: approver.map(|a| Arc::new(FixedApprover(a)) as Arc<dyn dsh_sandbox::Approver>),
-        restricted: dsh_sandbox::Persistence::OneShot,
-    })
+    SandboxedShell::new(
+        SandboxConfig::new(
+            policy,
+            ShellConfig::new(&d.ws).env(vec![("OUT".into(), d.out.display().to_string())]),
+        )
+        .mode_change(rule)
+        .approver(approver.map(|a| Arc::new(FixedApprover(a)) as Arc<dyn dsh_sandbox::Approver>))
+        .restricted(dsh_sandbox::Persistence::OneShot),
+    )
     .unwrap()
 }
 
 /// workspace-write with the network on.
 fn networked(d: &Dirs) -> SandboxedShell {
-    shell(
-        d,
-        SandboxPolicy {
-            network: true,
-            ..ww()
-        },
-        None,
-        ModeChange::Reject,
-    )
+    shell(d, ww().network(true), None, ModeChange::Reject)
 }
 
 /// workspace-write without `/tmp`: the checkout (and so the test dirs) may
 /// itself live under `/tmp`.
 fn ww() -> SandboxPolicy {
-    SandboxPolicy {
-        mode: SandboxMode::WorkspaceWrite,
-        tmp_writable: false,
-        ..SandboxPolicy::default()
-    }
+    SandboxPolicy::default()
+        .mode(SandboxMode::WorkspaceWrite)
+        .tmp_writable(false)
 }
 
 async fn run(s: &SandboxedShell, cmd: &str) -> String {
@@ -204,15 +193,7 @@ async fn git_is_read_only_unless_allowed() {
     );
     assert_eq!(run(&s, "echo fine > src.txt && cat src.txt").await, "fine");
 
-    let open = shell(
-        &d,
-        SandboxPolicy {
-            git_writable: true,
-            ..ww()
-        },
-        None,
-        ModeChange::Reject,
-    );
+    let open = shell(&d, ww().git_writable(true), None, ModeChange::Reject);
     assert_eq!(
         run(&open, "echo ok >> .git/config && tail -1 .git/config").await,
         "ok"
@@ -223,15 +204,7 @@ async fn git_is_read_only_unless_allowed() {
 async fn tmp_is_private_and_follows_the_policy() {
     let d = dirs();
     let probe = format!("/tmp/dsh-sandbox-probe-{}", std::process::id());
-    let s = shell(
-        &d,
-        SandboxPolicy {
-            tmp_writable: true,
-            ..ww()
-        },
-        None,
-        ModeChange::Reject,
-    );
+    let s = shell(&d, ww().tmp_writable(true), None, ModeChange::Reject);
     // Writable, but the shell's own: the host's /tmp does not change.
     assert_eq!(
         run(&s, &format!("touch {probe} && ls {probe} && echo $TMPDIR")).await,
@@ -467,10 +440,7 @@ async fn escalation_is_per_call_and_fails_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mode_changes_reject_or_reset_the_persistent_shell() {
     let d = dirs();
-    let full = SandboxPolicy {
-        mode: SandboxMode::DangerFullAccess,
-        ..SandboxPolicy::default()
-    };
+    let full = SandboxPolicy::default().mode(SandboxMode::DangerFullAccess);
     // danger-full-access keeps state in the persistent shell.
     let reject = shell(&d, full.clone(), None, ModeChange::Reject);
     run(&reject, "export STATE=kept").await;
@@ -562,10 +532,7 @@ async fn restricted_schemas_say_nothing_persists_and_offer_escalation() {
     );
     let full = shell(
         &d,
-        SandboxPolicy {
-            mode: SandboxMode::DangerFullAccess,
-            ..SandboxPolicy::default()
-        },
+        SandboxPolicy::default().mode(SandboxMode::DangerFullAccess),
         Some(Approval::AllowedOnce),
         ModeChange::Reject,
     );
@@ -584,16 +551,15 @@ async fn restricted_schemas_say_nothing_persists_and_offer_escalation() {
 }
 
 fn persistent(d: &Dirs, policy: SandboxPolicy) -> SandboxedShell {
-    SandboxedShell::new(SandboxConfig {
-        policy,
-        shell: ShellConfig {
-            env: vec![("OUT".into(), d.out.display().to_string())],
-            ..ShellConfig::new(&d.ws)
-        },
-        mode_change: ModeChange::Reject,
-        approver: Some(Arc::new(FixedApprover(Approval::AllowedOnce))),
-        restricted: dsh_sandbox::Persistence::Persistent,
-    })
+    SandboxedShell::new(
+        SandboxConfig::new(
+            policy,
+            ShellConfig::new(&d.ws).env(vec![("OUT".into(), d.out.display().to_string())]),
+        )
+        .mode_change(ModeChange::Reject)
+        .approver(Some(Arc::new(FixedApprover(Approval::AllowedOnce))))
+        .restricted(dsh_sandbox::Persistence::Persistent),
+    )
     .unwrap()
 }
 
@@ -602,7 +568,7 @@ async fn restricted_shells_persist_like_the_unconfined_one() {
     let d = dirs();
     std::fs::create_dir(d.ws.join("sub")).unwrap();
     for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
-        let s = persistent(&d, SandboxPolicy { mode, ..ww() });
+        let s = persistent(&d, ww().mode(mode));
         let description = s.schema("agent")["description"]
             .as_str()
             .unwrap()
@@ -655,13 +621,10 @@ async fn restricted_shells_persist_like_the_unconfined_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_kills_everything_the_confined_shell_started() {
     let d = dirs();
-    let s = SandboxedShell::new(SandboxConfig {
-        shell: ShellConfig {
-            timeout: std::time::Duration::from_secs(2),
-            ..ShellConfig::new(&d.ws)
-        },
-        ..SandboxConfig::new(ww(), ShellConfig::new(&d.ws))
-    })
+    let s = SandboxedShell::new(
+        SandboxConfig::new(ww(), ShellConfig::new(&d.ws))
+            .shell(ShellConfig::new(&d.ws).timeout(std::time::Duration::from_secs(2))),
+    )
     .unwrap();
     let mark = format!("dsh-reset-{}", std::process::id());
     assert_eq!(
@@ -716,10 +679,7 @@ async fn the_host_environment_stays_out_of_the_confined_shell() {
     unsafe { std::env::set_var("DSH_TEST_SECRET_TOKEN", "hunter2") };
     let s = SandboxedShell::new(SandboxConfig::new(
         ww(),
-        ShellConfig {
-            env: vec![("GIVEN".into(), "by-host".into())],
-            ..ShellConfig::new(&d.ws)
-        },
+        ShellConfig::new(&d.ws).env(vec![("GIVEN".into(), "by-host".into())]),
     ))
     .unwrap();
     assert_eq!(
@@ -776,13 +736,7 @@ async fn the_weaker_mode_inside_a_namespace_without_namespaces() {
         "{err}"
     );
 
-    let weaker = persistent(
-        &d,
-        SandboxPolicy {
-            degrade: true,
-            ..ww()
-        },
-    );
+    let weaker = persistent(&d, ww().degrade(true));
     assert_eq!(
         run(&weaker, "export KEEP=1; echo inside > f && cat f").await,
         "inside"

@@ -943,18 +943,14 @@ enum Engine {
 }
 
 fn shell(lab: &Lab, workspace: &Path, mode: SandboxMode, engine: Engine) -> SandboxedShell {
-    let policy = SandboxPolicy {
-        mode,
-        bubblewrap: (engine == Engine::Bubblewrap).then(|| PathBuf::from("bwrap")),
-        ..SandboxPolicy::default()
-    };
+    let policy = SandboxPolicy::default()
+        .mode(mode)
+        .bubblewrap((engine == Engine::Bubblewrap).then(|| PathBuf::from("bwrap")));
     SandboxedShell::new(SandboxConfig::new(
         policy,
-        ShellConfig {
-            env: lab.env(workspace),
-            timeout: Duration::from_secs(120),
-            ..ShellConfig::new(workspace)
-        },
+        ShellConfig::new(workspace)
+            .env(lab.env(workspace))
+            .timeout(Duration::from_secs(120)),
     ))
     .unwrap()
 }
@@ -1150,10 +1146,7 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
 /// The editor's techniques (workspace-write), including the race that used
 /// to get a file created outside.
 async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
-    let policy = SandboxPolicy {
-        mode: SandboxMode::WorkspaceWrite,
-        ..SandboxPolicy::default()
-    };
+    let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite);
     let editor = Editor::new(SandboxFs::new(policy, &lab.ws));
     std::os::unix::fs::symlink(&lab.out, lab.ws.join("out-link")).unwrap();
     std::os::unix::fs::symlink(lab.ws.join(".git/hooks"), lab.ws.join("hooks-link")).unwrap();

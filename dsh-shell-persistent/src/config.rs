@@ -21,18 +21,22 @@ pub enum InputWait {
     Wait,
 }
 
-/// Settings of a [`ShellPool`](crate::ShellPool).
+/// Settings of a [`ShellPool`](crate::ShellPool): [`ShellConfig::new`] and
+/// a setter per field (each field is also public to read and assign). New
+/// settings arrive as new fields with defaults, so this type cannot be built
+/// with a struct literal.
 ///
 /// ```
 /// use dsh_shell_persistent::ShellConfig;
 /// use std::time::Duration;
-/// let config = ShellConfig {
-///     timeout: Duration::from_secs(60),
-///     ..ShellConfig::new("/tmp")
-/// };
+/// let config = ShellConfig::new("/tmp")
+///     .timeout(Duration::from_secs(60))
+///     .max_output_chars(8_000);
 /// assert!(config.validate().is_ok());
+/// assert!(config.clone().timeout(Duration::ZERO).validate().is_err());
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ShellConfig {
     /// The shell language (and the tool's name).
     pub dialect: Dialect,
@@ -87,7 +91,7 @@ pub struct ShellConfig {
 /// An invalid [`ShellConfig`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum ShellConfigError {
     /// A duration or bound is zero.
     #[error("shell config: `{0}` must be a positive integer")]
     NotPositive(&'static str),
@@ -106,7 +110,69 @@ pub enum ConfigError {
     StartDirMissing(String),
 }
 
+/// Chainable setters, one per field, named after it.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {
+        impl ShellConfig {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $name(mut self, $name: $ty) -> Self {
+                    self.$name = $name;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    /// Sets [`ShellConfig::dialect`].
+    dialect: Dialect,
+    /// Sets [`ShellConfig::argv`].
+    argv: Option<Vec<String>>,
+    /// Sets [`ShellConfig::rc_files`].
+    rc_files: bool,
+    /// Sets [`ShellConfig::env`].
+    env: Vec<(String, String)>,
+    /// Sets [`ShellConfig::inherit_env`].
+    inherit_env: bool,
+    /// Sets [`ShellConfig::timeout`].
+    timeout: Duration,
+    /// Sets [`ShellConfig::max_output_chars`].
+    max_output_chars: usize,
+    /// Sets [`ShellConfig::clip`].
+    clip: ClipMode,
+    /// Sets [`ShellConfig::description`].
+    description: Option<String>,
+    /// Sets [`ShellConfig::normalize`].
+    normalize: NormalizeOptions,
+    /// Sets [`ShellConfig::on_input_wait`].
+    on_input_wait: InputWait,
+    /// Sets [`ShellConfig::term_size`].
+    term_size: TermSize,
+    /// Sets [`ShellConfig::scrollback`].
+    scrollback: ScrollbackLimits,
+    /// Sets [`ShellConfig::start_timeout`].
+    start_timeout: Duration,
+    /// Sets [`ShellConfig::backend`].
+    backend: Arc<dyn PtyBackend>,
+    /// Sets [`ShellConfig::persistent`].
+    persistent: bool,
+    /// Sets [`ShellConfig::pre_exec`].
+    pre_exec: Vec<Arc<dyn PreExec>>,
+    /// Sets [`ShellConfig::idle_limit`].
+    idle_limit: Option<Duration>,
+}
+
 impl ShellConfig {
+    /// Sets [`ShellConfig::start_dir`].
+    #[must_use]
+    pub fn start_dir(mut self, start_dir: impl Into<PathBuf>) -> Self {
+        self.start_dir = start_dir.into();
+        self
+    }
+
     /// The defaults, starting shells in `start_dir`.
     pub fn new(start_dir: impl Into<PathBuf>) -> Self {
         ShellConfig {
@@ -133,45 +199,45 @@ impl ShellConfig {
     }
 
     /// Checks every setting; the error names the first bad one.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ShellConfigError> {
         if self.timeout.is_zero() {
-            return Err(ConfigError::NotPositive("timeout"));
+            return Err(ShellConfigError::NotPositive("timeout"));
         }
         if self.start_timeout.is_zero() {
-            return Err(ConfigError::NotPositive("start_timeout"));
+            return Err(ShellConfigError::NotPositive("start_timeout"));
         }
         if self.max_output_chars == 0 {
-            return Err(ConfigError::NotPositive("max_output_chars"));
+            return Err(ShellConfigError::NotPositive("max_output_chars"));
         }
         if self.idle_limit.is_some_and(|d| d.is_zero()) {
-            return Err(ConfigError::NotPositive("idle_limit"));
+            return Err(ShellConfigError::NotPositive("idle_limit"));
         }
         if let Some(argv) = &self.argv
             && argv.first().is_none_or(|p| p.trim().is_empty())
         {
-            return Err(ConfigError::Empty("argv"));
+            return Err(ShellConfigError::Empty("argv"));
         }
         if self
             .description
             .as_ref()
             .is_some_and(|d| d.trim().is_empty())
         {
-            return Err(ConfigError::Empty("description"));
+            return Err(ShellConfigError::Empty("description"));
         }
         if let Some((key, _)) = self
             .env
             .iter()
             .find(|(k, _)| k.is_empty() || k.contains('=') || k.contains('\0'))
         {
-            return Err(ConfigError::EnvName(key.clone()));
+            return Err(ShellConfigError::EnvName(key.clone()));
         }
         if !self.start_dir.is_absolute() {
-            return Err(ConfigError::RelativeStartDir(
+            return Err(ShellConfigError::RelativeStartDir(
                 self.start_dir.display().to_string(),
             ));
         }
         if self.backend.is_local() && !self.start_dir.is_dir() {
-            return Err(ConfigError::StartDirMissing(
+            return Err(ShellConfigError::StartDirMissing(
                 self.start_dir.display().to_string(),
             ));
         }

@@ -1,4 +1,7 @@
-//! Errors of the shell tool. `Display` is the model-visible text.
+//! Errors of the shell tool. `Display` is the model-visible text (the one
+//! place a call's error is rendered).
+
+use crate::Dialect;
 
 /// A call that produced no command result.
 #[derive(Debug, thiserror::Error)]
@@ -8,10 +11,12 @@ pub enum ShellError {
     #[error("command must be a non-empty string")]
     EmptyCommand,
     /// The call was cancelled; its result was discarded and the shell reset.
-    #[error("The command was cancelled and its result discarded.{}", prefixed(.reset))]
+    #[error("The command was cancelled and its result discarded.{}", reset_suffix(*.dialect, *.shell_reset))]
     Cancelled {
-        /// The dialect's reset line (empty for one-shot shells).
-        reset: String,
+        /// The shell language.
+        dialect: Dialect,
+        /// A persistent shell was reset (`false` in one-shot pools).
+        shell_reset: bool,
     },
     /// The pool was closed.
     #[error("The shell is closed; no more commands can run.")]
@@ -35,7 +40,7 @@ pub enum ShellError {
     },
     /// No random marker could be drawn from the operating system.
     #[error("The operating system's random number generator failed: {0}")]
-    Random(String),
+    Random(#[source] getrandom::Error),
     /// Talking to the terminal failed.
     #[error("Writing the command to the {shell} shell failed: {source}")]
     Terminal {
@@ -53,10 +58,10 @@ pub enum ShellError {
     NotRunning,
 }
 
-fn prefixed(line: &str) -> String {
-    if line.is_empty() {
-        String::new()
+fn reset_suffix(dialect: Dialect, shell_reset: bool) -> String {
+    if shell_reset {
+        format!(" {}", dialect.reset_line())
     } else {
-        format!(" {line}")
+        String::new()
     }
 }

@@ -9,29 +9,48 @@
 //!
 //! # A host
 //!
+//! Add the crate and an async runtime (the tool runs on tokio):
+//!
+//! ```toml
+//! [dependencies]
+//! dsh-shell-persistent = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
 //! ```no_run
 //! use std::time::Duration;
-//! use dsh_shell_persistent::{ShellConfig, ShellPool};
-//! use serde_json::json;
+//! use dsh_shell_persistent::{CallEnd, ShellConfig, ShellPool, contract};
+//! use dsh_shell_persistent::serde_json::json;
 //!
 //! # async fn host() -> Result<(), Box<dyn std::error::Error>> {
-//! let pool = ShellPool::new(ShellConfig {
-//!     timeout: Duration::from_secs(120),
-//!     max_output_chars: 16_000,
-//!     ..ShellConfig::new("/workspace")
-//! })?;
+//! let pool = ShellPool::new(
+//!     ShellConfig::new("/workspace")
+//!         .timeout(Duration::from_secs(120))
+//!         .max_output_chars(16_000),
+//! )?; // fails here, not on the first call, if /workspace is not a directory
 //!
-//! // The tool definition for the model.
+//! // The tool definition for the model (also `anthropic_schema`, `mcp_schema`).
 //! let schema = pool.schema();
 //! assert_eq!(schema["name"], "bash");
 //!
-//! // Each tool call of agent "a1", as the model sent it:
+//! // Each tool call of agent "a1", as the model sent it; the result is the
+//! // exact text for the model:
 //! for args in [json!({"command": "cd src && export MODE=dev"}), json!({"command": "pwd; echo $MODE"})] {
 //!     match pool.execute("a1", &args).await {
 //!         Ok(text) => println!("tool result: {text}"),
 //!         Err(err) => println!("tool error: {err}"),
 //!     }
 //! }
+//!
+//! // Or typed: what happened, as data, rendered when the model needs it.
+//! let outcome = pool.call("a1", "make test").await?;
+//! match &outcome.end {
+//!     CallEnd::Exited { code } => println!("exit {code}, clipped: {}", outcome.output.clip.is_some()),
+//!     CallEnd::TimedOut { after } => println!("timed out after {after:?}; shell reset: {}", outcome.shell_reset),
+//!     other => println!("the shell was reset: {other:?}"),
+//! }
+//! let text_for_the_model = contract::render(&outcome);
+//! # let _ = text_for_the_model;
 //!
 //! // Cancel a call from elsewhere (a user pressed stop): the shell is reset.
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -52,7 +71,7 @@
 //! | the shell ended | the output, then `[shell killed by signal: SIGKILL]`, `[shell exited: code N]` or `[shell exited]`, then the reset line |
 //! | timeout | ``Your command timed out after N seconds or experienced an OOM error. Below is partial output:``, the output if any, the reset line |
 //! | cancelled | [`ShellError::Cancelled`]; the shell is reset, the result discarded |
-//! | longer than `max_output_chars` | the first `max_output_chars` characters and [`CLIP_NOTE`] (or head + tail with [`ClipMode::HeadTail`]) |
+//! | longer than `max_output_chars` | the first `max_output_chars` characters and [`OUTPUT_CLIP_NOTE`] (or head + tail with [`ClipMode::HeadTail`]) |
 //! | empty `command` | error `command must be a non-empty string` |
 //!
 //! The reset line is `The persistent bash shell was reset; the next bash call
@@ -134,20 +153,32 @@
 
 mod bash;
 mod config;
+pub mod contract;
 mod dialect;
 mod error;
 pub mod marker;
 pub mod normalize;
 mod notice;
+pub mod outcome;
 pub mod output;
 mod pool;
 mod probe;
 pub mod quote;
+mod request;
 mod shell;
 
-pub use config::{ConfigError, InputWait, ShellConfig};
+pub use config::{InputWait, ShellConfig, ShellConfigError};
+pub use contract::{CONTINUED_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE};
 pub use dialect::Dialect;
 pub use error::ShellError;
 pub use normalize::NormalizeOptions;
-pub use output::{CLIP_NOTE, ClipMode};
-pub use pool::{CONTINUED_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE, ShellPool};
+pub use outcome::{BrokenReason, CallEnd, CallOutcome, Clip, Output, StreamsRepaired};
+pub use output::ClipMode;
+pub use pool::ShellPool;
+pub use request::ShellRequest;
+
+/// The crates this one's signatures use, re-exported so a host needs no
+/// matching versions of its own: [`dsh_pty`] (backends, terminal sizes, exit
+/// statuses) and [`serde_json`] (the tool's JSON arguments and schema).
+pub use dsh_pty;
+pub use serde_json;

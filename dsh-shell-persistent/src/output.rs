@@ -1,12 +1,11 @@
 //! Bounding a command's output to what the model may see.
 
-/// Appended, without a separator, to output cut at `max_output_chars`.
-pub const CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+use crate::outcome::{Clip, Output};
 
 /// How output beyond `max_output_chars` is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClipMode {
-    /// Keep the first `max_output_chars` characters, then [`CLIP_NOTE`].
+    /// Keep the first `max_output_chars` characters, then [`OUTPUT_CLIP_NOTE`](crate::OUTPUT_CLIP_NOTE).
     #[default]
     Head,
     /// Keep the first and the last halves, with the exact number of
@@ -117,20 +116,23 @@ impl Collector {
         self.max - self.max / 2
     }
 
-    /// The text for the model: the output minus one final newline, or the
-    /// clipped form with its note.
-    pub fn render(mut self) -> String {
+    /// The output as data: the whole text minus one final newline, or the
+    /// kept parts of clipped output.
+    pub fn finish(mut self) -> Output {
         if !self.clipped {
             if self.head.ends_with('\n') {
                 self.head.pop();
             }
-            return self.head;
+            return Output {
+                text: self.head,
+                clip: None,
+            };
         }
         match self.mode {
-            ClipMode::Head => {
-                self.head.push_str(CLIP_NOTE);
-                self.head
-            }
+            ClipMode::Head => Output {
+                text: self.head,
+                clip: Some(Clip::Head),
+            },
             ClipMode::HeadTail => {
                 let head_keep = self.max / 2;
                 let tail_keep = self.tail_keep();
@@ -150,13 +152,21 @@ impl Collector {
                 if tail.ends_with('\n') {
                     tail.pop();
                 }
-                let omitted = self.dropped_middle + skip as u64;
-                format!(
-                    "{}\n<response clipped><NOTE>{omitted} characters were left out here to save on context.</NOTE>\n{tail}",
-                    self.head
-                )
+                Output {
+                    text: self.head,
+                    clip: Some(Clip::HeadTail {
+                        omitted_chars: self.dropped_middle + skip as u64,
+                        tail,
+                    }),
+                }
             }
         }
+    }
+
+    /// The text for the model ([`crate::contract::render_output`] of
+    /// [`Collector::finish`]).
+    pub fn render(self) -> String {
+        crate::contract::render_output(&self.finish())
     }
 }
 
@@ -197,7 +207,7 @@ mod tests {
         c.push("中文");
         c.push("abcdef\n");
         assert!(c.is_full());
-        assert_eq!(c.render(), format!("中文abc{CLIP_NOTE}"));
+        assert_eq!(c.render(), format!("中文abc{}", crate::OUTPUT_CLIP_NOTE));
         let mut exact = Collector::new(3, ClipMode::Head);
         exact.push("abc");
         assert_eq!(exact.render(), "abc");

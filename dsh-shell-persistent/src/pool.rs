@@ -6,27 +6,18 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use dsh_pty::{ExitStatus, PtySession};
+use dsh_pty::PtySession;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::bash::{Fatal, Repairs, strip_fatal_residue};
+use crate::bash::{Fatal, strip_fatal_residue};
+use crate::outcome::{BrokenReason, CallEnd, CallOutcome, Clip, Output, StreamsRepaired};
 use crate::shell::{Broken, Outcome, Shell};
-use crate::{ConfigError, ShellConfig, ShellError};
-
-/// The line added when end-of-file was sent to a command waiting for input.
-pub const INPUT_EOF_NOTE: &str = "[the command was waiting for input on the terminal, so end-of-file (Ctrl-D) was sent to it; pass input through a pipe or a here-string instead]";
+use crate::{ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
 
 /// How long a closed shell's processes get between `SIGTERM` and `SIGKILL`.
 const KILL_GRACE: Duration = Duration::from_millis(200);
-
-/// The line added when the shell had stopped itself and the tool continued it.
-pub const CONTINUED_NOTE: &str =
-    "[the shell was stopped (SIGSTOP) while the command ran; the tool continued it]";
-
-/// The line added when a shell with `set -e` on exited.
-pub const ERREXIT_NOTE: &str = "[`set -e` was on: an interactive shell exits when a command fails]";
 
 #[derive(Debug)]
 struct Owner {
@@ -119,7 +110,7 @@ pub struct ShellPool {
 impl ShellPool {
     /// A pool with `config`, once it is validated. No shell starts until the
     /// first call of an owner.
-    pub fn new(config: ShellConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: ShellConfig) -> Result<Self, ShellConfigError> {
         config.validate()?;
         Ok(ShellPool {
             inner: Arc::new(Inner {
@@ -141,36 +132,59 @@ impl ShellPool {
         self.inner.config.dialect.tool_name()
     }
 
-    /// The tool's definition: `{"name", "description", "parameters"}`.
+    /// The tool's definition in the OpenAI function shape:
+    /// `{"name", "description", "parameters"}`.
     pub fn schema(&self) -> Value {
-        let dialect = self.inner.config.dialect;
         json!({
-            "name": dialect.tool_name(),
+            "name": self.tool_name(),
             "description": self.inner.config.effective_description(),
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": dialect.command_description(),
-                    }
-                },
-                "required": ["command"],
-            },
+            "parameters": self.parameters_schema(),
         })
     }
 
-    /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`).
-    pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, ShellError> {
-        let command = args
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .ok_or(ShellError::EmptyCommand)?;
-        self.run(owner, command).await
+    /// The tool's definition in the Anthropic Messages API shape:
+    /// `{"name", "description", "input_schema"}`.
+    pub fn anthropic_schema(&self) -> Value {
+        json!({
+            "name": self.tool_name(),
+            "description": self.inner.config.effective_description(),
+            "input_schema": self.parameters_schema(),
+        })
     }
 
-    /// Runs `command` in `owner`'s shell and returns the model-visible text.
+    /// The tool's definition in the MCP `tools/list` shape:
+    /// `{"name", "description", "inputSchema"}`.
+    pub fn mcp_schema(&self) -> Value {
+        json!({
+            "name": self.tool_name(),
+            "description": self.inner.config.effective_description(),
+            "inputSchema": self.parameters_schema(),
+        })
+    }
+
+    /// The JSON Schema of the arguments ([`ShellRequest`]).
+    pub fn parameters_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "description": self.inner.config.dialect.command_description(),
+                }
+            },
+            "required": ["command"],
+        })
+    }
+
+    /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`)
+    /// and returns the model-visible text.
+    pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, ShellError> {
+        let request = ShellRequest::from_json(args)?;
+        self.run(owner, &request.command).await
+    }
+
+    /// Runs `command` in `owner`'s shell and returns the model-visible text
+    /// ([`contract::render`] of [`ShellPool::call`]).
     pub async fn run(&self, owner: &str, command: &str) -> Result<String, ShellError> {
         self.run_with_cancel(owner, command, std::future::pending())
             .await
@@ -185,17 +199,40 @@ impl ShellPool {
         command: &str,
         cancel: impl Future<Output = ()>,
     ) -> Result<String, ShellError> {
+        let outcome = self.call_with_cancel(owner, command, cancel).await?;
+        Ok(contract::render(&outcome))
+    }
+
+    /// Runs `command` in `owner`'s shell and returns what happened as data.
+    pub async fn call(&self, owner: &str, command: &str) -> Result<CallOutcome, ShellError> {
+        self.call_with_cancel(owner, command, std::future::pending())
+            .await
+    }
+
+    /// Like [`ShellPool::call`], cancelled when `cancel` resolves (see
+    /// [`ShellPool::run_with_cancel`]).
+    pub async fn call_with_cancel(
+        &self,
+        owner: &str,
+        command: &str,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<CallOutcome, ShellError> {
         let started = Instant::now();
         let span = tracing::info_span!("shell_call", owner, tool = self.tool_name());
         let result = self
-            .call(owner, command, cancel)
+            .call_inner(owner, command, cancel)
             .instrument(span.clone())
             .await;
         let _enter = span.enter();
         tracing::info!(
             duration_us = started.elapsed().as_micros() as u64,
             outcome = match &result {
-                Ok(_) => "ok",
+                Ok(o) => match o.end {
+                    CallEnd::Exited { code: 0 } => "ok",
+                    CallEnd::Exited { .. } => "failed",
+                    CallEnd::TimedOut { .. } => "timed out",
+                    _ => "shell reset",
+                },
                 Err(ShellError::Cancelled { .. }) => "cancelled",
                 Err(_) => "error",
             },
@@ -204,12 +241,12 @@ impl ShellPool {
         result
     }
 
-    async fn call(
+    async fn call_inner(
         &self,
         owner: &str,
         command: &str,
         cancel: impl Future<Output = ()>,
-    ) -> Result<String, ShellError> {
+    ) -> Result<CallOutcome, ShellError> {
         if command.is_empty() {
             return Err(ShellError::EmptyCommand);
         }
@@ -262,7 +299,7 @@ impl ShellPool {
         if closed_during {
             return Err(ShellError::Closed);
         }
-        render(config, outcome?)
+        typed(config, outcome?)
     }
 
     /// With an idle limit, starts (once) the task that closes idle owners.
@@ -409,139 +446,87 @@ async fn end_trees(trees: impl Iterator<Item = (Arc<dyn PtySession>, Option<Shel
     while ending.join_next().await.is_some() {}
 }
 
-fn exit_line(exit: ExitStatus) -> String {
-    match (exit.signal(), exit.signal_name(), exit.code()) {
-        (Some(_), Some(name), _) => format!("[shell killed by signal: {name}]"),
-        (Some(n), None, _) => format!("[shell killed by signal: {n}]"),
-        (None, _, Some(code)) => format!("[shell exited: code {code}]"),
-        (None, _, None) => "[shell exited]".to_owned(),
-    }
-}
-
-/// The line that says the shell's transport broke (remote backends).
-fn lost_line(error: &dsh_pty::PtyError) -> String {
-    format!("[{error}; what the command did there is unknown]")
-}
-
-/// The line that says why a shell that is still alive had to be reset.
-fn broken_line(why: Broken, shell: &str) -> String {
-    match why {
-        Broken::Fatal(Fatal::Builtins) => format!(
-            "[the {shell} builtins `eval`, `set` and `unset` are needed by the tool, and one was disabled (enable -n)]"
-        ),
-        Broken::Fatal(Fatal::ReadOnly) => "[a variable the tool sets (PS0, PS1, PROMPT_COMMAND or one of its own) was made read-only]".to_owned(),
-        Broken::Fatal(Fatal::Epilogue) => "[the tool could not point the shell back at its terminal after the command]".to_owned(),
-        Broken::Stale => "[the tool's own commands did not run in the shell (a DEBUG trap with extdebug, a disabled builtin or a read-only variable stopped them)]".to_owned(),
-        Broken::NoPromptExpansion => "[prompt expansion was turned off (shopt -u promptvars), which the tool needs]".to_owned(),
-        Broken::Replaced => "[another program replaced the shell (exec)]".to_owned(),
-    }
-}
-
-/// The line saying which of the shell's standard streams were pointed back
-/// at the terminal after the command.
-fn repairs_line(repairs: Repairs) -> Option<String> {
-    let names: Vec<&str> = [
-        (repairs.stdin, "standard input"),
-        (repairs.stdout, "standard output"),
-        (repairs.stderr, "standard error"),
-    ]
-    .into_iter()
-    .filter_map(|(on, name)| on.then_some(name))
-    .collect();
-    let (list, them) = match names.as_slice() {
-        [] => return None,
-        [one] => ((*one).to_owned(), "it"),
-        [a, b] => (format!("{a} and {b}"), "them"),
-        [a, b, c, ..] => (format!("{a}, {b} and {c}"), "them"),
+/// The typed outcome of a call that ran.
+fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellError> {
+    let persistent = config.persistent;
+    let base = |output: Output, end: CallEnd| CallOutcome {
+        dialect: config.dialect,
+        output,
+        end,
+        eofs_sent: 0,
+        continued: false,
+        streams_repaired: StreamsRepaired::default(),
+        shell_reset: persistent,
     };
-    Some(format!(
-        "[the command moved the shell's {list} away from the terminal; the tool pointed {them} back at the terminal]"
-    ))
-}
-
-/// The model-visible text of an outcome.
-fn render(config: &ShellConfig, outcome: Outcome) -> Result<String, ShellError> {
-    let reset = config.dialect.reset_line();
-    let mut parts: Vec<String> = Vec::with_capacity(3);
-    let push_output = |parts: &mut Vec<String>, text: String| {
-        if !text.is_empty() {
-            parts.push(text);
-        }
-    };
-    match outcome {
+    Ok(match outcome {
         Outcome::Completed {
             output,
             status,
             eofs_sent,
             repairs,
             continued,
-        } => {
-            push_output(&mut parts, output.render());
-            if eofs_sent > 0 {
-                parts.push(INPUT_EOF_NOTE.to_owned());
-            }
-            if continued {
-                parts.push(CONTINUED_NOTE.to_owned());
-            }
-            parts.extend(repairs_line(repairs));
-            if status != 0 {
-                parts.push(format!("[exit code: {status}]"));
-            }
-        }
-        Outcome::ShellEnded { output, exit, .. } if !config.persistent => {
-            // A one-shot shell ending is the command ending.
-            push_output(&mut parts, output.render());
+        } => CallOutcome {
+            eofs_sent,
+            continued,
+            streams_repaired: StreamsRepaired {
+                stdin: repairs.stdin,
+                stdout: repairs.stdout,
+                stderr: repairs.stderr,
+            },
+            shell_reset: false,
+            ..base(output.finish(), CallEnd::Exited { code: status })
+        },
+        // A one-shot shell ending is the command ending.
+        Outcome::ShellEnded { output, exit, .. } if !persistent => {
             let code = match (exit.code(), exit.signal()) {
                 (Some(code), _) => code,
                 (None, Some(sig)) => 128 + sig,
                 (None, None) => 1,
             };
-            if code != 0 {
-                parts.push(format!("[exit code: {code}]"));
-            }
+            base(output.finish(), CallEnd::Exited { code })
         }
         Outcome::ShellEnded {
             output,
             exit,
             errexit,
-        } => {
-            push_output(&mut parts, output.render());
-            parts.push(exit_line(exit));
-            if errexit {
-                parts.push(ERREXIT_NOTE.to_owned());
-            }
-            parts.push(reset);
-        }
-        Outcome::Lost { output, error } => {
-            push_output(&mut parts, output.render());
-            parts.push(lost_line(&error));
-            parts.push(reset);
-        }
+        } => base(
+            output.finish(),
+            CallEnd::ShellEnded {
+                status: exit,
+                errexit,
+            },
+        ),
+        Outcome::Lost { output, error } => base(output.finish(), CallEnd::ConnectionLost { error }),
         Outcome::Broken { output, why } => {
-            let mut text = output.render();
+            let mut output = output.finish();
             if matches!(why, Broken::Fatal(_)) {
-                strip_fatal_residue(&mut text);
+                match &mut output.clip {
+                    None => strip_fatal_residue(&mut output.text),
+                    Some(Clip::HeadTail { tail, .. }) => strip_fatal_residue(tail),
+                    Some(_) => {}
+                }
             }
-            push_output(&mut parts, text);
-            parts.push(broken_line(why, config.dialect.tool_name()));
-            parts.push(reset);
+            let reason = match why {
+                Broken::Fatal(Fatal::Builtins) => BrokenReason::BuiltinDisabled,
+                Broken::Fatal(Fatal::ReadOnly) => BrokenReason::ReadOnlyVariable,
+                Broken::Fatal(Fatal::Epilogue) => BrokenReason::StreamsUnrecoverable,
+                Broken::Stale => BrokenReason::WrapperDidNotRun,
+                Broken::NoPromptExpansion => BrokenReason::PromptExpansionOff,
+                Broken::Replaced => BrokenReason::Replaced,
+            };
+            base(output, CallEnd::ShellBroken { reason })
         }
-        Outcome::TimedOut { output } => {
-            let secs = config.timeout.as_secs_f64().round() as u64;
-            parts.push(format!(
-                "Your command timed out after {secs} seconds or experienced an OOM error. Below is partial output:"
-            ));
-            push_output(&mut parts, output.render());
-            if config.persistent {
-                parts.push(reset);
-            }
-        }
-        Outcome::Cancelled if !config.persistent => {
+        Outcome::TimedOut { output } => base(
+            output.finish(),
+            CallEnd::TimedOut {
+                after: config.timeout,
+            },
+        ),
+        Outcome::Cancelled => {
             return Err(ShellError::Cancelled {
-                reset: String::new(),
+                dialect: config.dialect,
+                shell_reset: persistent,
             });
         }
-        Outcome::Cancelled => return Err(ShellError::Cancelled { reset }),
-    }
-    Ok(parts.join("\n"))
+    })
 }

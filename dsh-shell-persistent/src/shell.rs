@@ -96,7 +96,7 @@ pub(crate) struct Shell {
 }
 
 fn token() -> Result<String, ShellError> {
-    new_token().map_err(|e| ShellError::Random(e.to_string()))
+    new_token().map_err(ShellError::Random)
 }
 
 /// A fresh id of `len` hex digits.

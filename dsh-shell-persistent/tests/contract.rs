@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use dsh_shell_persistent::{CLIP_NOTE, INPUT_EOF_NOTE, ShellConfig, ShellError, ShellPool};
+use dsh_shell_persistent::{
+    INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE, ShellConfig, ShellError, ShellPool,
+};
 use dsh_testbeds::{Testbed, Where};
 use serde_json::json;
 
@@ -307,11 +309,7 @@ async fn nounset_keeps_the_protocol_working(w: Where) {
 }
 
 async fn timeout_kills_reports_partial_output_and_resets(w: Where) {
-    let f = Fixture::with(w, |c| ShellConfig {
-        timeout: Duration::from_millis(1500),
-        ..c
-    })
-    .await;
+    let f = Fixture::with(w, |c| c.timeout(Duration::from_millis(1500))).await;
     f.run("cd / && export GONE=1").await;
     let out = f.run("echo partial; sleep 1000 & sleep 1000").await;
     assert!(

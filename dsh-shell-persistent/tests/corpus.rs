@@ -154,11 +154,11 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(root.join("sub")).unwrap();
-        let pool = ShellPool::new(ShellConfig {
-            timeout: Duration::from_secs(30),
-            on_input_wait: InputWait::Wait,
-            ..ShellConfig::new(&root)
-        })
+        let pool = ShellPool::new(
+            ShellConfig::new(&root)
+                .timeout(Duration::from_secs(30))
+                .on_input_wait(InputWait::Wait),
+        )
         .unwrap();
         Fixture {
             pool,

@@ -83,10 +83,7 @@ async fn dropping_the_pool_kills_every_tree() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_owners_are_closed_and_forgotten() {
-    let pool = pool(|c| ShellConfig {
-        idle_limit: Some(Duration::from_millis(300)),
-        ..c
-    });
+    let pool = pool(|c| c.idle_limit(Some(Duration::from_millis(300))));
     let out = run(&pool, "idle", "sleep 1001 & echo $$").await;
     let sid: i32 = out.lines().last().unwrap().parse().unwrap();
     // A call longer than the limit is not cut short.
@@ -132,10 +129,7 @@ async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
         "echo $$ > {}; sleep 1000; exec bash --norc --noprofile --noediting -i",
         pid_file.display()
     );
-    let pool = pool(|c| ShellConfig {
-        argv: Some(vec!["bash".into(), "-c".into(), script]),
-        ..c
-    });
+    let pool = pool(|c| c.argv(Some(vec!["bash".into(), "-c".into(), script])));
     let call = tokio::spawn({
         let pool = pool.clone();
         async move { pool.run("a", "echo never").await }
@@ -165,10 +159,7 @@ async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interactive_hosts_can_answer_a_command() {
-    let pool = pool(|c| ShellConfig {
-        on_input_wait: dsh_shell_persistent::InputWait::Wait,
-        ..c
-    });
+    let pool = pool(|c| c.on_input_wait(dsh_shell_persistent::InputWait::Wait));
     run(&pool, "a", "true").await;
     let call = tokio::spawn({
         let pool = pool.clone();
@@ -200,11 +191,7 @@ async fn interactive_hosts_can_answer_a_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sh_dialect_keeps_the_same_contract() {
-    let pool = pool(|c| ShellConfig {
-        dialect: Dialect::Sh,
-        timeout: Duration::from_secs(2),
-        ..c
-    });
+    let pool = pool(|c| c.dialect(Dialect::Sh).timeout(Duration::from_secs(2)));
     assert_eq!(pool.schema()["name"], "sh");
     assert_eq!(run(&pool, "a", "echo hi").await, "hi");
     assert_eq!(run(&pool, "a", "cd / && X=1; export Y=2").await, "");
@@ -229,10 +216,7 @@ async fn the_sh_dialect_keeps_the_same_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs pwsh (not installed here); its quoting is unit-tested in dialect.rs"]
 async fn pwsh_dialect_where_pwsh_exists() {
-    let pool = pool(|c| ShellConfig {
-        dialect: Dialect::Pwsh,
-        ..c
-    });
+    let pool = pool(|c| c.dialect(Dialect::Pwsh));
     assert_eq!(run(&pool, "a", "Write-Output 'hi'").await, "hi");
     assert_eq!(run(&pool, "a", "$global:x = 5").await, "");
     assert_eq!(run(&pool, "a", "Write-Output $x").await, "5");
@@ -245,11 +229,7 @@ async fn pwsh_dialect_where_pwsh_exists() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shot_shells_keep_nothing_and_never_print_the_reset_line() {
-    let pool = pool(|c| ShellConfig {
-        persistent: false,
-        timeout: Duration::from_secs(2),
-        ..c
-    });
+    let pool = pool(|c| c.persistent(false).timeout(Duration::from_secs(2)));
     assert_eq!(
         pool.schema()["description"],
         "Run commands in a fresh bash shell. Nothing persists between calls: each call starts in the workspace with a fresh current directory and environment."

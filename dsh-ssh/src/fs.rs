@@ -240,7 +240,7 @@ impl Fs for SftpFs {
         }
     }
 
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         let p = utf8(path)?;
         let attrs = self.sftp.metadata(p).await.map_err(|e| error(path, e))?;
         if attrs.file_type().is_dir() {
@@ -249,7 +249,16 @@ impl Fs for SftpFs {
                 source: std::io::ErrorKind::IsADirectory.into(),
             });
         }
-        let content = self.sftp.read(p).await.map_err(|e| error(path, e))?;
+        FsError::check_len(path, attrs.size.unwrap_or(0), limit)?;
+        let file = self.sftp.open(p).await.map_err(|e| error(path, e))?;
+        let mut content = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(
+            &mut tokio::io::AsyncReadExt::take(file, limit.saturating_add(1)),
+            &mut content,
+        )
+        .await
+        .map_err(|e| FsError::from_io(path, e))?;
+        FsError::check_len(path, content.len() as u64, limit)?;
         let version = SftpFs::version_of(&attrs, Some(&content));
         Ok((content, version))
     }
@@ -323,7 +332,8 @@ impl Fs for SftpFs {
             .await
             .map_err(|e| error(path, e))?;
         let real_path = Path::new(&real);
-        let (content, now) = self.read(real_path).await?;
+        // The version of the file as it is now, whatever its size.
+        let (content, now) = self.read(real_path, u64::MAX).await?;
         if now != *expected {
             return Err(FsError::Changed(path.to_owned()));
         }

@@ -17,17 +17,14 @@ use serde_json::json;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let workspace = tempfile::tempdir()?;
-    let shell = SandboxedShell::new(SandboxConfig {
-        policy: SandboxPolicy {
-            mode: SandboxMode::WorkspaceWrite,
-            tmp_writable: false,
-            ..SandboxPolicy::default()
-        },
-        shell: ShellConfig::new(workspace.path()),
-        mode_change: ModeChange::Reject,
-        approver: None,
-        restricted: Persistence::Persistent,
-    })?;
+    let policy = SandboxPolicy::default()
+        .mode(SandboxMode::WorkspaceWrite)
+        .tmp_writable(false);
+    let shell = SandboxedShell::new(
+        SandboxConfig::new(policy, ShellConfig::new(workspace.path()))
+            .mode_change(ModeChange::Reject)
+            .restricted(Persistence::Persistent),
+    )?;
     println!(
         "enforced: {:?}\n",
         shell.enforcement(SandboxMode::WorkspaceWrite)

@@ -93,6 +93,16 @@ pub async fn edits_keep_mode_owner_and_links_and_refuse_stale_versions(bed: &Tes
             .await,
         "new\n4751 1000:1000"
     );
+    // A read is bounded: one byte over the limit is refused, not loaded.
+    assert!(matches!(
+        fs.read(Path::new(&run_sh), 3).await,
+        Err(FsError::TooLarge {
+            len: 4,
+            limit: 3,
+            ..
+        })
+    ));
+    assert_eq!(fs.read(Path::new(&run_sh), 4).await.unwrap().0, b"new\n");
     let link = format!("{root}/link");
     edit(&link, "1", "2").await;
     assert_eq!(
@@ -101,7 +111,7 @@ pub async fn edits_keep_mode_owner_and_links_and_refuse_stale_versions(bed: &Tes
         "real/conf\nkey = 2"
     );
     // Another writer in the same second (SFTP times are whole seconds).
-    let (_, version) = fs.read(Path::new(&run_sh)).await.unwrap();
+    let (_, version) = fs.read(Path::new(&run_sh), u64::MAX).await.unwrap();
     bed.sh(&format!("printf 'theirs\\n' > {run_sh}")).await;
     let err = fs
         .replace(Path::new(&run_sh), b"mine\n".to_vec(), &version)
@@ -259,7 +269,7 @@ impl Testbed {
     pub async fn get(&self, rel: &str) -> Vec<u8> {
         let path = self.path(rel);
         self.fs
-            .read(Path::new(&path))
+            .read(Path::new(&path), u64::MAX)
             .await
             .unwrap_or_else(|e| panic!("reading {path}: {e}"))
             .0

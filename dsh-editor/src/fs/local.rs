@@ -28,7 +28,7 @@ use super::{DirEntry, FileKind, Fs, FsError, Metadata, Version};
 /// let fs = LocalFs::new();
 /// let path = std::path::Path::new("/tmp/dsh-demo/hello.txt");
 /// fs.create_new(path, b"hello\n".to_vec()).await?;
-/// let (bytes, version) = fs.read(path).await?;
+/// let (bytes, version) = fs.read(path, 1 << 20).await?;
 /// fs.replace(path, b"bye\n".to_vec(), &version).await?;
 /// # Ok(()) }
 /// ```
@@ -247,13 +247,18 @@ impl Fs for LocalFs {
         blocking(path, move || stat_sync(&p)).await
     }
 
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         let p = path.to_owned();
         blocking(path, move || {
-            let mut file = std::fs::File::open(&p).map_err(|e| FsError::from_io(&p, e))?;
+            use std::io::Read;
+            let file = std::fs::File::open(&p).map_err(|e| FsError::from_io(&p, e))?;
             let meta = file.metadata().map_err(|e| FsError::from_io(&p, e))?;
+            FsError::check_len(&p, meta.len(), limit)?;
             let mut buf = Vec::with_capacity(meta.len() as usize);
-            std::io::Read::read_to_end(&mut file, &mut buf).map_err(|e| FsError::from_io(&p, e))?;
+            file.take(limit.saturating_add(1))
+                .read_to_end(&mut buf)
+                .map_err(|e| FsError::from_io(&p, e))?;
+            FsError::check_len(&p, buf.len() as u64, limit)?;
             Ok((buf, version_of(&meta)))
         })
         .await
@@ -324,7 +329,7 @@ mod tests {
         let path = dir.path().join("f.txt");
         let fs = LocalFs::new();
         run_here(fs.create_new(&path, b"one\n".to_vec())).unwrap();
-        let (bytes, version) = run_here(fs.read(&path)).unwrap();
+        let (bytes, version) = run_here(fs.read(&path, u64::MAX)).unwrap();
         assert_eq!(bytes, b"one\n");
         run_here(fs.replace(&path, b"two\n".to_vec(), &version)).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two\n");

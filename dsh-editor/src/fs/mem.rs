@@ -152,9 +152,12 @@ impl Fs for MemFs {
         }
     }
 
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         match self.lock().nodes.get(&normal(path)) {
-            Some(Node::File { data, version, .. }) => Ok((data.clone(), Version(vec![*version]))),
+            Some(Node::File { data, version, .. }) => {
+                FsError::check_len(path, data.len() as u64, limit)?;
+                Ok((data.clone(), Version(vec![*version])))
+            }
             Some(Node::Dir) => Err(FsError::Io {
                 path: path.to_owned(),
                 source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),

@@ -87,6 +87,16 @@ pub enum FsError {
     /// The operating system refused access.
     #[error("permission denied: {}", .0.display())]
     PermissionDenied(PathBuf),
+    /// The file is longer than the limit given to [`Fs::read`].
+    #[error("{} is larger than {limit} bytes", path.display())]
+    TooLarge {
+        /// The path concerned.
+        path: PathBuf,
+        /// Its length, or at least how much was seen of it.
+        len: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A policy layer refused the operation; the message is shown to the model verbatim.
     #[error("{message}")]
     Refused {
@@ -107,6 +117,18 @@ pub enum FsError {
 }
 
 impl FsError {
+    /// [`FsError::TooLarge`] unless `len` is within `limit`.
+    pub fn check_len(path: &Path, len: u64, limit: u64) -> Result<(), FsError> {
+        if len > limit {
+            return Err(FsError::TooLarge {
+                path: path.to_owned(),
+                len,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     /// Maps an `io::Error` on `path` to the matching variant.
     pub fn from_io(path: &Path, source: io::Error) -> Self {
         match source.kind() {
@@ -134,8 +156,11 @@ pub trait Fs: Send + Sync {
     /// Metadata of `path`, following symbolic links.
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError>;
 
-    /// The whole content of the file at `path` and the version it was read at.
-    async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError>;
+    /// The whole content of the file at `path` and the version it was read
+    /// at. A file longer than `limit` bytes is not read into memory:
+    /// [`FsError::TooLarge`] (implementations check the size first and stop
+    /// reading past the limit, so a file that grows meanwhile is caught too).
+    async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError>;
 
     /// The entries of the directory at `path`, in no particular order.
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError>;
@@ -163,8 +188,8 @@ macro_rules! forward_fs {
             async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
                 (**self).stat(path).await
             }
-            async fn read(&self, path: &Path) -> Result<(Vec<u8>, Version), FsError> {
-                (**self).read(path).await
+            async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+                (**self).read(path, limit).await
             }
             async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
                 (**self).read_dir(path).await

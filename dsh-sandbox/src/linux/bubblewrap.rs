@@ -56,7 +56,7 @@ pub(crate) fn command(
         .iter()
         .map(|p| memfd(p))
         .collect::<io::Result<Vec<_>>>()
-        .map_err(|e| SandboxError::Setup(format!("seccomp for bubblewrap: {e}")))?;
+        .map_err(|e| SandboxError::setup_from("seccomp for bubblewrap", e))?;
     let path = |p: &Path| p.display().to_string();
     let mut args: Vec<String> = vec![bwrap.display().to_string()];
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
@@ -164,10 +164,7 @@ mod tests {
         let ws = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(ws.join(".git")).unwrap();
         let rules = WriteRules::new(
-            &SandboxPolicy {
-                tmp_writable: false,
-                ..SandboxPolicy::default()
-            },
+            &SandboxPolicy::default().tmp_writable(false),
             SandboxMode::WorkspaceWrite,
             &ws,
         );

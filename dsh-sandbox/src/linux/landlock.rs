@@ -47,8 +47,8 @@ pub fn landlock_abi() -> i32 {
     i32::try_from(v).unwrap_or(0).max(0)
 }
 
-fn error(e: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Setup(format!("Landlock: {e}"))
+fn error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SandboxError {
+    SandboxError::setup_from("Landlock", e)
 }
 
 /// A ruleset handling every write right of `abi` (and TCP when
@@ -101,7 +101,7 @@ pub(crate) fn plan(
 
 fn c_path(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| SandboxError::Setup(format!("path with a NUL byte: {}", path.display())))
+        .map_err(|_| SandboxError::setup(format!("path with a NUL byte: {}", path.display())))
 }
 
 impl Plan {

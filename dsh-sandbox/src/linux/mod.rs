@@ -139,8 +139,7 @@ impl Confinement {
             // SAFETY: getters without preconditions.
             let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
             let map = |id: u32| {
-                CString::new(format!("{id} {id} 1"))
-                    .map_err(|_| SandboxError::Setup("uid map".to_owned()))
+                CString::new(format!("{id} {id} 1")).map_err(|_| SandboxError::setup("uid map"))
             };
             let mut flags = libc::CLONE_NEWUSER
                 | libc::CLONE_NEWNS

@@ -28,20 +28,20 @@ pub(crate) struct Filters {
     pub(crate) programs: Vec<Vec<libc::sock_filter>>,
 }
 
-fn error(e: &dyn std::fmt::Display) -> SandboxError {
-    SandboxError::Setup(format!("seccomp: {e}"))
+fn error(e: impl std::error::Error + Send + Sync + 'static) -> SandboxError {
+    SandboxError::setup_from("seccomp", e)
 }
 
 fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<Cond, SandboxError> {
-    Cond::new(arg, len, op, value).map_err(|e| error(&e))
+    Cond::new(arg, len, op, value).map_err(error)
 }
 
 fn rule(conds: Vec<Cond>) -> Result<SeccompRule, SandboxError> {
-    SeccompRule::new(conds).map_err(|e| error(&e))
+    SeccompRule::new(conds).map_err(error)
 }
 
 fn arch() -> Result<TargetArch, SandboxError> {
-    std::env::consts::ARCH.try_into().map_err(|e| error(&e))
+    std::env::consts::ARCH.try_into().map_err(error)
 }
 
 fn compile(
@@ -54,10 +54,10 @@ fn compile(
         SeccompAction::Errno(errno as u32),
         arch()?,
     )
-    .map_err(|e| error(&e))?;
+    .map_err(error)?;
     let program: BpfProgram = filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| error(&e))?;
+        .map_err(|e: seccompiler::BackendError| error(e))?;
     Ok(program
         .into_iter()
         .map(|f| libc::sock_filter {

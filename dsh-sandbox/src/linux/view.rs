@@ -97,7 +97,7 @@ pub(crate) struct Attachment {
 
 fn c(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| SandboxError::Setup(format!("path with a NUL byte: {}", path.display())))
+        .map_err(|_| SandboxError::setup(format!("path with a NUL byte: {}", path.display())))
 }
 
 fn cs(text: &str) -> CString {
@@ -236,7 +236,7 @@ impl View {
             });
         }
         if sources.len() > MAX_CLONES {
-            return Err(SandboxError::Setup(format!(
+            return Err(SandboxError::setup(format!(
                 "the sandbox can attach at most {MAX_CLONES} writable roots, protected paths and devices; this policy needs {}",
                 sources.len()
             )));

@@ -151,12 +151,8 @@ pub fn default_backend() -> Arc<dyn PtyBackend> {
     {
         Arc::new(crate::NativeBackend::new())
     }
-    #[cfg(all(not(unix), feature = "portable"))]
+    #[cfg(windows)]
     {
         Arc::new(crate::PortableBackend::new())
-    }
-    #[cfg(all(not(unix), not(feature = "portable")))]
-    {
-        compile_error!("dsh-pty needs the `portable` feature on non-Unix platforms")
     }
 }

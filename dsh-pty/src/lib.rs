@@ -53,7 +53,7 @@
 //! | backend | platforms | cost per session | confinement hooks |
 //! |---|---|---|---|
 //! | [`NativeBackend`] | Unix | two tokio tasks, no thread | yes |
-//! | [`PortableBackend`] (feature `portable`, on by default) | Linux, macOS, Windows ConPTY | two threads + a tokio task | no (refused) |
+//! | [`PortableBackend`] (always on Windows; on Unix with the feature `portable`) | Linux, macOS, Windows ConPTY | two threads + a tokio task | no (refused) |
 //!
 //! [`default_backend`] picks the native backend on Unix: it keeps the signal
 //! number of the exit (portable-pty turns it into `strsignal` text), owns the
@@ -78,11 +78,11 @@
 mod backend;
 mod error;
 mod exit;
-#[cfg(all(windows, feature = "portable"))]
+#[cfg(windows)]
 mod job;
 mod output;
 mod plumbing;
-#[cfg(feature = "portable")]
+#[cfg(any(windows, feature = "portable"))]
 mod portable;
 mod pump;
 pub mod remote;
@@ -98,7 +98,7 @@ pub use error::PtyError;
 pub use exit::ExitStatus;
 pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
-#[cfg(feature = "portable")]
+#[cfg(any(windows, feature = "portable"))]
 pub use portable::{PortableBackend, PortableSession};
 pub use scans::SharedScans;
 pub use scrollback::{Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits};

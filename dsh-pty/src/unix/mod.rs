@@ -417,4 +417,5 @@ impl Drop for NativeSession {
     }
 }
 
+#[cfg(feature = "portable")]
 pub(crate) use procfs::group_waits_on_tty as procfs_group_waits_on_tty;

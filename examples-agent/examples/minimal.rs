@@ -7,7 +7,7 @@
 //! ```
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use examples::minimal::{Agent, AgentConfig, DEFAULT_BASE_URL};
+use examples_agent::minimal::{Agent, AgentConfig, DEFAULT_BASE_URL};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use examples::minimal::{Agent, AgentConfig};
+use examples_agent::minimal::{Agent, AgentConfig};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

@@ -8,6 +8,13 @@
 //! tool runs on the real filesystem ([`fs::LocalFs`]), in memory
 //! ([`fs::MemFs`]), or behind a policy layer such as the sandbox crate's.
 //!
+//! A host hands over the model's JSON ([`Editor::execute`]: text out), or
+//! calls with an [`EditorRequest`] ([`Editor::call`]) and gets an
+//! [`EditorOutcome`] — what was viewed or changed, as data — which
+//! [`contract::render`] turns into the same text. The tool definition comes
+//! in three shapes: [`Editor::schema`] (OpenAI), [`Editor::anthropic_schema`],
+//! [`Editor::mcp_schema`].
+//!
 //! # Example
 //!
 //! ```

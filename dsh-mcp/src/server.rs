@@ -65,7 +65,7 @@ impl DshServer {
 
     /// The two tool definitions, as MCP lists them.
     pub fn tools(&self) -> Vec<Tool> {
-        [self.shell.schema(OWNER), self.editor.schema()]
+        [self.shell.mcp_schema(OWNER), self.editor.mcp_schema()]
             .into_iter()
             .map(|schema| {
                 let name = schema["name"].as_str().unwrap_or_default().to_owned();
@@ -73,7 +73,7 @@ impl DshServer {
                     .as_str()
                     .unwrap_or_default()
                     .to_owned();
-                let input = match &schema["parameters"] {
+                let input = match &schema["inputSchema"] {
                     Value::Object(map) => map.clone(),
                     _ => Map::new(),
                 };

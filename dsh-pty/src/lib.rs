@@ -53,7 +53,7 @@
 //! | backend | platforms | cost per session | confinement hooks |
 //! |---|---|---|---|
 //! | [`NativeBackend`] | Unix | two tokio tasks, no thread | yes |
-//! | [`PortableBackend`] (always on Windows; on Unix with the feature `portable`) | Linux, macOS, Windows ConPTY | two threads + a tokio task | no (refused) |
+//! | `PortableBackend` (always on Windows; on Unix with the feature `portable`) | Linux, macOS, Windows ConPTY | two threads + a tokio task | no (refused) |
 //!
 //! [`default_backend`] picks the native backend on Unix: it keeps the signal
 //! number of the exit (portable-pty turns it into `strsignal` text), owns the
@@ -68,7 +68,7 @@
 //! * macOS and other Unixes: the same code without `/proc`: the tree kill
 //!   reaches the leader's process group and the foreground group only, and
 //!   [`Foreground::waiting_for_input`] is always `false`. Compiled, not tested here.
-//! * Windows: the [`PortableBackend`] over ConPTY; `kill_tree` kills the
+//! * Windows: the `PortableBackend` over ConPTY; `kill_tree` kills the
 //!   program through portable-pty. Compiled behind `cfg`, not tested here.
 //! * Processes reparented to `init` after the tree kill are reaped by `init`
 //!   (or the host's subreaper), not by this crate: only the program itself is

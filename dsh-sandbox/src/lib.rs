@@ -33,6 +33,12 @@
 //! assert_eq!(shell.execute("agent", &call("echo $MODE $(basename $PWD)")).await?, "dev src");
 //! let denied = shell.execute("agent", &call("touch /etc/motd")).await?;
 //! assert!(denied.ends_with("[sandbox: file access denied under workspace-write mode]"));
+//! // Typed: the same call as data, the denial decided from the exit status
+//! // and the command's own output.
+//! use dsh_sandbox::{SandboxRequest, contract};
+//! let outcome = shell.call("agent", SandboxRequest::new("touch /etc/motd")).await?;
+//! assert!(outcome.denial.is_some() && outcome.call.exit_code() == Some(1));
+//! assert_eq!(contract::render(&outcome), denied);
 //! shell.close_all().await;
 //! # Ok::<(), Box<dyn std::error::Error>>(()) })?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -121,8 +127,11 @@
 mod approval;
 #[cfg(unix)]
 mod beneath;
+mod config;
+mod confine;
 pub mod contract;
 mod error;
+mod escalation;
 mod fs;
 mod git;
 #[cfg(target_os = "linux")]
@@ -133,6 +142,7 @@ mod seatbelt;
 mod tool;
 
 pub use approval::{Approval, Approver, EscalationRequest, FixedApprover};
+pub use config::{ModeChange, Persistence, SandboxConfig};
 pub use contract::{Denial, SandboxOutcome};
 pub use error::SandboxError;
 pub use fs::SandboxFs;
@@ -141,7 +151,7 @@ pub use linux::landlock_abi;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};
 pub use request::SandboxRequest;
 pub use seatbelt::seatbelt_profile;
-pub use tool::{ModeChange, Persistence, SandboxConfig, SandboxedShell};
+pub use tool::SandboxedShell;
 
 /// What the operating system enforces for one mode.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -1,5 +1,5 @@
 //! The shell tool under the sandbox: modes per owner, a persistent confined
-//! shell per owner, per-call escalation, and the rules for changing a mode.
+//! shell per owner, the rules for changing a mode, and the schema.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,109 +12,9 @@ use serde_json::{Value, json};
 use crate::contract::{Denial, SandboxOutcome};
 use crate::git::Placeholders;
 use crate::{
-    Approval, Approver, Enforcement, EscalationRequest, SandboxError, SandboxMode, SandboxPolicy,
-    SandboxRequest, WriteRules,
+    Enforcement, ModeChange, Persistence, SandboxConfig, SandboxError, SandboxMode, SandboxRequest,
+    WriteRules,
 };
-
-/// What happens when an owner's mode changes while it has a persistent shell
-/// (or one is being spawned).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ModeChange {
-    /// The change fails; the shell must be closed first.
-    #[default]
-    Reject,
-    /// The shell is closed and the next call runs under the new mode.
-    Reset,
-}
-
-/// How the restricted modes run commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Persistence {
-    /// One persistent confined shell per owner (the default): the working
-    /// directory, exports, functions and an activated virtualenv persist,
-    /// as in danger-full-access. The confinement is resolved when the shell
-    /// is created.
-    #[default]
-    Persistent,
-    /// A fresh confined shell per call; nothing persists.
-    OneShot,
-}
-
-/// Settings of a [`SandboxedShell`]: [`SandboxConfig::new`] and a setter
-/// per field (the fields are public to read and assign; new settings arrive
-/// as new fields with defaults).
-///
-/// ```
-/// use dsh_sandbox::{ModeChange, Persistence, SandboxConfig, SandboxPolicy};
-/// use dsh_shell_persistent::ShellConfig;
-/// let config = SandboxConfig::new(SandboxPolicy::default(), ShellConfig::new("/tmp"))
-///     .mode_change(ModeChange::Reset)
-///     .restricted(Persistence::OneShot);
-/// assert_eq!(config.restricted, Persistence::OneShot);
-/// ```
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct SandboxConfig {
-    /// The policy (default mode, roots, network, degrade).
-    pub policy: SandboxPolicy,
-    /// The shell settings; `start_dir` is the workspace root.
-    pub shell: ShellConfig,
-    /// The rule for mode changes.
-    pub mode_change: ModeChange,
-    /// Who approves escalations; `None` refuses every escalation.
-    pub approver: Option<Arc<dyn Approver>>,
-    /// Whether restricted modes keep a persistent shell.
-    pub restricted: Persistence,
-}
-
-impl SandboxConfig {
-    /// `policy` over `shell`, rejecting mode changes while a shell is open,
-    /// without an approver, with persistent restricted shells.
-    pub fn new(policy: SandboxPolicy, shell: ShellConfig) -> Self {
-        SandboxConfig {
-            policy,
-            shell,
-            mode_change: ModeChange::default(),
-            approver: None,
-            restricted: Persistence::default(),
-        }
-    }
-
-    /// Sets [`SandboxConfig::policy`].
-    #[must_use]
-    pub fn policy(mut self, policy: SandboxPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets [`SandboxConfig::shell`].
-    #[must_use]
-    pub fn shell(mut self, shell: ShellConfig) -> Self {
-        self.shell = shell;
-        self
-    }
-
-    /// Sets [`SandboxConfig::mode_change`].
-    #[must_use]
-    pub fn mode_change(mut self, mode_change: ModeChange) -> Self {
-        self.mode_change = mode_change;
-        self
-    }
-
-    /// Sets [`SandboxConfig::approver`].
-    #[must_use]
-    pub fn approver(mut self, approver: Option<Arc<dyn Approver>>) -> Self {
-        self.approver = approver;
-        self
-    }
-
-    /// Sets [`SandboxConfig::restricted`].
-    #[must_use]
-    pub fn restricted(mut self, restricted: Persistence) -> Self {
-        self.restricted = restricted;
-        self
-    }
-}
 
 /// The shell tool with sandbox modes.
 ///
@@ -165,97 +65,6 @@ impl Owner {
     }
 }
 
-/// Variables a confined shell keeps from the host's environment; everything
-/// else (API keys, tokens, the host's own settings) stays out.
-#[cfg(any(target_os = "linux", target_os = "macos"))]
-const KEPT_ENV: [&str; 8] = [
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SHELL",
-];
-
-#[cfg(any(target_os = "linux", target_os = "macos"))]
-fn confined_env(host_env: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| KEPT_ENV.contains(&k.as_str()) || k.starts_with("LC_"))
-        .collect();
-    env.push(("TMPDIR".to_owned(), "/tmp".to_owned()));
-    env.extend(host_env.iter().cloned());
-    env
-}
-
-#[cfg(target_os = "linux")]
-fn confine(
-    shell: &mut ShellConfig,
-    rules: &WriteRules,
-    policy: &SandboxPolicy,
-    namespaces: bool,
-) -> Result<Enforcement, SandboxError> {
-    let workspace = std::fs::canonicalize(&shell.start_dir).map_err(|e| {
-        SandboxError::setup_from(
-            format!("the workspace {} is not usable", shell.start_dir.display()),
-            e,
-        )
-    })?;
-    let spec = crate::linux::Spec {
-        rules,
-        workspace: &workspace,
-        cwd: &workspace,
-        network: policy.network,
-        namespaces,
-    };
-    if let Some(bwrap) = &policy.bubblewrap {
-        let (argv, handoff, enforcement) =
-            crate::linux::bubblewrap::command(bwrap, &spec, &shell.effective_argv())?;
-        shell.argv = Some(argv);
-        shell.pre_exec.push(Arc::new(handoff));
-        shell.inherit_env = false;
-        shell.env = confined_env(&shell.env);
-        tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared (bubblewrap)");
-        return Ok(enforcement);
-    }
-    let (confinement, enforcement) = crate::linux::Confinement::build(&spec)?;
-    if !enforcement.missing.is_empty() && !policy.degrade {
-        return Err(SandboxError::NotEnforceable {
-            missing: enforcement.missing.join(", "),
-        });
-    }
-    shell.pre_exec.push(Arc::new(confinement));
-    shell.inherit_env = false;
-    shell.env = confined_env(&shell.env);
-    tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared");
-    Ok(enforcement)
-}
-
-#[cfg(target_os = "macos")]
-fn confine(
-    shell: &mut ShellConfig,
-    rules: &WriteRules,
-    policy: &SandboxPolicy,
-    _namespaces: bool,
-) -> Result<Enforcement, SandboxError> {
-    let profile = crate::seatbelt_profile(rules, policy.network);
-    let mut argv = vec!["/usr/bin/sandbox-exec".to_owned(), "-p".to_owned(), profile];
-    argv.extend(shell.effective_argv());
-    shell.argv = Some(argv);
-    shell.inherit_env = false;
-    shell.env = confined_env(&shell.env);
-    Ok(Enforcement::seatbelt(policy.network))
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-fn confine(
-    _shell: &mut ShellConfig,
-    rules: &WriteRules,
-    _policy: &SandboxPolicy,
-    _namespaces: bool,
-) -> Result<Enforcement, SandboxError> {
-    Err(SandboxError::Unsupported { mode: rules.mode })
-}
-
-/// Words in a failed command's output that mean the sandbox denied a file
-/// access. With namespaces, everything outside the writable roots is a
-/// read-only mount, so a denied write is `EROFS`, and a hard link or rename
-/// from the workspace to outside crosses mounts (`EXDEV`). The weaker mode
-/// adds Landlock's `EACCES`.
 impl SandboxedShell {
     /// The tool. No shell starts until a call; a restricted call whose
     /// confinement cannot be enforced fails closed with the reason.
@@ -291,7 +100,7 @@ impl SandboxedShell {
         }
         let mut shell = self.config.shell.clone();
         let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);
-        confine(
+        crate::confine::confine(
             &mut shell,
             &rules,
             &self.config.policy,
@@ -426,7 +235,7 @@ impl SandboxedShell {
         let mut shell = self.shell_config(mode, persistent);
         let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);
         let placeholders = Placeholders::create(&rules);
-        let enforcement = confine(
+        let enforcement = crate::confine::confine(
             &mut shell,
             &rules,
             &self.config.policy,
@@ -441,10 +250,23 @@ impl SandboxedShell {
         })
     }
 
-    /// The tool's definition for `owner`'s current mode: in restricted modes
-    /// it says which sandbox runs the commands (and, one-shot, that nothing
-    /// persists), and offers `sandbox_permissions` and `justification` when
-    /// an approver is configured.
+    /// [`SandboxedShell::schema`] in the Anthropic Messages API shape:
+    /// `{"name", "description", "input_schema"}`.
+    pub fn anthropic_schema(&self, owner: &str) -> Value {
+        reshape(self.schema(owner), "input_schema")
+    }
+
+    /// [`SandboxedShell::schema`] in the MCP `tools/list` shape:
+    /// `{"name", "description", "inputSchema"}`.
+    pub fn mcp_schema(&self, owner: &str) -> Value {
+        reshape(self.schema(owner), "inputSchema")
+    }
+
+    /// The tool's definition for `owner`'s current mode, in the OpenAI
+    /// function shape (`{"name", "description", "parameters"}`): in
+    /// restricted modes it says which sandbox runs the commands (and,
+    /// one-shot, that nothing persists), and offers `sandbox_permissions` and
+    /// `justification` when an approver is configured.
     pub fn schema(&self, owner: &str) -> Value {
         let mode = self.mode(owner);
         // The definition needs no confinement: listing tools must not build
@@ -463,7 +285,7 @@ impl SandboxedShell {
             let props = &mut schema["parameters"]["properties"];
             props["sandbox_permissions"] = json!({
                 "type": "string",
-                "enum": wider_than(mode).iter().map(|m| m.name()).collect::<Vec<_>>(),
+                "enum": crate::escalation::wider_than(mode).iter().map(|m| m.name()).collect::<Vec<_>>(),
                 "description": "Only to retry a command the sandbox blocked: run this one call with more access, after the user approves.",
             });
             props["justification"] = json!({
@@ -490,7 +312,7 @@ impl SandboxedShell {
         cancel: impl Future<Output = ()>,
     ) -> Result<String, SandboxError> {
         let request = SandboxRequest::from_json(args)?;
-        let outcome = self.call_with_cancel(owner, &request, cancel).await?;
+        let outcome = self.call_with_cancel(owner, request, cancel).await?;
         Ok(crate::contract::render(&outcome))
     }
 
@@ -498,7 +320,7 @@ impl SandboxedShell {
     pub async fn call(
         &self,
         owner: &str,
-        request: &SandboxRequest,
+        request: SandboxRequest,
     ) -> Result<SandboxOutcome, SandboxError> {
         self.call_with_cancel(owner, request, std::future::pending())
             .await
@@ -509,7 +331,7 @@ impl SandboxedShell {
     pub async fn call_with_cancel(
         &self,
         owner: &str,
-        request: &SandboxRequest,
+        request: SandboxRequest,
         cancel: impl Future<Output = ()>,
     ) -> Result<SandboxOutcome, SandboxError> {
         let entry = self.owner(owner);
@@ -519,7 +341,8 @@ impl SandboxedShell {
             return Err(SandboxError::Shell(ShellError::EmptyCommand));
         }
         let current = entry.state().mode.unwrap_or(self.config.policy.mode);
-        let (mode, escalated) = self.escalation(owner, request, current).await?;
+        let (mode, escalated) =
+            crate::escalation::escalation(&self.config, owner, &request, current).await?;
         let outcome = |call, denial| SandboxOutcome {
             call,
             mode,
@@ -556,7 +379,7 @@ impl SandboxedShell {
                         crate::contract::failed_on_denial(&call, confined.enforcement.namespaces)
                             .then(|| Denial {
                                 wider: if self.config.approver.is_some() {
-                                    wider_than(mode)
+                                    crate::escalation::wider_than(mode)
                                 } else {
                                     Vec::new()
                                 },
@@ -609,55 +432,14 @@ impl SandboxedShell {
         state.confined = Some(Arc::clone(&confined));
         Ok(confined)
     }
-
-    /// The mode this call runs in: the owner's, or the one an approver
-    /// allowed for this call only.
-    async fn escalation(
-        &self,
-        owner: &str,
-        request: &SandboxRequest,
-        current: SandboxMode,
-    ) -> Result<(SandboxMode, bool), SandboxError> {
-        let (requested, justification) =
-            match (&request.sandbox_permissions, &request.justification) {
-                (None, None) => return Ok((current, false)),
-                (None, Some(_)) => return Err(SandboxError::JustificationWithoutPermissions),
-                (Some(p), j) => (*p, j),
-            };
-        let justification = justification
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .ok_or(SandboxError::MissingJustification)?;
-        if requested <= current {
-            return Err(SandboxError::NotWider { current, requested });
-        }
-        let approver = self
-            .config
-            .approver
-            .as_ref()
-            .ok_or(SandboxError::NoApprover { current })?;
-        let request = EscalationRequest {
-            owner: owner.to_owned(),
-            command: request.command.clone(),
-            current,
-            requested,
-            justification: justification.to_owned(),
-        };
-        match approver.approve(&request).await {
-            Approval::AllowedOnce => {
-                tracing::info!(owner, %current, %requested, "escalation approved for one call");
-                Ok((requested, true))
-            }
-            Approval::TimedOut => Err(SandboxError::ApprovalTimedOut { requested }),
-            Approval::Denied => Err(SandboxError::Denied { requested }),
-        }
-    }
 }
 
-fn wider_than(mode: SandboxMode) -> Vec<SandboxMode> {
-    [SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess]
-        .into_iter()
-        .filter(|m| *m > mode)
-        .collect()
+/// An OpenAI-shaped definition with its `parameters` under `key` instead.
+fn reshape(mut schema: Value, key: &str) -> Value {
+    if let Some(map) = schema.as_object_mut()
+        && let Some(parameters) = map.remove("parameters")
+    {
+        map.insert(key.to_owned(), parameters);
+    }
+    schema
 }

@@ -869,3 +869,52 @@ async fn closed_owners_are_forgotten() {
     s.close_all().await;
     assert!(s.owners().is_empty(), "{:?}", s.owners());
 }
+
+/// A denial is decided from typed facts (the exit status and the command's
+/// own output), and only the error a refused write gets counts.
+#[tokio::test]
+async fn denials_are_decided_from_the_outcome_not_from_words() {
+    use dsh_sandbox::{SandboxRequest, contract};
+    let d = dirs();
+    let s = shell(&d, ww(), Some(Approval::AllowedOnce), ModeChange::Reject);
+    let call = |command: &str| s.call("agent", SandboxRequest::new(command));
+
+    let denied = call(&format!("touch {}/new", d.out.display()))
+        .await
+        .unwrap();
+    assert_eq!(denied.call.exit_code(), Some(1));
+    assert_eq!(
+        denied.denial.as_ref().map(|d| d.wider.clone()),
+        Some(vec![SandboxMode::DangerFullAccess])
+    );
+    assert!(contract::render(&denied).contains(DENIED_WW));
+    assert!(!d.out.join("new").exists());
+
+    // The words alone, with success: no denial.
+    let quoted = call("echo 'Read-only file system'").await.unwrap();
+    assert!(quoted.call.succeeded() && quoted.denial.is_none());
+    // A failure of another kind (EPERM from a refused system call, say): no
+    // file-access denial line.
+    let other = call("echo 'kill: (1) - Operation not permitted' >&2; exit 1")
+        .await
+        .unwrap();
+    assert_eq!(other.call.exit_code(), Some(1));
+    assert!(other.denial.is_none(), "{other:?}");
+    assert!(!contract::render(&other).contains("[sandbox:"));
+
+    // Typed escalation: the approver allows one call wider.
+    let wider = s
+        .call(
+            "agent",
+            SandboxRequest::escalated(
+                format!("touch {}/approved", d.out.display()),
+                SandboxMode::DangerFullAccess,
+                "the test writes outside on purpose",
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(wider.escalated && wider.call.succeeded() && wider.denial.is_none());
+    assert!(d.out.join("approved").exists());
+    assert_eq!(s.mode("agent"), SandboxMode::WorkspaceWrite);
+}

@@ -1,0 +1,107 @@
+//! The settings of a [`SandboxedShell`](crate::SandboxedShell)(crate::SandboxedShell).
+
+use std::sync::Arc;
+
+use dsh_shell_persistent::ShellConfig;
+
+use crate::{Approver, SandboxPolicy};
+
+/// What happens when an owner's mode changes while it has a persistent shell
+/// (or one is being spawned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModeChange {
+    /// The change fails; the shell must be closed first.
+    #[default]
+    Reject,
+    /// The shell is closed and the next call runs under the new mode.
+    Reset,
+}
+
+/// How the restricted modes run commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Persistence {
+    /// One persistent confined shell per owner (the default): the working
+    /// directory, exports, functions and an activated virtualenv persist,
+    /// as in danger-full-access. The confinement is resolved when the shell
+    /// is created.
+    #[default]
+    Persistent,
+    /// A fresh confined shell per call; nothing persists.
+    OneShot,
+}
+
+/// Settings of a [`SandboxedShell`](crate::SandboxedShell): [`SandboxConfig::new`] and a setter
+/// per field (the fields are public to read and assign; new settings arrive
+/// as new fields with defaults).
+///
+/// ```
+/// use dsh_sandbox::{ModeChange, Persistence, SandboxConfig, SandboxPolicy};
+/// use dsh_shell_persistent::ShellConfig;
+/// let config = SandboxConfig::new(SandboxPolicy::default(), ShellConfig::new("/tmp"))
+///     .mode_change(ModeChange::Reset)
+///     .restricted(Persistence::OneShot);
+/// assert_eq!(config.restricted, Persistence::OneShot);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SandboxConfig {
+    /// The policy (default mode, roots, network, degrade).
+    pub policy: SandboxPolicy,
+    /// The shell settings; `start_dir` is the workspace root.
+    pub shell: ShellConfig,
+    /// The rule for mode changes.
+    pub mode_change: ModeChange,
+    /// Who approves escalations; `None` refuses every escalation.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Whether restricted modes keep a persistent shell.
+    pub restricted: Persistence,
+}
+
+impl SandboxConfig {
+    /// `policy` over `shell`, rejecting mode changes while a shell is open,
+    /// without an approver, with persistent restricted shells.
+    pub fn new(policy: SandboxPolicy, shell: ShellConfig) -> Self {
+        SandboxConfig {
+            policy,
+            shell,
+            mode_change: ModeChange::default(),
+            approver: None,
+            restricted: Persistence::default(),
+        }
+    }
+
+    /// Sets [`SandboxConfig::policy`].
+    #[must_use]
+    pub fn policy(mut self, policy: SandboxPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets [`SandboxConfig::shell`].
+    #[must_use]
+    pub fn shell(mut self, shell: ShellConfig) -> Self {
+        self.shell = shell;
+        self
+    }
+
+    /// Sets [`SandboxConfig::mode_change`].
+    #[must_use]
+    pub fn mode_change(mut self, mode_change: ModeChange) -> Self {
+        self.mode_change = mode_change;
+        self
+    }
+
+    /// Sets [`SandboxConfig::approver`].
+    #[must_use]
+    pub fn approver(mut self, approver: Option<Arc<dyn Approver>>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// Sets [`SandboxConfig::restricted`].
+    #[must_use]
+    pub fn restricted(mut self, restricted: Persistence) -> Self {
+        self.restricted = restricted;
+        self
+    }
+}

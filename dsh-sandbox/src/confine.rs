@@ -1,0 +1,96 @@
+//! Turning a shell's settings into confined ones: the platform's
+//! confinement (Linux namespaces, Landlock and seccomp, or bubblewrap; macOS
+//! Seatbelt) and the environment a confined shell keeps.
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+use std::sync::Arc;
+
+use dsh_shell_persistent::ShellConfig;
+
+use crate::{Enforcement, SandboxError, SandboxPolicy, WriteRules};
+
+/// Variables a confined shell keeps from the host's environment; everything
+/// else (API keys, tokens, the host's own settings) stays out.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+const KEPT_ENV: [&str; 8] = [
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SHELL",
+];
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn confined_env(host_env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| KEPT_ENV.contains(&k.as_str()) || k.starts_with("LC_"))
+        .collect();
+    env.push(("TMPDIR".to_owned(), "/tmp".to_owned()));
+    env.extend(host_env.iter().cloned());
+    env
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) fn confine(
+    shell: &mut ShellConfig,
+    rules: &WriteRules,
+    policy: &SandboxPolicy,
+    namespaces: bool,
+) -> Result<Enforcement, SandboxError> {
+    let workspace = std::fs::canonicalize(&shell.start_dir).map_err(|e| {
+        SandboxError::setup_from(
+            format!("the workspace {} is not usable", shell.start_dir.display()),
+            e,
+        )
+    })?;
+    let spec = crate::linux::Spec {
+        rules,
+        workspace: &workspace,
+        cwd: &workspace,
+        network: policy.network,
+        namespaces,
+    };
+    if let Some(bwrap) = &policy.bubblewrap {
+        let (argv, handoff, enforcement) =
+            crate::linux::bubblewrap::command(bwrap, &spec, &shell.effective_argv())?;
+        shell.argv = Some(argv);
+        shell.pre_exec.push(Arc::new(handoff));
+        shell.inherit_env = false;
+        shell.env = confined_env(&shell.env);
+        tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared (bubblewrap)");
+        return Ok(enforcement);
+    }
+    let (confinement, enforcement) = crate::linux::Confinement::build(&spec)?;
+    if !enforcement.missing.is_empty() && !policy.degrade {
+        return Err(SandboxError::NotEnforceable {
+            missing: enforcement.missing.join(", "),
+        });
+    }
+    shell.pre_exec.push(Arc::new(confinement));
+    shell.inherit_env = false;
+    shell.env = confined_env(&shell.env);
+    tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared");
+    Ok(enforcement)
+}
+
+#[cfg(target_os = "macos")]
+pub(crate) fn confine(
+    shell: &mut ShellConfig,
+    rules: &WriteRules,
+    policy: &SandboxPolicy,
+    _namespaces: bool,
+) -> Result<Enforcement, SandboxError> {
+    let profile = crate::seatbelt_profile(rules, policy.network);
+    let mut argv = vec!["/usr/bin/sandbox-exec".to_owned(), "-p".to_owned(), profile];
+    argv.extend(shell.effective_argv());
+    shell.argv = Some(argv);
+    shell.inherit_env = false;
+    shell.env = confined_env(&shell.env);
+    Ok(Enforcement::seatbelt(policy.network))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub(crate) fn confine(
+    _shell: &mut ShellConfig,
+    rules: &WriteRules,
+    _policy: &SandboxPolicy,
+    _namespaces: bool,
+) -> Result<Enforcement, SandboxError> {
+    Err(SandboxError::Unsupported { mode: rules.mode })
+}

@@ -543,7 +543,7 @@ fn fs_error(e: FsError, display: &str) -> EditorError {
         FsError::Refused { message, .. } => EditorError::Refused(message),
         FsError::Io { source, .. } => EditorError::Io {
             path: display,
-            reason: source.to_string(),
+            source: std::sync::Arc::new(source),
         },
     }
 }

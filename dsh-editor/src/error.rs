@@ -5,7 +5,7 @@
 use crate::text::Encoding;
 
 /// A failed tool call. `to_string()` is the message for the model.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum EditorError {
     /// *Contract.* The path is not absolute.
@@ -176,12 +176,13 @@ pub enum EditorError {
     #[error("{0}")]
     Refused(String),
     /// Any other filesystem failure, with the system's reason.
-    #[error("The operation on {path} failed: {reason}")]
+    #[error("The operation on {path} failed: {source}")]
     Io {
         /// The path.
         path: String,
-        /// The system's reason.
-        reason: String,
+        /// The system's error (shared, so the error stays `Clone`).
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
     },
 }
 

@@ -1,6 +1,7 @@
 //! The tool: configuration, schema, and `execute`.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -132,21 +133,32 @@ impl EditorConfig {
 /// );
 /// # });
 /// ```
-#[derive(Debug, Clone)]
+///
+/// Cloning an editor is cheap and shares its filesystem.
+#[derive(Debug)]
 pub struct Editor<F> {
-    fs: F,
+    fs: Arc<F>,
     config: EditorConfig,
+}
+
+impl<F> Clone for Editor<F> {
+    fn clone(&self) -> Self {
+        Editor {
+            fs: Arc::clone(&self.fs),
+            config: self.config.clone(),
+        }
+    }
 }
 
 /// How many matches of an ambiguous `old_str` the error lists by line; the
 /// rest are counted ("… and N more").
 pub const MAX_LISTED_MATCHES: usize = 200;
 
-impl<F: Fs> Editor<F> {
+impl<F: Fs + 'static> Editor<F> {
     /// An editor over `fs` with the default configuration.
     pub fn new(fs: F) -> Self {
         Editor {
-            fs,
+            fs: Arc::new(fs),
             config: EditorConfig::default(),
         }
     }
@@ -154,7 +166,10 @@ impl<F: Fs> Editor<F> {
     /// An editor over `fs` with `config`, once it is validated.
     pub fn with_config(fs: F, config: EditorConfig) -> Result<Self, EditorConfigError> {
         config.validate()?;
-        Ok(Editor { fs, config })
+        Ok(Editor {
+            fs: Arc::new(fs),
+            config,
+        })
     }
 
     /// The configuration.
@@ -231,7 +246,7 @@ impl<F: Fs> Editor<F> {
         // held across an await would mark other tasks' events as ours.
         let result = match parsed {
             Ok(p) => {
-                self.run(p.request, p.bad_range)
+                self.offloaded(p.request, p.bad_range)
                     .instrument(span.clone())
                     .await
             }
@@ -245,6 +260,36 @@ impl<F: Fs> Editor<F> {
             "tool call finished"
         );
         result
+    }
+
+    /// Runs the call; over a filesystem of blocking calls, as one job on
+    /// tokio's blocking pool (one hop for the whole call). That job runs to
+    /// its end even if this future is dropped: an edit is made whole or not
+    /// at all, never half.
+    async fn offloaded(
+        &self,
+        request: EditorRequest,
+        bad_range: bool,
+    ) -> Result<EditorOutcome, EditorError> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self.run(request, bad_range).await;
+        };
+        if !self.fs.blocking_calls() {
+            return self.run(request, bad_range).await;
+        }
+        let editor = self.clone();
+        let path = request.path().to_owned();
+        let span = tracing::Span::current();
+        let job = runtime.clone().spawn_blocking(move || {
+            let _entered = span.enter();
+            crate::fs::inline(|| runtime.block_on(editor.run(request, bad_range)))
+        });
+        job.await.unwrap_or_else(|joined| {
+            Err(EditorError::Io {
+                path,
+                source: Arc::new(std::io::Error::other(joined.to_string())),
+            })
+        })
     }
 
     async fn run(
@@ -471,7 +516,7 @@ impl<F: Fs> Editor<F> {
         let header = contract::directory_header(&view);
         let max = self.config.max_output_chars;
         let mut body = String::new();
-        listing::list(&self.fs, &root, &mut body, header.chars().count(), max).await;
+        listing::list(&*self.fs, &root, &mut body, header.chars().count(), max).await;
         body.push('\n');
         (view.listing, view.cut) = contract::clip(&header, body, max);
         view

@@ -427,3 +427,72 @@ async fn reads_are_bounded_by_the_limit_given() {
         "{err}"
     );
 }
+
+/// Over a filesystem of blocking calls, a whole tool call is one job on the
+/// blocking pool: every operation runs on the same thread, in place.
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_over_local_files_is_one_blocking_hop() {
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+    #[derive(Debug, Default)]
+    struct Recording {
+        local: LocalFs,
+        seen: Mutex<Vec<(ThreadId, bool)>>,
+    }
+    impl Recording {
+        fn note(&self) {
+            let here = (std::thread::current().id(), dsh_editor::fs::is_inline());
+            self.seen.lock().unwrap().push(here);
+        }
+    }
+    #[async_trait]
+    impl Fs for Recording {
+        async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+            self.note();
+            self.local.stat(path).await
+        }
+        async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+            self.note();
+            self.local.read(path, limit).await
+        }
+        async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+            self.note();
+            self.local.read_dir(path).await
+        }
+        async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
+            self.note();
+            self.local.create_new(path, data).await
+        }
+        async fn replace(
+            &self,
+            path: &Path,
+            data: Vec<u8>,
+            expected: &Version,
+        ) -> Result<Version, FsError> {
+            self.note();
+            self.local.replace(path, data, expected).await
+        }
+        fn blocking_calls(&self) -> bool {
+            true
+        }
+    }
+    let (_dir, root) = tempdir();
+    let path = format!("{root}/a.txt");
+    std::fs::write(&path, "one\ntwo\n").unwrap();
+    let fs = Arc::new(Recording::default());
+    let editor = Editor::new(Arc::clone(&fs));
+    let runtime_thread = std::thread::current().id();
+    editor
+        .execute(&json!({"command": "str_replace", "path": path, "old_str": "two", "new_str": "2"}))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\n2\n");
+    let seen = std::mem::take(&mut *fs.seen.lock().unwrap());
+    assert_eq!(seen.len(), 3, "stat, read, replace: {seen:?}");
+    assert!(
+        seen.iter()
+            .all(|&(thread, inline)| inline && thread == seen[0].0)
+    );
+    assert_ne!(seen[0].0, runtime_thread);
+    assert!(!dsh_editor::fs::is_inline());
+}

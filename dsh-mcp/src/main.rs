@@ -476,10 +476,7 @@ async fn terminated() {
 
 async fn run(server: DshServer) -> Result<(), Box<dyn std::error::Error>> {
     let running = server
-        .serve(dsh_mcp::transport::guarded(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-        ))
+        .serve(dsh_mcp::transport::StdioTransport::stdio())
         .await?;
     running.waiting().await?;
     Ok(())

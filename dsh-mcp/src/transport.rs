@@ -1,13 +1,25 @@
-//! Stdio with a guard in front of the MCP service: a line that is not JSON
-//! gets a JSON-RPC parse error (-32700), valid JSON that is not a JSON-RPC
-//! message gets an invalid-request error (-32600), and a line longer than
-//! [`MAX_LINE`] is answered with -32600 and skipped without being buffered,
-//! instead of any of them being dropped silently.
+//! Stdio for the MCP service, as an rmcp [`Transport`]: each line is parsed
+//! once, straight into rmcp's message type; only a line that fails is looked
+//! at again to say why. A line that is not JSON gets a JSON-RPC parse error
+//! (-32700), valid JSON that is not a JSON-RPC message an invalid-request
+//! error (-32600), a known method with unusable parameters -32602, and a
+//! line longer than [`MAX_LINE`] is answered with -32600 and skipped without
+//! being buffered: nothing is dropped silently.
+//!
+//! On Unix, stdin and stdout that are pipes (the MCP client's usual set-up)
+//! are read and written non-blocking through tokio's reactor; a file or a
+//! terminal falls back to tokio's stdin/stdout (which use its blocking
+//! pool). Responses go through one writer task, in the order they are sent.
 
+use std::borrow::Cow;
+use std::future::Future;
+
+use rmcp::RoleServer;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
-
 /// The longest line (one JSON-RPC message) the server reads.
 pub const MAX_LINE: usize = 64 << 20;
 
@@ -51,126 +63,237 @@ fn invalid_request_error(id: &Value, why: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Reads one line into `line` (without its newline), at most [`MAX_LINE`]
-/// bytes of it: `Ok(None)` at the end of input, `Ok(Some(false))` for a
-/// line that was too long (its rest is skipped, not kept).
-async fn read_line<R: AsyncBufReadExt + Unpin>(
-    reader: &mut R,
-    line: &mut Vec<u8>,
-) -> std::io::Result<Option<bool>> {
-    line.clear();
-    let mut too_long = false;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(if line.is_empty() && !too_long {
-                None
+/// The error line answering a known request whose parameters do not fit.
+fn invalid_params_error(id: &Value, why: &serde_json::Error) -> Vec<u8> {
+    let id = if id.is_string() || id.is_number() {
+        id.clone()
+    } else {
+        Value::Null
+    };
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("Invalid params: {why}")}})
+        .to_string()
+        .into_bytes()
+}
+
+/// The answer to a line that is not a message rmcp can take (`error` is
+/// why it could not), or `None` when it needs none (a stray response or
+/// notification rmcp would not know).
+fn answer_for(body: &[u8], error: &serde_json::Error) -> Option<Vec<u8>> {
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        return Some(PARSE_ERROR.as_bytes().to_vec());
+    };
+    let id = message.get("id").unwrap_or(&Value::Null);
+    if let Some(why) = invalid_request(&message) {
+        return Some(invalid_request_error(id, why));
+    }
+    // A notification or a response gets no answer (JSON-RPC forbids one).
+    if message.get("method").is_none() || !message.as_object().is_some_and(|o| o.contains_key("id"))
+    {
+        tracing::debug!(%error, "an incoming message rmcp cannot take was ignored");
+        return None;
+    }
+    Some(invalid_params_error(id, error))
+}
+
+/// What one bounded line read found.
+enum LineRead {
+    /// A whole line is in the buffer (with its newline, if it had one).
+    Line,
+    /// A line longer than [`MAX_LINE`] was skipped.
+    TooLong,
+    /// The end of the input.
+    Eof,
+}
+
+/// The server's side of stdio (or of any reader and writer, for tests).
+pub struct StdioTransport {
+    input: Box<dyn AsyncBufRead + Send + Unpin>,
+    /// The line being read: kept across cancelled reads (rmcp polls
+    /// `receive` in a `select!`), cleared once handled.
+    line: Vec<u8>,
+    /// Skipping the rest of a line that was too long.
+    skipping: bool,
+    output: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl std::fmt::Debug for StdioTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioTransport")
+            .field("buffered", &self.line.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StdioTransport {
+    /// Over `input` and `output`; the writer task starts on the current
+    /// runtime.
+    pub fn new<R, W>(input: R, output: W) -> Self
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_lines(rx, output));
+        StdioTransport {
+            input: Box::new(BufReader::with_capacity(64 << 10, input)),
+            line: Vec::new(),
+            skipping: false,
+            output: tx,
+        }
+    }
+
+    /// Over the process's stdin and stdout: non-blocking pipes where they
+    /// are pipes (Unix), tokio's stdin and stdout otherwise.
+    pub fn stdio() -> Self {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsFd;
+            use tokio::net::unix::pipe;
+            let input = std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .and_then(pipe::Receiver::from_owned_fd);
+            let output = std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .and_then(pipe::Sender::from_owned_fd);
+            match (input, output) {
+                (Ok(input), Ok(output)) => return StdioTransport::new(input, output),
+                (Ok(input), Err(_)) => return StdioTransport::new(input, tokio::io::stdout()),
+                (Err(_), Ok(output)) => return StdioTransport::new(tokio::io::stdin(), output),
+                (Err(_), Err(_)) => {}
+            }
+        }
+        StdioTransport::new(tokio::io::stdin(), tokio::io::stdout())
+    }
+
+    /// Reads into `self.line` until a newline or the end of input, never
+    /// keeping more than [`MAX_LINE`] bytes. Cancellation-safe: `fill_buf`
+    /// consumes nothing, and the copy and `consume` happen without an await
+    /// between them.
+    async fn read_line(&mut self) -> std::io::Result<LineRead> {
+        loop {
+            let buf = self.input.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok(if self.line.is_empty() || self.skipping {
+                    LineRead::Eof
+                } else {
+                    LineRead::Line
+                });
+            }
+            let newline = memchr::memchr(b'\n', buf);
+            let take = newline.map_or(buf.len(), |i| i + 1);
+            let mut read = None;
+            if self.skipping {
+                if newline.is_some() {
+                    self.skipping = false;
+                }
+            } else if self.line.len() + take > MAX_LINE + 1 {
+                self.line.clear();
+                self.skipping = newline.is_none();
+                read = Some(LineRead::TooLong);
             } else {
-                Some(!too_long)
-            });
-        }
-        let (chunk, done) = match memchr::memchr(b'\n', buf) {
-            Some(i) => (&buf[..i], Some(i + 1)),
-            None => (buf, None),
-        };
-        if !too_long && line.len() + chunk.len() <= MAX_LINE {
-            line.extend_from_slice(chunk);
-        } else {
-            too_long = true;
-            line.clear();
-        }
-        let used = done.unwrap_or(buf.len());
-        reader.consume(used);
-        if done.is_some() {
-            return Ok(Some(!too_long));
+                self.line.extend_from_slice(&buf[..take]);
+                if newline.is_some() {
+                    read = Some(LineRead::Line);
+                }
+            }
+            self.input.consume(take);
+            if let Some(read) = read {
+                return Ok(read);
+            }
         }
     }
 }
 
-/// Connects `input`/`output` (the process's stdin and stdout) to the returned
-/// pair, which the MCP service uses as its transport. Lines that are not
-/// JSON are answered with a parse error here; everything else passes through.
-pub fn guarded<R, W>(input: R, output: W) -> (DuplexStream, DuplexStream)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (service_in, mut to_service) = tokio::io::duplex(256 * 1024);
-    let (from_service, service_out) = tokio::io::duplex(256 * 1024);
-    let (lines_tx, mut lines_rx) = mpsc::channel::<Vec<u8>>(64);
+/// Writes each queued line to `output` and flushes once the queue is empty.
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut output: W,
+) {
+    while let Some(line) = lines.recv().await {
+        if output.write_all(&line).await.is_err() {
+            return;
+        }
+        while let Ok(more) = lines.try_recv() {
+            if output.write_all(&more).await.is_err() {
+                return;
+            }
+        }
+        if output.flush().await.is_err() {
+            return;
+        }
+    }
+}
 
-    // stdin → service, answering non-JSON lines.
-    let errors = lines_tx.clone();
-    tokio::spawn(async move {
-        let mut reader = BufReader::with_capacity(64 << 10, input);
-        let mut line = Vec::new();
+impl Transport<RoleServer> for StdioTransport {
+    type Error = std::io::Error;
+
+    fn name() -> Cow<'static, str> {
+        "stdio".into()
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let sent = serde_json::to_vec(&item)
+            .map_err(std::io::Error::other)
+            .and_then(|mut line| {
+                line.push(b'\n');
+                self.output
+                    .send(line)
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            });
+        std::future::ready(sent)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let answer = match read_line(&mut reader, &mut line).await {
-                Ok(None) | Err(_) => break,
-                Ok(Some(false)) => Some(invalid_request_error(
-                    &Value::Null,
-                    "the line is longer than 64 MiB",
-                )),
-                Ok(Some(true)) => {
-                    let body = line.trim_ascii();
-                    if body.is_empty() {
-                        continue;
-                    }
-                    match serde_json::from_slice::<Value>(body) {
-                        Err(_) => Some(PARSE_ERROR.as_bytes().to_vec()),
-                        Ok(message) => invalid_request(&message).map(|why| {
-                            invalid_request_error(message.get("id").unwrap_or(&Value::Null), why)
-                        }),
-                    }
+            match self.read_line().await {
+                Ok(LineRead::Line) => {}
+                Ok(LineRead::TooLong) => {
+                    let answer =
+                        invalid_request_error(&Value::Null, "the line is longer than 64 MiB");
+                    self.output.send(with_newline(answer)).ok()?;
+                    continue;
                 }
-            };
-            if let Some(answer) = answer {
-                if errors.send(answer).await.is_err() {
-                    break;
+                Ok(LineRead::Eof) => return None,
+                Err(err) => {
+                    tracing::error!(%err, "reading stdin failed");
+                    return None;
                 }
+            }
+            let body = self.line.trim_ascii();
+            if body.is_empty() {
+                self.line.clear();
                 continue;
             }
-            let body = line.trim_ascii();
-            if to_service.write_all(body).await.is_err()
-                || to_service.write_all(b"\n").await.is_err()
-            {
-                break;
-            }
-        }
-        // Dropping `to_service` is the service's end-of-input.
-    });
-
-    // service → stdout, line by line, interleaved with parse errors.
-    tokio::spawn(async move {
-        let mut reader = BufReader::new(from_service);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let trimmed = line.trim_ascii_end().to_vec();
-                    if lines_tx.send(trimmed).await.is_err() {
-                        break;
+            let parsed = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body);
+            let answer = match &parsed {
+                Ok(_) => None,
+                Err(error) => answer_for(body, error),
+            };
+            self.line.clear();
+            match parsed {
+                Ok(message) => return Some(message),
+                Err(_) => {
+                    if let Some(answer) = answer {
+                        self.output.send(with_newline(answer)).ok()?;
                     }
                 }
             }
         }
-    });
-    tokio::spawn(async move {
-        let mut output = output;
-        while let Some(line) = lines_rx.recv().await {
-            let written = async {
-                output.write_all(&line).await?;
-                output.write_all(b"\n").await?;
-                output.flush().await
-            };
-            if written.await.is_err() {
-                break;
-            }
-        }
-    });
-    (service_in, service_out)
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
+    line.push(b'\n');
+    line
 }
 
 #[cfg(test)]

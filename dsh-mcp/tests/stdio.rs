@@ -277,6 +277,14 @@ async fn a_whole_session() {
         .await;
     let err = c.response(Value::Null).await;
     assert_eq!(err["error"]["code"], -32600, "{err}");
+    // A known method with parameters that do not fit: -32602, with its id.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":79,"method":"tools/call","params":5}"#)
+        .await;
+    let err = c.response(json!(79)).await;
+    assert_eq!(err["error"]["code"], -32602, "{err}");
+    // Blank lines are skipped; the next request is answered.
+    c.send_raw("   ").await;
+    assert_eq!(c.request(80, "ping", json!({})).await["result"], json!({}));
     // A line beyond 64 MiB is refused without being kept.
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":79,"method":"ping","params":{{"x":"{}"}}}}"#,
@@ -817,4 +825,51 @@ mod ssh {
             )
         );
     }
+}
+
+/// Stdin and stdout that are files, not pipes: the server falls back to
+/// tokio's stdin and stdout and answers the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_as_stdio_work_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let requests = dir.path().join("requests.jsonl");
+    let responses = dir.path().join("responses.jsonl");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "file-client", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+    ];
+    let mut text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    text.push_str("{not json\n");
+    std::fs::write(&requests, text).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        .arg("--workspace")
+        .arg(dir.path())
+        .env_remove("DSH_HOME")
+        .stdin(std::fs::File::open(&requests).unwrap())
+        .stdout(std::fs::File::create(&responses).unwrap())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let answers: Vec<Value> = std::fs::read_to_string(&responses)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers[0]["result"]["serverInfo"]["name"], "dsh-mcp");
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 2 && a["result"] == json!({})),
+        "{answers:?}"
+    );
+    assert!(
+        answers.iter().any(|a| a["error"]["code"] == -32700),
+        "{answers:?}"
+    );
 }

@@ -129,6 +129,10 @@ async fn confined<T: Send + 'static>(
 
 #[async_trait]
 impl Fs for SandboxFs {
+    fn blocking_calls(&self) -> bool {
+        self.local.blocking_calls()
+    }
+
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         self.check_read(path)?;
         self.local.stat(path).await

@@ -50,12 +50,16 @@ impl LocalFs {
     }
 }
 
-/// Runs `f` on tokio's blocking pool, or right here when no tokio runtime
+/// Runs `f` on tokio's blocking pool, or right here when this thread is
+/// already there for the whole call ([`super::inline`]) or no tokio runtime
 /// is running (a caller driving the future with another executor).
 async fn blocking<T: Send + 'static>(
     path: &Path,
     f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
 ) -> Result<T, FsError> {
+    if super::is_inline() {
+        return f();
+    }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return f();
     };
@@ -242,6 +246,10 @@ fn create_sync(path: &Path, data: &[u8]) -> Result<(), FsError> {
 
 #[async_trait]
 impl Fs for LocalFs {
+    fn blocking_calls(&self) -> bool {
+        true
+    }
+
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         let p = path.to_owned();
         blocking(path, move || stat_sync(&p)).await

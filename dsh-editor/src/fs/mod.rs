@@ -179,6 +179,39 @@ pub trait Fs: Send + Sync {
         data: Vec<u8>,
         expected: &Version,
     ) -> Result<Version, FsError>;
+
+    /// `true` when every operation of this filesystem is blocking work on
+    /// this machine (system calls), done right away when called within
+    /// [`inline`]. The editor then runs a whole tool call on tokio's
+    /// blocking pool — one hop per call instead of one per operation.
+    /// `false` (the default) for filesystems that wait on a network.
+    fn blocking_calls(&self) -> bool {
+        false
+    }
+}
+
+thread_local! {
+    static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread marked as one where blocking filesystem work
+/// may be done in place ([`is_inline`]): [`LocalFs`](crate::fs::LocalFs)
+/// then makes its system calls right here instead of handing each to
+/// tokio's blocking pool. The editor calls it on a blocking-pool thread.
+pub fn inline<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            INLINE.with(|i| i.set(self.0));
+        }
+    }
+    let _reset = Reset(INLINE.with(|i| i.replace(true)));
+    f()
+}
+
+/// Whether this thread is inside [`inline`].
+pub fn is_inline() -> bool {
+    INLINE.with(std::cell::Cell::get)
 }
 
 macro_rules! forward_fs {
@@ -193,6 +226,9 @@ macro_rules! forward_fs {
             }
             async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
                 (**self).read_dir(path).await
+            }
+            fn blocking_calls(&self) -> bool {
+                (**self).blocking_calls()
             }
             async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
                 (**self).create_new(path, data).await

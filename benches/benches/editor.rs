@@ -4,7 +4,7 @@
 //! ```text
 //! cargo bench -p benches --bench editor
 //! ```
-#![allow(clippy::unwrap_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
 
 use std::time::Duration;
 
@@ -47,6 +47,10 @@ fn str_replace_50mb(c: &mut Criterion) {
             f.sync_all().unwrap();
         })
     });
+    // The floor of what the editor promises: an atomic, durable replace.
+    group.bench_function("atomic_replace_floor", |b| {
+        b.iter(|| atomic_replace_floor(&path))
+    });
     let mut flip = false;
     group.bench_function("dsh_editor", |b| {
         b.iter(|| {
@@ -63,6 +67,88 @@ fn str_replace_50mb(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// Read the file, write a temporary file next to it, fsync it, rename it
+/// over the file, fsync the directory: the least an atomic, durable replace
+/// costs.
+fn atomic_replace_floor(path: &std::path::Path) {
+    use std::io::Write;
+    let bytes = std::fs::read(path).unwrap();
+    let dir = path.parent().unwrap();
+    let tmp = dir.join(".floor.tmp");
+    let mut f = std::fs::File::create(&tmp).unwrap();
+    f.write_all(&bytes).unwrap();
+    f.sync_all().unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+    std::fs::File::open(dir).unwrap().sync_all().unwrap();
+}
+
+/// The median of `n` timings of `f`.
+fn median(n: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..n)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[n / 2]
+}
+
+/// The issue's two editor goals, as ratios to their floors in this run.
+fn ratios(_c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let editor = Editor::new(LocalFs::new());
+    let dir = tempfile::tempdir().unwrap();
+
+    let big = dir.path().join("big.log");
+    let n = 50_000_000 / LINE.len();
+    let mut text = LINE.repeat(n);
+    let mid = (n / 2) * LINE.len();
+    text.replace_range(mid..mid + 9, "MIDDLE_AA");
+    std::fs::write(&big, &text).unwrap();
+    drop(text);
+    let big_str = big.to_str().unwrap().to_owned();
+    let floor = median(11, || atomic_replace_floor(&big));
+    let mut flip = false;
+    let edit = median(11, || {
+        let (old, new) = if flip {
+            ("MIDDLE_BB", "MIDDLE_AA")
+        } else {
+            ("MIDDLE_AA", "MIDDLE_BB")
+        };
+        flip = !flip;
+        rt.block_on(editor.execute(&json!({
+            "command": "str_replace", "path": big_str, "old_str": old, "new_str": new
+        })))
+        .unwrap();
+    });
+    println!(
+        "str_replace in a 50 MB file: {edit:?}, atomic-replace floor {floor:?}: {:.2}x (goal <= 1.2x)",
+        edit.as_secs_f64() / floor.as_secs_f64()
+    );
+
+    let lines = dir.path().join("lines.txt");
+    let text: String = (0..1_000_000)
+        .map(|i| format!("line number {i}\n"))
+        .collect();
+    std::fs::write(&lines, &text).unwrap();
+    let lines_str = lines.to_str().unwrap().to_owned();
+    let read = median(21, || {
+        std::fs::read(&lines).unwrap();
+    });
+    let view = median(21, || {
+        rt.block_on(editor.execute(&json!({
+            "command": "view", "path": lines_str, "view_range": [999_951, -1]
+        })))
+        .unwrap();
+    });
+    println!(
+        "view of the last 50 lines of a 1M-line file: {view:?}, one read of the file {read:?}: {:.2}x (goal <= 2x)",
+        view.as_secs_f64() / read.as_secs_f64()
+    );
 }
 
 fn view_end_of_1m_lines(c: &mut Criterion) {
@@ -136,6 +222,7 @@ fn list_20k_tree(c: &mut Criterion) {
 
 criterion_group!(
     benches,
+    ratios,
     str_replace_50mb,
     view_end_of_1m_lines,
     list_20k_tree

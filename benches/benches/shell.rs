@@ -171,6 +171,46 @@ fn throughput(c: &mut Criterion) {
     rt.block_on(pool.close_all());
 }
 
+/// The goal for one call, as a ratio to a raw PTY round trip
+/// measured in the same run (medians of 500).
+fn call_ratio(_c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let median = |f: &mut dyn FnMut()| {
+        for _ in 0..50 {
+            f();
+        }
+        let mut times: Vec<Duration> = (0..500)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect();
+        times.sort();
+        times[250]
+    };
+    let mut raw = RawPty::spawn(false).unwrap();
+    let mut n = 0u64;
+    let raw_time = median(&mut || {
+        n += 1;
+        raw.run(
+            &format!("true; printf 'RT%s:\\n' {n}\n"),
+            format!("RT{n}:").as_bytes(),
+        )
+        .unwrap();
+    });
+    drop(raw);
+    let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
+    let call = median(&mut || {
+        rt.block_on(pool.run("bench", "true")).unwrap();
+    });
+    println!(
+        "in-process bash `true`: {call:?}, raw PTY round trip {raw_time:?}: {:.2}x (goal <= 1.5x)",
+        call.as_secs_f64() / raw_time.as_secs_f64()
+    );
+    rt.block_on(pool.close_all());
+}
+
 /// Spawning and closing 1,000 idle shells, timed once (too heavy to repeat).
 fn closing(_c: &mut Criterion) {
     const SHELLS: usize = 1000;
@@ -232,6 +272,7 @@ fn owner_churn(_c: &mut Criterion) {
 
 criterion_group!(
     benches,
+    call_ratio,
     scanning,
     round_trip,
     throughput,

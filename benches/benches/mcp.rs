@@ -1,0 +1,232 @@
+//! `dsh-mcp` through its real binary over pipes, one request at a time from
+//! a blocking client, next to its baselines in the same run: a minimal Rust
+//! line-echo JSON-RPC server (`line-echo`, the pipe floor) for `ping`, and
+//! the in-process library calls for `tools/call`. Prints medians, ratios and
+//! differences; builds `dsh-mcp` (release) first.
+//!
+//! ```text
+//! cargo bench -p benches --bench mcp
+//! ```
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    missing_docs
+)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use dsh_editor::{Editor, fs::LocalFs};
+use dsh_shell_persistent::{ShellConfig, ShellPool};
+use serde_json::{Value, json};
+
+/// A stdio JSON-RPC server driven one request at a time.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+    line: String,
+}
+
+impl Server {
+    fn start(program: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut server = Server {
+            child,
+            stdin,
+            stdout,
+            next: 0,
+            line: String::new(),
+        };
+        let init = server.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "bench", "version": "0"}}),
+        );
+        assert!(init.get("result").is_some(), "{init}");
+        writeln!(
+            server.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        server
+    }
+
+    /// Sends one request and waits for its answer.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            self.line.clear();
+            assert!(
+                self.stdout.read_line(&mut self.line).unwrap() > 0,
+                "the server closed stdout"
+            );
+            let answer: Value = serde_json::from_str(&self.line).unwrap();
+            if answer["id"] == id {
+                return answer;
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Builds the release `dsh-mcp` and returns its path.
+fn dsh_mcp() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "dsh-mcp",
+            "--bin",
+            "dsh-mcp",
+        ])
+        .current_dir(workspace)
+        .status()
+        .unwrap();
+    assert!(status.success(), "building dsh-mcp failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), PathBuf::from);
+    target.join("release").join("dsh-mcp")
+}
+
+/// The median of `n` timings of `f`, after `n / 10` warm-up runs.
+fn median(n: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..n / 10 {
+        f();
+    }
+    let mut times: Vec<Duration> = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[n / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn mcp(_c: &mut Criterion) {
+    let dsh = dsh_mcp();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let ten = ws.join("ten.txt");
+    std::fs::write(
+        &ten,
+        (0..10).map(|i| format!("line {i}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let ten = ten.to_str().unwrap().to_owned();
+    let ws_arg = ws.to_str().unwrap();
+
+    let mut floor = Server::start(Path::new(env!("CARGO_BIN_EXE_line-echo")), &[]);
+    let mut server = Server::start(&dsh, &["--workspace", ws_arg]);
+
+    let floor_ping = median(2000, || {
+        floor.request("ping", json!({}));
+    });
+    let dsh_ping = median(2000, || {
+        let answer = server.request("ping", json!({}));
+        assert_eq!(answer["result"], json!({}));
+    });
+    println!(
+        "MCP ping: dsh-mcp {:.1} µs, line-echo floor {:.1} µs: {:.2}x (goal <= 4x)",
+        us(dsh_ping),
+        us(floor_ping),
+        dsh_ping.as_secs_f64() / floor_ping.as_secs_f64()
+    );
+    let dsh_list = median(1000, || {
+        server.request("tools/list", json!({}));
+    });
+    println!("MCP tools/list: dsh-mcp {:.1} µs", us(dsh_list));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pool = ShellPool::new(ShellConfig::new(&ws)).unwrap();
+    let editor = Editor::new(LocalFs::new());
+    let bash_true = json!({"command": "true"});
+    let view = json!({"command": "view", "path": ten});
+
+    let lib_bash = median(1000, || {
+        rt.block_on(pool.execute("bench", &bash_true)).unwrap();
+    });
+    let mcp_bash = median(1000, || {
+        let answer = server.request(
+            "tools/call",
+            json!({"name": "bash", "arguments": bash_true}),
+        );
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    });
+    println!(
+        "MCP tools/call bash `true`: dsh-mcp {:.1} µs, in-process ShellPool::execute {:.1} µs: {:+.1} µs (goal <= +50 µs)",
+        us(mcp_bash),
+        us(lib_bash),
+        us(mcp_bash) - us(lib_bash)
+    );
+    let lib_view = median(2000, || {
+        rt.block_on(editor.execute(&view)).unwrap();
+    });
+    let mcp_view = median(2000, || {
+        let answer = server.request(
+            "tools/call",
+            json!({"name": "str_replace_editor", "arguments": view}),
+        );
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    });
+    println!(
+        "MCP tools/call view of a 10-line file: dsh-mcp {:.1} µs, in-process Editor::execute {:.1} µs: {:+.1} µs (goal <= +50 µs)",
+        us(mcp_view),
+        us(lib_view),
+        us(mcp_view) - us(lib_view)
+    );
+
+    const CALLS: u32 = 10_000;
+    let start = Instant::now();
+    for _ in 0..CALLS {
+        server.request(
+            "tools/call",
+            json!({"name": "bash", "arguments": bash_true}),
+        );
+    }
+    let through_mcp = f64::from(CALLS) / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    for _ in 0..CALLS {
+        rt.block_on(pool.execute("bench", &bash_true)).unwrap();
+    }
+    let in_process = f64::from(CALLS) / start.elapsed().as_secs_f64();
+    println!(
+        "{CALLS} sequential bash `true` calls: {through_mcp:.0} calls/s through dsh-mcp, {in_process:.0} calls/s in process"
+    );
+    rt.block_on(pool.close_all());
+}
+
+criterion_group!(benches, mcp);
+criterion_main!(benches);

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dsh_shell_persistent::{ShellConfig, ShellError, ShellPool};
@@ -34,7 +34,12 @@ pub struct SandboxedShell {
     owners: Mutex<HashMap<String, Arc<Owner>>>,
     /// Namespaces failed and the policy allows the weaker mode.
     weaker: AtomicBool,
+    /// The size of `owners` at which the next new owner prunes it.
+    prune_at: AtomicUsize,
 }
+
+/// The smallest owner map that is ever pruned.
+const PRUNE_FLOOR: usize = 1024;
 
 #[derive(Debug, Default)]
 struct Owner {
@@ -74,13 +79,38 @@ impl SandboxedShell {
             unconfined,
             owners: Mutex::new(HashMap::new()),
             weaker: AtomicBool::new(false),
+            prune_at: AtomicUsize::new(PRUNE_FLOOR),
             config,
         })
     }
 
     fn owner(&self, owner: &str) -> Arc<Owner> {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if !owners.contains_key(owner) && owners.len() >= self.prune_at.load(Ordering::Relaxed) {
+            self.prune(&mut owners);
+        }
         Arc::clone(owners.entry(owner.to_owned()).or_default())
+    }
+
+    /// Forgets the owners that hold nothing: no call under way or waiting,
+    /// no mode of their own, and no shell (closed, or closed by the shell
+    /// pool's idle limit). Run when the map has doubled since the last
+    /// pruning, so its cost is amortized and the map stays within twice the
+    /// owners that hold something.
+    fn prune(&self, owners: &mut HashMap<String, Arc<Owner>>) {
+        owners.retain(|name, entry| {
+            let busy = Arc::strong_count(entry) > 1 || entry.turn.try_lock().is_err();
+            let state = entry.state();
+            let holds = state.mode.is_some()
+                || self.unconfined.has_shell(name)
+                || state
+                    .confined
+                    .as_ref()
+                    .is_some_and(|c| c.pool.has_shell(name));
+            busy || holds
+        });
+        self.prune_at
+            .store((owners.len() * 2).max(PRUNE_FLOOR), Ordering::Relaxed);
     }
 
     /// The owner's mode: its own, else the policy's default.

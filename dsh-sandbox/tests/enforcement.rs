@@ -918,3 +918,34 @@ async fn denials_are_decided_from_the_outcome_not_from_words() {
     assert!(d.out.join("approved").exists());
     assert_eq!(s.mode("agent"), SandboxMode::WorkspaceWrite);
 }
+
+/// Owners that hold nothing (no shell, no mode of their own) do not pile
+/// up in the tool's map: an RL worker sees millions of agent ids.
+#[tokio::test]
+async fn owners_that_hold_nothing_are_forgotten() {
+    use dsh_sandbox::SandboxRequest;
+    let d = dirs();
+    let s = shell(&d, ww(), None, ModeChange::Reject);
+    // A call refused before any shell starts leaves an empty entry behind.
+    let mut refused = SandboxRequest::new("true");
+    refused.justification = Some("no permissions asked".into());
+    for i in 0..3000 {
+        let err = s
+            .call(&format!("agent-{i}"), refused.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SandboxError::JustificationWithoutPermissions));
+    }
+    // One owner with a mode of its own and one with a shell are kept.
+    s.set_mode("kept-mode", SandboxMode::ReadOnly)
+        .await
+        .unwrap();
+    assert_eq!(run(&s, "true").await, "");
+    for i in 3000..5000 {
+        let _ = s.call(&format!("agent-{i}"), refused.clone()).await;
+    }
+    let owners = s.owners();
+    assert!(owners.len() <= 2048, "{} owners kept", owners.len());
+    assert!(owners.contains(&"kept-mode".to_owned()));
+    assert_eq!(s.mode("kept-mode"), SandboxMode::ReadOnly);
+}

@@ -21,6 +21,14 @@ pub enum InputWait {
     Wait,
 }
 
+/// The raw scrollback each shell keeps by default: 64 KiB and 1,000 lines.
+/// The tool reads output as it streams and never pages back, so a shell
+/// that printed a lot keeps this much at most, not `dsh-pty`'s 4 MiB.
+pub const SHELL_SCROLLBACK: ScrollbackLimits = ScrollbackLimits {
+    max_bytes: 64 * 1024,
+    max_lines: 1000,
+};
+
 /// Settings of a [`ShellPool`](crate::ShellPool): [`ShellConfig::new`] and
 /// a setter per field (each field is also public to read and assign). New
 /// settings arrive as new fields with defaults, so this type cannot be built
@@ -66,7 +74,7 @@ pub struct ShellConfig {
     pub on_input_wait: InputWait,
     /// The terminal size.
     pub term_size: TermSize,
-    /// The bounds of each shell's raw scrollback.
+    /// The bounds of each shell's raw scrollback (default [`SHELL_SCROLLBACK`]).
     pub scrollback: ScrollbackLimits,
     /// How long a new shell may take to show its first prompt (default 30 s).
     pub start_timeout: Duration,
@@ -189,7 +197,7 @@ impl ShellConfig {
             normalize: NormalizeOptions::default(),
             on_input_wait: InputWait::SendEof,
             term_size: TermSize::default(),
-            scrollback: ScrollbackLimits::default(),
+            scrollback: SHELL_SCROLLBACK,
             start_timeout: Duration::from_secs(30),
             backend: dsh_pty::default_backend(),
             persistent: true,

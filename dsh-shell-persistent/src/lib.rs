@@ -167,7 +167,7 @@ pub mod quote;
 mod request;
 mod shell;
 
-pub use config::{InputWait, ShellConfig, ShellConfigError};
+pub use config::{InputWait, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
 pub use contract::{CONTINUED_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE};
 pub use dialect::Dialect;
 pub use error::ShellError;

@@ -2,7 +2,7 @@
 //! confinement (Linux namespaces, Landlock and seccomp, or bubblewrap; macOS
 //! Seatbelt) and the environment a confined shell keeps.
 
-#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[cfg(target_os = "linux")]
 use std::sync::Arc;
 
 use dsh_shell_persistent::ShellConfig;

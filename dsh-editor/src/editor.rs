@@ -378,16 +378,17 @@ impl<F: Fs + 'static> Editor<F> {
         if old.is_empty() {
             return Err(EditorError::ReplaceEmptyOld);
         }
-        let (doc, version) = self.load(path, &display, &meta).await?;
-        let needle = doc.normalize_input(&old);
+        let (mut doc, version) = self.load(path, &display, &meta).await?;
+        let needle = doc.normalize_input(&old).into_owned();
         let new = new_str.unwrap_or_default();
-        let replacement = doc.normalize_input(&new);
+        let replacement = doc.normalize_input(&new).into_owned();
         let (hits, total) = ops::find_some(doc.text(), &needle, MAX_LISTED_MATCHES);
         match hits.as_slice() {
             [] => Err(EditorError::ReplaceNotFound { old, path: display }),
             [at] if total == 1 => {
-                let edited = ops::splice(doc.text(), *at, needle.len(), &replacement);
-                self.store(display, &doc, edited, &version).await
+                // In place: a 50 MB file is not copied into a second buffer.
+                doc.replace_range(*at..*at + needle.len(), &replacement);
+                self.store(display, doc, &version).await
             }
             _ => Err(EditorError::ReplaceAmbiguous {
                 lines: ops::line_numbers(doc.text(), &hits),
@@ -414,7 +415,7 @@ impl<F: Fs + 'static> Editor<F> {
             .ok()
             .and_then(|after| ops::insert_after(doc.text(), after, &inserted))
             .ok_or(EditorError::InsertRange { line, lines })?;
-        self.store(display, &doc, edited, &version).await
+        self.store(display, doc.with_text(edited), &version).await
     }
 
     async fn existing(&self, path: &Path, display: &str) -> Result<Metadata, EditorError> {
@@ -460,8 +461,7 @@ impl<F: Fs + 'static> Editor<F> {
     async fn store(
         &self,
         display: String,
-        doc: &Document,
-        edited: String,
+        edited: Document,
         version: &crate::fs::Version,
     ) -> Result<EditorOutcome, EditorError> {
         let unrepresentable = |u: crate::text::Unrepresentable| EditorError::Unrepresentable {
@@ -469,7 +469,7 @@ impl<F: Fs + 'static> Editor<F> {
             encoding: u.encoding,
             ch: u.ch,
         };
-        let bytes = doc.with_text(edited).encode().map_err(unrepresentable)?;
+        let bytes = edited.encode().map_err(unrepresentable)?;
         self.fs
             .replace(Path::new(&display), bytes, version)
             .await
@@ -500,7 +500,9 @@ impl<F: Fs + 'static> Editor<F> {
         let header = contract::file_header(&view);
         let max = self.config.max_output_chars;
         let mut body = String::new();
-        ops::number_lines(text, first, last, &mut body, header.chars().count(), max);
+        let start = ops::line_start_counted(text, lines, first);
+        let used = header.chars().count();
+        ops::number_lines_from(text, start, first, last, &mut body, used, max);
         (view.numbered, view.cut) = contract::clip(&header, body, max);
         Ok(view)
     }

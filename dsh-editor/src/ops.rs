@@ -46,6 +46,21 @@ fn line_start(text: &str, line: usize) -> usize {
     text.len()
 }
 
+/// [`line_start`] when the text's line count is known ([`line_count`]):
+/// a line in the second half is found by scanning back from the end, so
+/// viewing the end of a long file does not walk all of it again.
+pub fn line_start_counted(text: &str, lines: usize, line: usize) -> usize {
+    if line <= 1 || line > lines || line <= lines / 2 {
+        return line_start(text, line);
+    }
+    // Line `line` starts after the newline that is number
+    // `lines - line + 1` counted from the end.
+    let from_end = lines - line + 1;
+    memchr::memrchr_iter(b'\n', text.as_bytes())
+        .nth(from_end - 1)
+        .map_or(0, |i| i + 1)
+}
+
 /// Lines `first..=last` (1-based, inclusive, within range), each formatted as
 /// `{:>6}  {line}` and followed by `\n`, appended to `out`.
 ///
@@ -56,11 +71,32 @@ pub fn number_lines(
     first: usize,
     last: usize,
     out: &mut String,
+    used: usize,
+    budget: usize,
+) {
+    number_lines_from(
+        text,
+        line_start(text, first),
+        first,
+        last,
+        out,
+        used,
+        budget,
+    );
+}
+
+/// [`number_lines`] with the byte offset where line `first` starts already
+/// known (see [`line_start_counted`]).
+pub fn number_lines_from(
+    text: &str,
+    start: usize,
+    first: usize,
+    last: usize,
+    out: &mut String,
     mut used: usize,
     budget: usize,
 ) {
     use std::fmt::Write;
-    let start = line_start(text, first);
     let mut rest = &text[start..];
     for n in first..=last {
         let (line, tail) = match memchr::memchr(b'\n', rest.as_bytes()) {
@@ -182,6 +218,16 @@ mod tests {
             assert_eq!(line_start(&text, line), want, "line {line}");
         }
         assert_eq!(line_start("a\nb", 5), 3);
+        for text in ["", "a", "a\n", "a\nb", "\n\n\n", "one\ntwo\nthree\n"] {
+            let lines = line_count(text);
+            for line in 0..=lines + 1 {
+                assert_eq!(
+                    line_start_counted(text, lines, line),
+                    line_start(text, line),
+                    "{text:?} line {line}"
+                );
+            }
+        }
     }
 
     #[test]

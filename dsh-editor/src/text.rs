@@ -120,6 +120,12 @@ impl Document {
         }
     }
 
+    /// Replaces `range` of the text (byte offsets on char boundaries, as
+    /// [`String::replace_range`]) with `with`, in place.
+    pub fn replace_range(&mut self, range: std::ops::Range<usize>, with: &str) {
+        self.text.replace_range(range, with);
+    }
+
     /// The text, with `\n` line breaks if the file uses CRLF throughout.
     pub fn text(&self) -> &str {
         &self.text

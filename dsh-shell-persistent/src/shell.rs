@@ -76,6 +76,16 @@ pub(crate) enum Broken {
     Replaced,
 }
 
+/// What one look at the terminal's foreground found ([`Shell::look`]).
+#[derive(Debug)]
+struct Look {
+    fg: Option<dsh_pty::Foreground>,
+    /// The shell is in front, but another program took its place (`exec`).
+    replaced: bool,
+    /// The shell is in front and stopped.
+    stopped: bool,
+}
+
 /// A live shell.
 #[derive(Debug)]
 pub(crate) struct Shell {
@@ -183,11 +193,17 @@ impl Shell {
                 // At its prompt, the terminal's foreground is the shell itself.
                 shell_obj.session.refresh_foreground().await;
                 let local = shell_obj.session.pids_are_local();
-                shell_obj.home = shell_obj
-                    .session
-                    .foreground()
-                    .ok()
-                    .map(|fg| probe::Home::new(fg.pgid, local));
+                let session = Arc::clone(&shell_obj.session);
+                // `/proc` is read on the blocking pool.
+                shell_obj.home = tokio::task::spawn_blocking(move || {
+                    session
+                        .foreground()
+                        .ok()
+                        .map(|fg| probe::Home::new(fg.pgid, local))
+                })
+                .await
+                .ok()
+                .flatten();
                 Ok(shell_obj)
             }
             Ok(false) => Err(ShellError::Spawn {
@@ -356,8 +372,8 @@ impl Shell {
                     break Outcome::TimedOut { output: text.finish() };
                 }
                 _ = checks.tick(), if scanner.started() => {
-                    self.session.refresh_foreground().await;
-                    let fg = self.session.foreground().ok();
+                    let look = self.look().await;
+                    let fg = look.fg;
                     if let (Some(home), Some(fg)) = (&self.home, &fg)
                         && fg.pgid == home.pgid()
                     {
@@ -365,7 +381,7 @@ impl Shell {
                         // came: the abandoned line was real.
                         if let Some(status) = unconfirmed
                             && (fg.waiting_for_input || !probe::SEES_READS)
-                            && !home.replaced()
+                            && !look.replaced
                         {
                             break Outcome::Completed {
                                 output: text.finish(),
@@ -377,11 +393,11 @@ impl Shell {
                         }
                         // Another program in the shell's place is a command
                         // until it waits for input: then it is at its prompt.
-                        if home.replaced() && (fg.waiting_for_input || !probe::SEES_READS) {
+                        if look.replaced && (fg.waiting_for_input || !probe::SEES_READS) {
                             scanner.finish(&mut |b| text.feed(b));
                             break text.broken(Broken::Replaced);
                         }
-                        if home.stopped() && self.session.signal_foreground(Signal::Continue).is_ok() {
+                        if look.stopped && self.session.signal_foreground(Signal::Continue).is_ok() {
                             continued = true;
                         }
                     }
@@ -419,15 +435,14 @@ impl Shell {
         let give_up = Instant::now() + CONFIRM_WITHIN;
         let mut pause = Duration::from_micros(200);
         loop {
-            self.session.refresh_foreground().await;
-            match self.session.foreground() {
-                Err(_) => return true,
-                Ok(fg) if fg.pgid == home.pgid() => {
+            match self.look().await.fg {
+                None => return true,
+                Some(fg) if fg.pgid == home.pgid() => {
                     if !reading || fg.waiting_for_input || !probe::SEES_READS {
                         return true;
                     }
                 }
-                Ok(_) => {}
+                Some(_) => {}
             }
             if Instant::now() >= give_up {
                 return false;
@@ -435,6 +450,34 @@ impl Shell {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(10));
         }
+    }
+
+    /// The terminal's foreground and, when the shell itself is in front,
+    /// whether another program replaced it or it is stopped. The `/proc`
+    /// reads run on tokio's blocking pool, never on the runtime's threads.
+    async fn look(&self) -> Look {
+        self.session.refresh_foreground().await;
+        let session = Arc::clone(&self.session);
+        let home = self.home.clone();
+        let read = move || {
+            let fg = session.foreground().ok();
+            let (replaced, stopped) = match (&home, &fg) {
+                (Some(home), Some(fg)) if fg.pgid == home.pgid() => {
+                    (home.replaced(), home.stopped())
+                }
+                _ => (false, false),
+            };
+            Look {
+                fg,
+                replaced,
+                stopped,
+            }
+        };
+        tokio::task::spawn_blocking(read).await.unwrap_or(Look {
+            fg: None,
+            replaced: false,
+            stopped: false,
+        })
     }
 
     fn cancelled(&mut self) -> Outcome {

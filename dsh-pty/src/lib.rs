@@ -101,7 +101,9 @@ pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(any(windows, feature = "portable"))]
 pub use portable::{PortableBackend, PortableSession};
 pub use scans::SharedScans;
-pub use scrollback::{Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits};
+pub use scrollback::{
+    CHUNK_COST, Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits,
+};
 pub use signal::{Signal, signal_name};
 pub use spec::{PreExec, SpawnSpec, TermSize};
 #[cfg(unix)]

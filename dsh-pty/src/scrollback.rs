@@ -14,7 +14,9 @@ use bytes::Bytes;
 /// The bounds of a [`Scrollback`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScrollbackLimits {
-    /// The most bytes retained. At least 1.
+    /// The most bytes held: the output retained plus [`CHUNK_COST`] for
+    /// each chunk it is kept in beyond the first, so the bound holds for
+    /// memory, not only for payload. At least 1.
     pub max_bytes: usize,
     /// The most line breaks (`\n`) retained; the partial line after the last
     /// break is kept as well. At least 1.
@@ -78,6 +80,11 @@ impl Page {
 
 /// Reads shorter than this join the previous chunk while it is this short.
 const SMALL_CHUNK: usize = 512;
+
+/// What keeping one chunk costs beyond its payload, counted against
+/// [`ScrollbackLimits::max_bytes`]: its entry in the queue, the `Bytes`
+/// handle and the allocator's header.
+pub const CHUNK_COST: usize = 64;
 
 #[derive(Debug)]
 struct Chunk {
@@ -300,9 +307,14 @@ impl Scrollback {
         parts.concat()
     }
 
+    /// What the retained output costs against the byte bound.
+    fn held(&self) -> usize {
+        self.bytes + self.chunks.len().saturating_sub(1) * CHUNK_COST
+    }
+
     fn enforce_bounds(&mut self) {
-        while self.bytes > self.limits.max_bytes {
-            let excess = self.bytes - self.limits.max_bytes;
+        while self.held() > self.limits.max_bytes && !self.chunks.is_empty() {
+            let excess = self.held() - self.limits.max_bytes;
             self.drop_front(excess);
         }
         while self.newlines > self.limits.max_lines {
@@ -444,6 +456,27 @@ mod tests {
         );
         let p = sb.page_before(sb.end_offset(), 1_000_000, 1000).unwrap();
         assert_eq!(p.data, &all[all.len() - 1000..]);
+    }
+
+    #[test]
+    fn the_byte_bound_counts_what_chunks_cost() {
+        // Reads that do not join (511 bytes, then 2): two chunks per 513
+        // bytes of output. The bound holds for payload plus chunk costs.
+        let max = 64 * 1024;
+        let mut sb = Scrollback::new(limits(max, usize::MAX));
+        for i in 0..2000 {
+            sb.push(&if i % 2 == 0 {
+                vec![b'x'; 511]
+            } else {
+                vec![b'y'; 2]
+            });
+            let held = sb.retained_bytes() + (sb.chunks.len() - 1) * CHUNK_COST;
+            assert!(held <= max, "{held} held after {i} reads");
+        }
+        assert!(sb.retained_bytes() < max - 100 * CHUNK_COST);
+        // The retained tail is still exactly the end of the output.
+        let page = sb.page_before(sb.end_offset(), 1, 2).unwrap();
+        assert_eq!(page.data, b"yy");
     }
 
     #[test]

@@ -113,8 +113,14 @@ pub struct StdioTransport {
     line: Vec<u8>,
     /// Skipping the rest of a line that was too long.
     skipping: bool,
-    output: mpsc::UnboundedSender<Vec<u8>>,
+    /// The writer task's queue; `None` once closed.
+    output: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    writer: Option<tokio::task::JoinHandle<()>>,
 }
+
+/// How long closing waits for queued responses to reach a client that
+/// stopped reading.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl std::fmt::Debug for StdioTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -133,12 +139,13 @@ impl StdioTransport {
         W: AsyncWrite + Send + Unpin + 'static,
     {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write_lines(rx, output));
+        let writer = tokio::spawn(write_lines(rx, output));
         StdioTransport {
             input: Box::new(BufReader::with_capacity(64 << 10, input)),
             line: Vec::new(),
             skipping: false,
-            output: tx,
+            output: Some(tx),
+            writer: Some(writer),
         }
     }
 
@@ -165,6 +172,15 @@ impl StdioTransport {
             }
         }
         StdioTransport::new(tokio::io::stdin(), tokio::io::stdout())
+    }
+
+    /// Queues one line for the writer task.
+    fn queue(&self, line: Vec<u8>) -> std::io::Result<()> {
+        self.output
+            .as_ref()
+            .ok_or(std::io::ErrorKind::BrokenPipe)?
+            .send(line)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
     }
 
     /// Reads into `self.line` until a newline or the end of input, never
@@ -241,9 +257,7 @@ impl Transport<RoleServer> for StdioTransport {
             .map_err(std::io::Error::other)
             .and_then(|mut line| {
                 line.push(b'\n');
-                self.output
-                    .send(line)
-                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+                self.queue(line)
             });
         std::future::ready(sent)
     }
@@ -255,7 +269,7 @@ impl Transport<RoleServer> for StdioTransport {
                 Ok(LineRead::TooLong) => {
                     let answer =
                         invalid_request_error(&Value::Null, "the line is longer than 64 MiB");
-                    self.output.send(with_newline(answer)).ok()?;
+                    self.queue(with_newline(answer)).ok()?;
                     continue;
                 }
                 Ok(LineRead::Eof) => return None,
@@ -279,14 +293,20 @@ impl Transport<RoleServer> for StdioTransport {
                 Ok(message) => return Some(message),
                 Err(_) => {
                     if let Some(answer) = answer {
-                        self.output.send(with_newline(answer)).ok()?;
+                        self.queue(with_newline(answer)).ok()?;
                     }
                 }
             }
         }
     }
 
+    /// Lets the writer write what is queued (rmcp sends the answers of
+    /// requests still in flight before it closes), up to [`DRAIN`].
     async fn close(&mut self) -> Result<(), Self::Error> {
+        self.output = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = tokio::time::timeout(DRAIN, writer).await;
+        }
         Ok(())
     }
 }

@@ -14,14 +14,50 @@ use serde_json::json;
 
 const LINE: &str = "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ\t\n";
 
-fn str_replace_50mb(c: &mut Criterion) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("big.log");
+/// Writes a 50 MB file of `LINE`s with `MIDDLE_AA` in its middle line;
+/// returns its length.
+fn write_50mb(path: &std::path::Path) -> u64 {
     let n = 50_000_000 / LINE.len();
     let mut text = LINE.repeat(n);
     let mid = (n / 2) * LINE.len();
     text.replace_range(mid..mid + 9, "MIDDLE_AA");
-    std::fs::write(&path, &text).unwrap();
+    std::fs::write(path, &text).unwrap();
+    text.len() as u64
+}
+
+/// One `str_replace` of the middle marker of [`write_50mb`]'s file, back
+/// and forth.
+fn toggle_middle(
+    rt: &tokio::runtime::Runtime,
+    editor: &Editor<LocalFs>,
+    path: &str,
+    flip: &mut bool,
+) {
+    let (old, new) = if *flip {
+        ("MIDDLE_BB", "MIDDLE_AA")
+    } else {
+        ("MIDDLE_AA", "MIDDLE_BB")
+    };
+    *flip = !*flip;
+    rt.block_on(editor.execute(&json!({
+        "command": "str_replace", "path": path, "old_str": old, "new_str": new
+    })))
+    .unwrap();
+}
+
+/// Writes a file of 1,000,000 numbered lines; returns its length.
+fn write_1m_lines(path: &std::path::Path) -> u64 {
+    let text: String = (0..1_000_000)
+        .map(|i| format!("line number {i}\n"))
+        .collect();
+    std::fs::write(path, &text).unwrap();
+    text.len() as u64
+}
+
+fn str_replace_50mb(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.log");
+    let len = write_50mb(&path);
     let path_str = path.to_str().unwrap().to_owned();
 
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -29,7 +65,7 @@ fn str_replace_50mb(c: &mut Criterion) {
     let mut group = c.benchmark_group("editor_str_replace_50MB");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(10));
-    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.throughput(Throughput::Bytes(len));
 
     group.bench_function("std_fs_read_write", |b| {
         b.iter(|| {
@@ -53,18 +89,7 @@ fn str_replace_50mb(c: &mut Criterion) {
     });
     let mut flip = false;
     group.bench_function("dsh_editor", |b| {
-        b.iter(|| {
-            let (old, new) = if flip {
-                ("MIDDLE_BB", "MIDDLE_AA")
-            } else {
-                ("MIDDLE_AA", "MIDDLE_BB")
-            };
-            flip = !flip;
-            rt.block_on(editor.execute(&json!({
-                "command": "str_replace", "path": path_str, "old_str": old, "new_str": new
-            })))
-            .unwrap()
-        })
+        b.iter(|| toggle_middle(&rt, &editor, &path_str, &mut flip))
     });
     group.finish();
 }
@@ -84,19 +109,6 @@ fn atomic_replace_floor(path: &std::path::Path) {
     std::fs::File::open(dir).unwrap().sync_all().unwrap();
 }
 
-/// The median of `n` timings of `f`.
-fn median(n: usize, mut f: impl FnMut()) -> Duration {
-    let mut times: Vec<Duration> = (0..n)
-        .map(|_| {
-            let start = std::time::Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[n / 2]
-}
-
 /// The two editor goals, as ratios to their floors in this run.
 fn ratios(_c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -104,26 +116,12 @@ fn ratios(_c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
 
     let big = dir.path().join("big.log");
-    let n = 50_000_000 / LINE.len();
-    let mut text = LINE.repeat(n);
-    let mid = (n / 2) * LINE.len();
-    text.replace_range(mid..mid + 9, "MIDDLE_AA");
-    std::fs::write(&big, &text).unwrap();
-    drop(text);
+    write_50mb(&big);
     let big_str = big.to_str().unwrap().to_owned();
-    let floor = median(11, || atomic_replace_floor(&big));
+    let floor = benches::median(11, 0, || atomic_replace_floor(&big));
     let mut flip = false;
-    let edit = median(11, || {
-        let (old, new) = if flip {
-            ("MIDDLE_BB", "MIDDLE_AA")
-        } else {
-            ("MIDDLE_AA", "MIDDLE_BB")
-        };
-        flip = !flip;
-        rt.block_on(editor.execute(&json!({
-            "command": "str_replace", "path": big_str, "old_str": old, "new_str": new
-        })))
-        .unwrap();
+    let edit = benches::median(11, 0, || {
+        toggle_middle(&rt, &editor, &big_str, &mut flip);
     });
     println!(
         "str_replace in a 50 MB file: {edit:?}, atomic-replace floor {floor:?}: {:.2}x (goal <= 1.2x)",
@@ -131,15 +129,12 @@ fn ratios(_c: &mut Criterion) {
     );
 
     let lines = dir.path().join("lines.txt");
-    let text: String = (0..1_000_000)
-        .map(|i| format!("line number {i}\n"))
-        .collect();
-    std::fs::write(&lines, &text).unwrap();
+    write_1m_lines(&lines);
     let lines_str = lines.to_str().unwrap().to_owned();
-    let read = median(21, || {
+    let read = benches::median(21, 0, || {
         std::fs::read(&lines).unwrap();
     });
-    let view = median(21, || {
+    let view = benches::median(21, 0, || {
         rt.block_on(editor.execute(&json!({
             "command": "view", "path": lines_str, "view_range": [999_951, -1]
         })))
@@ -154,16 +149,13 @@ fn ratios(_c: &mut Criterion) {
 fn view_end_of_1m_lines(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lines.txt");
-    let text: String = (0..1_000_000)
-        .map(|i| format!("line number {i}\n"))
-        .collect();
-    std::fs::write(&path, &text).unwrap();
+    let len = write_1m_lines(&path);
     let path_str = path.to_str().unwrap().to_owned();
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let editor = Editor::new(LocalFs::new());
     let mut group = c.benchmark_group("editor_view_range_1M_lines");
-    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.throughput(Throughput::Bytes(len));
     group.bench_function("std_fs_read_once", |b| {
         b.iter(|| std::fs::read(&path).unwrap())
     });

@@ -116,19 +116,8 @@ fn dsh_mcp() -> PathBuf {
 }
 
 /// The median of `n` timings of `f`, after `n / 10` warm-up runs.
-fn median(n: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..n / 10 {
-        f();
-    }
-    let mut times: Vec<Duration> = (0..n)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[n / 2]
+fn median(n: usize, f: impl FnMut()) -> Duration {
+    benches::median(n, n / 10, f)
 }
 
 fn us(d: Duration) -> f64 {

@@ -175,20 +175,7 @@ fn throughput(c: &mut Criterion) {
 /// measured in the same run (medians of 500).
 fn call_ratio(_c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let median = |f: &mut dyn FnMut()| {
-        for _ in 0..50 {
-            f();
-        }
-        let mut times: Vec<Duration> = (0..500)
-            .map(|_| {
-                let start = Instant::now();
-                f();
-                start.elapsed()
-            })
-            .collect();
-        times.sort();
-        times[250]
-    };
+    let median = |f: &mut dyn FnMut()| benches::median(500, 50, f);
     let mut raw = RawPty::spawn(false).unwrap();
     let mut n = 0u64;
     let raw_time = median(&mut || {

@@ -96,3 +96,19 @@ pub fn proc_kib(file: &str, key: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// The median of `n` timings of `f`, after `warm_up` untimed runs.
+pub fn median(n: usize, warm_up: usize, mut f: impl FnMut()) -> std::time::Duration {
+    for _ in 0..warm_up {
+        f();
+    }
+    let mut times: Vec<std::time::Duration> = (0..n.max(1))
+        .map(|_| {
+            let start = std::time::Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}

@@ -159,25 +159,48 @@ async fn replace_refuses_a_stale_version() {
     assert_eq!(std::fs::read_to_string(path).unwrap(), "v2 longer\n");
 }
 
-/// A filesystem on which another writer changes the file right after every read.
-struct Interfering(LocalFs);
+/// What [`Observed`] runs after each operation: its name and path.
+type Hook = Box<dyn Fn(&'static str, &Path) + Send + Sync>;
+
+/// `LocalFs` with a hook run after each operation, and a choice of what
+/// `blocking_calls` says.
+struct Observed {
+    local: LocalFs,
+    blocking: bool,
+    after: Hook,
+}
+
+impl Observed {
+    fn new(blocking: bool, after: impl Fn(&'static str, &Path) + Send + Sync + 'static) -> Self {
+        Observed {
+            local: LocalFs::new(),
+            blocking,
+            after: Box::new(after),
+        }
+    }
+}
 
 #[async_trait]
-impl Fs for Interfering {
+impl Fs for Observed {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
-        self.0.stat(path).await
+        let out = self.local.stat(path).await;
+        (self.after)("stat", path);
+        out
     }
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
-        let read = self.0.read(path, limit).await?;
-        let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
-        std::io::Write::write_all(&mut f, b"appended by someone else\n").unwrap();
-        Ok(read)
+        let out = self.local.read(path, limit).await;
+        (self.after)("read", path);
+        out
     }
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
-        self.0.read_dir(path).await
+        let out = self.local.read_dir(path).await;
+        (self.after)("read_dir", path);
+        out
     }
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
-        self.0.create_new(path, data).await
+        let out = self.local.create_new(path, data).await;
+        (self.after)("create_new", path);
+        out
     }
     async fn replace(
         &self,
@@ -185,8 +208,23 @@ impl Fs for Interfering {
         data: Vec<u8>,
         expected: &Version,
     ) -> Result<Version, FsError> {
-        self.0.replace(path, data, expected).await
+        let out = self.local.replace(path, data, expected).await;
+        (self.after)("replace", path);
+        out
     }
+    fn blocking_calls(&self) -> bool {
+        self.blocking
+    }
+}
+
+/// A filesystem on which another writer changes the file right after every read.
+fn interfering() -> Observed {
+    Observed::new(false, |op, path| {
+        if op == "read" {
+            let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+            std::io::Write::write_all(&mut f, b"appended by someone else\n").unwrap();
+        }
+    })
 }
 
 #[tokio::test]
@@ -194,7 +232,7 @@ async fn an_edit_never_overwrites_a_change_it_did_not_see() {
     let (_d, root) = tempdir();
     let p = format!("{root}/shared.txt");
     std::fs::write(&p, "mine\n").unwrap();
-    let editor = Editor::new(Interfering(LocalFs::new()));
+    let editor = Editor::new(interfering());
     let err = editor
         .execute(
             &json!({"command": "str_replace", "path": p, "old_str": "mine", "new_str": "ours"}),
@@ -434,60 +472,23 @@ async fn reads_are_bounded_by_the_limit_given() {
 async fn a_call_over_local_files_is_one_blocking_hop() {
     use std::sync::Mutex;
     use std::thread::ThreadId;
-    #[derive(Debug, Default)]
-    struct Recording {
-        local: LocalFs,
-        seen: Mutex<Vec<(ThreadId, bool)>>,
-    }
-    impl Recording {
-        fn note(&self) {
-            let here = (std::thread::current().id(), dsh_editor::fs::is_inline());
-            self.seen.lock().unwrap().push(here);
-        }
-    }
-    #[async_trait]
-    impl Fs for Recording {
-        async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
-            self.note();
-            self.local.stat(path).await
-        }
-        async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
-            self.note();
-            self.local.read(path, limit).await
-        }
-        async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
-            self.note();
-            self.local.read_dir(path).await
-        }
-        async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
-            self.note();
-            self.local.create_new(path, data).await
-        }
-        async fn replace(
-            &self,
-            path: &Path,
-            data: Vec<u8>,
-            expected: &Version,
-        ) -> Result<Version, FsError> {
-            self.note();
-            self.local.replace(path, data, expected).await
-        }
-        fn blocking_calls(&self) -> bool {
-            true
-        }
-    }
+    let seen: Arc<Mutex<Vec<(ThreadId, bool)>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let fs = Observed::new(true, move |_, _| {
+        let here = (std::thread::current().id(), dsh_editor::fs::is_inline());
+        record.lock().unwrap().push(here);
+    });
     let (_dir, root) = tempdir();
     let path = format!("{root}/a.txt");
     std::fs::write(&path, "one\ntwo\n").unwrap();
-    let fs = Arc::new(Recording::default());
-    let editor = Editor::new(Arc::clone(&fs));
+    let editor = Editor::new(fs);
     let runtime_thread = std::thread::current().id();
     editor
         .execute(&json!({"command": "str_replace", "path": path, "old_str": "two", "new_str": "2"}))
         .await
         .unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\n2\n");
-    let seen = std::mem::take(&mut *fs.seen.lock().unwrap());
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     assert_eq!(seen.len(), 3, "stat, read, replace: {seen:?}");
     assert!(
         seen.iter()

@@ -51,28 +51,27 @@ fn invalid_request(message: &Value) -> Option<&'static str> {
     }
 }
 
-/// The error line answering an invalid request.
-fn invalid_request_error(id: &Value, why: &str) -> Vec<u8> {
+/// A JSON-RPC error line answering the request with `id` (null unless it
+/// is a string or a number).
+fn error_line(id: &Value, code: i32, message: String) -> Vec<u8> {
     let id = if id.is_string() || id.is_number() {
         id.clone()
     } else {
         Value::Null
     };
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": format!("Invalid request: {why}")}})
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
         .to_string()
         .into_bytes()
 }
 
+/// The error line answering an invalid request.
+fn invalid_request_error(id: &Value, why: &str) -> Vec<u8> {
+    error_line(id, -32600, format!("Invalid request: {why}"))
+}
+
 /// The error line answering a known request whose parameters do not fit.
 fn invalid_params_error(id: &Value, why: &serde_json::Error) -> Vec<u8> {
-    let id = if id.is_string() || id.is_number() {
-        id.clone()
-    } else {
-        Value::Null
-    };
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("Invalid params: {why}")}})
-        .to_string()
-        .into_bytes()
+    error_line(id, -32602, format!("Invalid params: {why}"))
 }
 
 /// The answer to a line that is not a message rmcp can take (`error` is

@@ -300,7 +300,7 @@ impl Transport<RoleServer> for StdioTransport {
     }
 
     /// Lets the writer write what is queued (rmcp sends the answers of
-    /// requests still in flight before it closes), up to [`DRAIN`].
+    /// requests still in flight before it closes), for up to 5 s.
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.output = None;
         if let Some(writer) = self.writer.take() {

@@ -46,9 +46,10 @@ fn line_start(text: &str, line: usize) -> usize {
     text.len()
 }
 
-/// [`line_start`] when the text's line count is known ([`line_count`]):
-/// a line in the second half is found by scanning back from the end, so
-/// viewing the end of a long file does not walk all of it again.
+/// Where line `line` (1-based) starts, as a byte offset, when the text's
+/// line count is known ([`line_count`]): a line in the second half is found
+/// by scanning back from the end, so viewing the end of a long file does not
+/// walk all of it again.
 pub fn line_start_counted(text: &str, lines: usize, line: usize) -> usize {
     if line <= 1 || line > lines || line <= lines / 2 {
         return line_start(text, line);

@@ -195,7 +195,7 @@ thread_local! {
 }
 
 /// Runs `f` with this thread marked as one where blocking filesystem work
-/// may be done in place ([`is_inline`]): [`LocalFs`](crate::fs::LocalFs)
+/// may be done in place ([`is_inline`]): [`LocalFs`]
 /// then makes its system calls right here instead of handing each to
 /// tokio's blocking pool. The editor calls it on a blocking-pool thread.
 pub fn inline<T>(f: impl FnOnce() -> T) -> T {

@@ -5,14 +5,9 @@
 /// `\n` bytes in `bytes`. A plain counting loop: the compiler vectorizes it,
 /// which beats stepping from match to match when lines are short.
 fn count_newlines(bytes: &[u8]) -> usize {
-    // Per 255-byte chunk into a u8 accumulator, which vectorizes well.
-    bytes
-        .chunks(255)
-        .map(|chunk| {
-            let n: u8 = chunk.iter().fold(0u8, |acc, &b| acc + u8::from(b == b'\n'));
-            usize::from(n)
-        })
-        .sum()
+    // `memchr`'s iterator counts with the CPU's widest vectors (chosen at
+    // run time), not one match at a time.
+    memchr::memchr_iter(b'\n', bytes).count()
 }
 
 /// The number of lines: one more than the number of `\n`.

@@ -164,37 +164,44 @@ fn mcp(_c: &mut Criterion) {
     let bash_true = json!({"command": "true"});
     let view = json!({"command": "view", "path": ten});
 
-    let lib_bash = median(1000, || {
-        rt.block_on(pool.execute("bench", &bash_true)).unwrap();
-    });
-    let mcp_bash = median(1000, || {
-        let answer = server.request(
-            "tools/call",
-            json!({"name": "bash", "arguments": bash_true}),
+    // One `tools/call` through the binary next to the same call in process.
+    let mut compare = |tool: &str,
+                       what: &str,
+                       lib: &str,
+                       n: usize,
+                       args: &Value,
+                       in_process: &mut dyn FnMut()| {
+        let lib_time = median(n, in_process);
+        let mcp_time = median(n, || {
+            let answer = server.request("tools/call", json!({"name": tool, "arguments": args}));
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        });
+        println!(
+            "MCP tools/call {what}: dsh-mcp {:.1} µs, in-process {lib} {:.1} µs: {:+.1} µs (goal <= +50 µs)",
+            us(mcp_time),
+            us(lib_time),
+            us(mcp_time) - us(lib_time)
         );
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
-    });
-    println!(
-        "MCP tools/call bash `true`: dsh-mcp {:.1} µs, in-process ShellPool::execute {:.1} µs: {:+.1} µs (goal <= +50 µs)",
-        us(mcp_bash),
-        us(lib_bash),
-        us(mcp_bash) - us(lib_bash)
+    };
+    compare(
+        "bash",
+        "bash `true`",
+        "ShellPool::execute",
+        1000,
+        &bash_true,
+        &mut || {
+            rt.block_on(pool.execute("bench", &bash_true)).unwrap();
+        },
     );
-    let lib_view = median(2000, || {
-        rt.block_on(editor.execute(&view)).unwrap();
-    });
-    let mcp_view = median(2000, || {
-        let answer = server.request(
-            "tools/call",
-            json!({"name": "str_replace_editor", "arguments": view}),
-        );
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
-    });
-    println!(
-        "MCP tools/call view of a 10-line file: dsh-mcp {:.1} µs, in-process Editor::execute {:.1} µs: {:+.1} µs (goal <= +50 µs)",
-        us(mcp_view),
-        us(lib_view),
-        us(mcp_view) - us(lib_view)
+    compare(
+        "str_replace_editor",
+        "view of a 10-line file",
+        "Editor::execute",
+        2000,
+        &view,
+        &mut || {
+            rt.block_on(editor.execute(&view)).unwrap();
+        },
     );
 
     const CALLS: u32 = 10_000;

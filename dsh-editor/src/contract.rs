@@ -51,10 +51,9 @@ fn render_view(mut out: String, body: &str, cut: Option<usize>) -> String {
     out
 }
 
-/// Cuts `header + body` at `max` characters: the part of `body` shown and
-/// where the cut fell, if it did.
-pub(crate) fn clip(header: &str, mut body: String, max: usize) -> (String, Option<usize>) {
-    let header_chars = header.chars().count();
+/// Cuts a header of `header_chars` characters followed by `body` at `max`
+/// characters: the part of `body` shown and where the cut fell, if it did.
+pub(crate) fn clip(header_chars: usize, mut body: String, max: usize) -> (String, Option<usize>) {
     let Some(room) = max.checked_sub(header_chars) else {
         body.clear();
         return (body, Some(max));

@@ -138,14 +138,16 @@ impl EditorConfig {
 #[derive(Debug)]
 pub struct Editor<F> {
     fs: Arc<F>,
-    config: EditorConfig,
+    /// Shared by clones: the call run on the blocking pool clones the
+    /// editor, and the description need not be copied each time.
+    config: Arc<EditorConfig>,
 }
 
 impl<F> Clone for Editor<F> {
     fn clone(&self) -> Self {
         Editor {
             fs: Arc::clone(&self.fs),
-            config: self.config.clone(),
+            config: Arc::clone(&self.config),
         }
     }
 }
@@ -159,7 +161,7 @@ impl<F: Fs + 'static> Editor<F> {
     pub fn new(fs: F) -> Self {
         Editor {
             fs: Arc::new(fs),
-            config: EditorConfig::default(),
+            config: Arc::new(EditorConfig::default()),
         }
     }
 
@@ -168,7 +170,7 @@ impl<F: Fs + 'static> Editor<F> {
         config.validate()?;
         Ok(Editor {
             fs: Arc::new(fs),
-            config,
+            config: Arc::new(config),
         })
     }
 
@@ -503,7 +505,7 @@ impl<F: Fs + 'static> Editor<F> {
         let start = ops::line_start_counted(text, lines, first);
         let used = header.chars().count();
         ops::number_lines_from(text, start, first, last, &mut body, used, max);
-        (view.numbered, view.cut) = contract::clip(&header, body, max);
+        (view.numbered, view.cut) = contract::clip(used, body, max);
         Ok(view)
     }
 
@@ -518,9 +520,10 @@ impl<F: Fs + 'static> Editor<F> {
         let header = contract::directory_header(&view);
         let max = self.config.max_output_chars;
         let mut body = String::new();
-        listing::list(&*self.fs, &root, &mut body, header.chars().count(), max).await;
+        let used = header.chars().count();
+        listing::list(&*self.fs, &root, &mut body, used, max).await;
         body.push('\n');
-        (view.listing, view.cut) = contract::clip(&header, body, max);
+        (view.listing, view.cut) = contract::clip(used, body, max);
         view
     }
 }

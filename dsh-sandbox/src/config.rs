@@ -69,39 +69,12 @@ impl SandboxConfig {
             restricted: Persistence::default(),
         }
     }
-
-    /// Sets [`SandboxConfig::policy`].
-    #[must_use]
-    pub fn policy(mut self, policy: SandboxPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets [`SandboxConfig::shell`].
-    #[must_use]
-    pub fn shell(mut self, shell: ShellConfig) -> Self {
-        self.shell = shell;
-        self
-    }
-
-    /// Sets [`SandboxConfig::mode_change`].
-    #[must_use]
-    pub fn mode_change(mut self, mode_change: ModeChange) -> Self {
-        self.mode_change = mode_change;
-        self
-    }
-
-    /// Sets [`SandboxConfig::approver`].
-    #[must_use]
-    pub fn approver(mut self, approver: Option<Arc<dyn Approver>>) -> Self {
-        self.approver = approver;
-        self
-    }
-
-    /// Sets [`SandboxConfig::restricted`].
-    #[must_use]
-    pub fn restricted(mut self, restricted: Persistence) -> Self {
-        self.restricted = restricted;
-        self
-    }
 }
+
+setters!(SandboxConfig {
+    policy: SandboxPolicy,
+    shell: ShellConfig,
+    mode_change: ModeChange,
+    approver: Option<Arc<dyn Approver>>,
+    restricted: Persistence,
+});

@@ -114,56 +114,15 @@ impl Default for SandboxPolicy {
     }
 }
 
-impl SandboxPolicy {
-    /// Sets [`SandboxPolicy::mode`].
-    #[must_use]
-    pub fn mode(mut self, mode: SandboxMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Sets [`SandboxPolicy::writable_roots`].
-    #[must_use]
-    pub fn writable_roots(mut self, writable_roots: Vec<PathBuf>) -> Self {
-        self.writable_roots = writable_roots;
-        self
-    }
-
-    /// Sets [`SandboxPolicy::tmp_writable`].
-    #[must_use]
-    pub fn tmp_writable(mut self, tmp_writable: bool) -> Self {
-        self.tmp_writable = tmp_writable;
-        self
-    }
-
-    /// Sets [`SandboxPolicy::git_writable`].
-    #[must_use]
-    pub fn git_writable(mut self, git_writable: bool) -> Self {
-        self.git_writable = git_writable;
-        self
-    }
-
-    /// Sets [`SandboxPolicy::network`].
-    #[must_use]
-    pub fn network(mut self, network: bool) -> Self {
-        self.network = network;
-        self
-    }
-
-    /// Sets [`SandboxPolicy::degrade`].
-    #[must_use]
-    pub fn degrade(mut self, degrade: bool) -> Self {
-        self.degrade = degrade;
-        self
-    }
-
-    /// Sets [`SandboxPolicy::bubblewrap`].
-    #[must_use]
-    pub fn bubblewrap(mut self, bubblewrap: Option<PathBuf>) -> Self {
-        self.bubblewrap = bubblewrap;
-        self
-    }
-}
+setters!(SandboxPolicy {
+    mode: SandboxMode,
+    writable_roots: Vec<PathBuf>,
+    tmp_writable: bool,
+    git_writable: bool,
+    network: bool,
+    degrade: bool,
+    bubblewrap: Option<PathBuf>,
+});
 
 /// The resolved write rules of one mode for one workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -120,10 +120,10 @@ pub enum ShellConfigError {
 
 /// Chainable setters, one per field, named after it.
 macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {
+    ($($name:ident: $ty:ty),* $(,)?) => {
         impl ShellConfig {
             $(
-                $(#[$doc])*
+                #[doc = concat!("Sets [`ShellConfig::", stringify!($name), "`].")]
                 #[must_use]
                 pub fn $name(mut self, $name: $ty) -> Self {
                     self.$name = $name;
@@ -135,41 +135,23 @@ macro_rules! setters {
 }
 
 setters! {
-    /// Sets [`ShellConfig::dialect`].
     dialect: Dialect,
-    /// Sets [`ShellConfig::argv`].
     argv: Option<Vec<String>>,
-    /// Sets [`ShellConfig::rc_files`].
     rc_files: bool,
-    /// Sets [`ShellConfig::env`].
     env: Vec<(String, String)>,
-    /// Sets [`ShellConfig::inherit_env`].
     inherit_env: bool,
-    /// Sets [`ShellConfig::timeout`].
     timeout: Duration,
-    /// Sets [`ShellConfig::max_output_chars`].
     max_output_chars: usize,
-    /// Sets [`ShellConfig::clip`].
     clip: ClipMode,
-    /// Sets [`ShellConfig::description`].
     description: Option<String>,
-    /// Sets [`ShellConfig::normalize`].
     normalize: NormalizeOptions,
-    /// Sets [`ShellConfig::on_input_wait`].
     on_input_wait: InputWait,
-    /// Sets [`ShellConfig::term_size`].
     term_size: TermSize,
-    /// Sets [`ShellConfig::scrollback`].
     scrollback: ScrollbackLimits,
-    /// Sets [`ShellConfig::start_timeout`].
     start_timeout: Duration,
-    /// Sets [`ShellConfig::backend`].
     backend: Arc<dyn PtyBackend>,
-    /// Sets [`ShellConfig::persistent`].
     persistent: bool,
-    /// Sets [`ShellConfig::pre_exec`].
     pre_exec: Vec<Arc<dyn PreExec>>,
-    /// Sets [`ShellConfig::idle_limit`].
     idle_limit: Option<Duration>,
 }
 

@@ -14,7 +14,7 @@ use tracing::Instrument;
 use crate::bash::{Fatal, strip_fatal_residue};
 use crate::outcome::{BrokenReason, CallEnd, CallOutcome, Clip, Output, StreamsRepaired};
 use crate::shell::{Broken, Outcome, Shell};
-use crate::{ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
+use crate::{ShellConfig, ShellConfigError, ShellError, contract};
 
 /// How long a closed shell's processes get between `SIGTERM` and `SIGKILL`.
 const KILL_GRACE: Duration = Duration::from_millis(200);
@@ -162,7 +162,7 @@ impl ShellPool {
         })
     }
 
-    /// The JSON Schema of the arguments ([`ShellRequest`]).
+    /// The JSON Schema of the arguments ([`ShellRequest`](crate::ShellRequest)).
     pub fn parameters_schema(&self) -> Value {
         json!({
             "type": "object",
@@ -179,8 +179,7 @@ impl ShellPool {
     /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`)
     /// and returns the model-visible text.
     pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, ShellError> {
-        let request = ShellRequest::from_json(args)?;
-        self.run(owner, &request.command).await
+        self.run(owner, crate::request::command_of(args)?).await
     }
 
     /// Runs `command` in `owner`'s shell and returns the model-visible text

@@ -32,10 +32,15 @@ impl ShellRequest {
     /// string `command` is [`ShellError::EmptyCommand`]. Other members are
     /// ignored (hosts add their own, such as the sandbox's).
     pub fn from_json(args: &Value) -> Result<Self, ShellError> {
-        args.get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .map(ShellRequest::new)
-            .ok_or(ShellError::EmptyCommand)
+        command_of(args).map(ShellRequest::new)
     }
+}
+
+/// The `command` of the model's JSON arguments, borrowed: a non-empty string
+/// or [`ShellError::EmptyCommand`].
+pub(crate) fn command_of(args: &Value) -> Result<&str, ShellError> {
+    args.get("command")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .ok_or(ShellError::EmptyCommand)
 }

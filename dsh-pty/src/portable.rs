@@ -162,6 +162,8 @@ impl PtyBackend for PortableBackend {
         ));
         Ok(Box::new(PortableSession {
             pid,
+            #[cfg(unix)]
+            tree: pid.map(|pid| crate::unix::tree::Tree::new(pid as i32)),
             master: Mutex::new(pair.master),
             writer: Arc::new(Mutex::new(writer)),
             #[cfg(not(unix))]
@@ -258,6 +260,9 @@ fn spawn_waiter(
 /// A session of the [`PortableBackend`].
 pub struct PortableSession {
     pid: Option<u32>,
+    /// The session's process tree (a session leader's, so its id is `pid`).
+    #[cfg(unix)]
+    tree: Option<crate::unix::tree::Tree>,
     master: Mutex<Box<dyn MasterPty + Send>>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     #[cfg(not(unix))]
@@ -376,11 +381,8 @@ impl PtySession for PortableSession {
 
     async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
         #[cfg(unix)]
-        let st = match self.pid {
-            Some(pid) => {
-                let mut status = self.status.clone();
-                crate::unix::tree::kill_session(pid as i32, grace, &mut status).await
-            }
+        let st = match &self.tree {
+            Some(tree) => tree.end(grace, &mut self.status.clone()).await,
             None => self.wait().await,
         };
         #[cfg(not(unix))]
@@ -396,8 +398,8 @@ impl PtySession for PortableSession {
     fn kill_now(&self) {
         let _ = self.closed.send(true);
         #[cfg(unix)]
-        if let Some(pid) = self.pid {
-            crate::unix::tree::signal_session(pid as i32, nix::sys::signal::Signal::SIGKILL);
+        if let Some(tree) = &self.tree {
+            tree.kill_now(&self.status);
         }
         #[cfg(not(unix))]
         self.kill_all();

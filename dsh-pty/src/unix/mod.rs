@@ -232,6 +232,7 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
 
     Ok(NativeSession {
         pid,
+        tree: tree::Tree::new(pid),
         master,
         tty_path: pair.tty_path,
         status: status_rx,
@@ -270,6 +271,7 @@ impl ChunkSource for MasterReader {
 #[derive(Debug)]
 pub struct NativeSession {
     pid: i32,
+    tree: tree::Tree,
     master: Arc<AsyncFd<OwnedFd>>,
     tty_path: PathBuf,
     status: watch::Receiver<Option<ExitStatus>>,
@@ -355,18 +357,16 @@ impl PtySession for NativeSession {
 
     async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
         let mut status = self.status.clone();
-        let st = tree::kill_session(self.pid, grace, &mut status).await;
+        let st = self.tree.end(grace, &mut status).await;
         let _ = self.closed.send(true);
         Ok(st)
     }
 
     fn kill_now(&self) {
         let _ = self.closed.send(true);
-        if self.status.borrow().is_none() || tree::session_alive(self.pid) {
-            // No grace: nothing can await here. The exit waiter task reaps
-            // the leader as soon as it dies.
-            tree::signal_session(self.pid, NixSignal::SIGKILL);
-        }
+        // No grace: nothing can await here. The exit waiter task reaps the
+        // leader as soon as it dies.
+        self.tree.kill_now(&self.status);
     }
 
     fn status(&self) -> Option<ExitStatus> {

@@ -11,6 +11,7 @@
 //! whose id is reused at once by an unrelated process could be signalled too.
 //! Linux's pid allocator makes that window practically unreachable.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal as NixSignal, kill, killpg};
@@ -25,7 +26,7 @@ use crate::ExitStatus;
 /// Only a first, graceful signal may use a shared reading of the process
 /// table (see [`crate::SharedScans`]); a last one (`SIGKILL`) reads anew, so
 /// nothing started a moment before is missed.
-pub(crate) fn signal_session(sid: i32, sig: NixSignal) {
+fn signal_session(sid: i32, sig: NixSignal) {
     let fresh = sig == NixSignal::SIGKILL;
     for pid in procfs::session_members(sid, fresh) {
         let _ = kill(Pid::from_raw(pid), sig);
@@ -35,7 +36,7 @@ pub(crate) fn signal_session(sid: i32, sig: NixSignal) {
 
 /// `true` while some process of session `sid` lives. Where the session's
 /// members cannot be listed this only knows about the leader's process group.
-pub(crate) fn session_alive(sid: i32) -> bool {
+fn session_alive(sid: i32) -> bool {
     if cfg!(any(target_os = "linux", target_os = "macos")) {
         !procfs::session_members(sid, false).is_empty()
     } else {
@@ -43,43 +44,101 @@ pub(crate) fn session_alive(sid: i32) -> bool {
     }
 }
 
-/// SIGTERM (and SIGHUP to the leader, with SIGCONT so stopped jobs can act),
-/// up to `grace` for everyone to leave, then SIGKILL; waits (bounded) until
-/// the leader is reaped and the session is empty.
-pub(crate) async fn kill_session(
+/// A terminal session's process tree, ended at most once.
+#[derive(Debug)]
+pub(crate) struct Tree {
     sid: i32,
-    grace: Duration,
-    status: &mut watch::Receiver<Option<ExitStatus>>,
-) -> ExitStatus {
-    if status.borrow().is_none() || session_alive(sid) {
-        signal_session(sid, NixSignal::SIGTERM);
-        signal_session(sid, NixSignal::SIGCONT);
-        let _ = kill(Pid::from_raw(sid), NixSignal::SIGHUP);
-        wait_empty(sid, status, Instant::now() + grace).await;
-        if status.borrow().is_none() || session_alive(sid) {
-            signal_session(sid, NixSignal::SIGKILL);
-            // SIGKILL cannot be refused; this bound only guards against a
-            // process stuck in uninterruptible sleep.
-            wait_empty(sid, status, Instant::now() + Duration::from_secs(5)).await;
-        }
-    }
-    let reaped = *status.borrow();
-    reaped.unwrap_or_else(ExitStatus::unknown)
+    /// Set once [`Tree::end`] saw the session empty: nothing can join a
+    /// session whose members are all gone, so a later [`Tree::kill_now`]
+    /// has nothing to look for.
+    emptied: AtomicBool,
 }
 
-async fn wait_empty(sid: i32, status: &mut watch::Receiver<Option<ExitStatus>>, until: Instant) {
+impl Tree {
+    /// The session whose id (and leader's pid) is `sid`.
+    pub(crate) fn new(sid: i32) -> Tree {
+        Tree {
+            sid,
+            emptied: AtomicBool::new(false),
+        }
+    }
+
+    /// SIGTERM (and SIGHUP to the leader, with SIGCONT so stopped jobs can
+    /// act), up to `grace` for everyone to leave, then SIGKILL; waits
+    /// (bounded) until the leader is reaped and the session is empty. Every
+    /// reading of the process table runs on tokio's blocking pool.
+    pub(crate) async fn end(
+        &self,
+        grace: Duration,
+        status: &mut watch::Receiver<Option<ExitStatus>>,
+    ) -> ExitStatus {
+        let sid = self.sid;
+        let emptied = self.emptied.load(Ordering::Acquire)
+            || (status.borrow().is_some() && !off_runtime(move || session_alive(sid)).await)
+            || {
+                off_runtime(move || {
+                    signal_session(sid, NixSignal::SIGTERM);
+                    signal_session(sid, NixSignal::SIGCONT);
+                    let _ = kill(Pid::from_raw(sid), NixSignal::SIGHUP);
+                })
+                .await;
+                wait_empty(sid, status, Instant::now() + grace).await
+            }
+            || {
+                off_runtime(move || signal_session(sid, NixSignal::SIGKILL)).await;
+                // SIGKILL cannot be refused; this bound only guards against a
+                // process stuck in uninterruptible sleep.
+                wait_empty(sid, status, Instant::now() + Duration::from_secs(5)).await
+            };
+        if emptied {
+            self.emptied.store(true, Ordering::Release);
+        }
+        let reaped = *status.borrow();
+        reaped.unwrap_or_else(ExitStatus::unknown)
+    }
+
+    /// SIGKILL to every member at once, for `Drop`, which cannot wait: the
+    /// process table is read here, on the calling thread, unless
+    /// [`Tree::end`] already saw the session empty.
+    pub(crate) fn kill_now(&self, status: &watch::Receiver<Option<ExitStatus>>) {
+        if self.emptied.load(Ordering::Acquire) {
+            return;
+        }
+        if status.borrow().is_none() || session_alive(self.sid) {
+            signal_session(self.sid, NixSignal::SIGKILL);
+        }
+    }
+}
+
+/// Runs `/proc` work on tokio's blocking pool, never on the runtime's own
+/// threads; in place when the pool no longer runs jobs (the runtime is
+/// shutting down).
+async fn off_runtime<T: Send + 'static>(work: impl Fn() -> T + Clone + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work.clone()).await {
+        Ok(value) => value,
+        Err(_) => work(),
+    }
+}
+
+/// Waits until the leader is reaped and the session is empty (`true`), or
+/// until `until` (`false`).
+async fn wait_empty(
+    sid: i32,
+    status: &mut watch::Receiver<Option<ExitStatus>>,
+    until: Instant,
+) -> bool {
     // The leader's exit is an event; the other members' exits are not (they
     // are not our children), so they are checked every few milliseconds. This
     // only runs while a session is being torn down.
     let mut step = Duration::from_millis(1);
     loop {
         let leader_done = status.borrow().is_some();
-        if leader_done && !session_alive(sid) {
-            return;
+        if leader_done && !off_runtime(move || session_alive(sid)).await {
+            return true;
         }
         let now = Instant::now();
         if now >= until {
-            return;
+            return false;
         }
         let nap = step.min(until - now);
         if leader_done || status.has_changed().is_err() {

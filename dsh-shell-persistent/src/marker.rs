@@ -13,9 +13,22 @@ use memchr::memmem::Finder;
 
 /// 128 random bits from the operating system, as 32 lowercase hex digits.
 pub fn new_token() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    random_hex(32)
+}
+
+/// `len` random lowercase hex digits (`len` even, at most 64) from one
+/// request to the operating system.
+pub(crate) fn random_hex(len: usize) -> Result<String, getrandom::Error> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut bytes = [0u8; 32];
+    let bytes = &mut bytes[..len.div_ceil(2).min(32)];
+    getrandom::fill(bytes)?;
+    let mut hex = String::with_capacity(len);
+    for b in bytes.iter() {
+        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    Ok(hex)
 }
 
 /// An incremental search for one marker in a stream of chunks.
@@ -409,6 +422,12 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+        for len in [8, 16, 40] {
+            let hex = random_hex(len).unwrap();
+            assert_eq!(hex.len(), len);
+            assert!(hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
+        }
+        assert_ne!(random_hex(40).unwrap(), random_hex(40).unwrap());
     }
 
     #[test]

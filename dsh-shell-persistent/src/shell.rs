@@ -11,7 +11,9 @@ use tokio::time::Instant;
 
 use crate::bash::{Fatal, Protocol, Repairs};
 use crate::dialect::{CallIds, CommandSource, Dialect};
-use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Prompt, Search, new_token};
+use crate::marker::{
+    CallScanner, ID_LEN, Markers, Progress, Prompt, Search, new_token, random_hex,
+};
 use crate::normalize::Normalizer;
 use crate::notice::NoticeFilter;
 use crate::output::Collector;
@@ -111,9 +113,7 @@ fn token() -> Result<String, ShellError> {
 
 /// A fresh id of `len` hex digits.
 fn id(len: usize) -> Result<String, ShellError> {
-    let mut t = token()?;
-    t.truncate(len);
-    Ok(t)
+    random_hex(len).map_err(ShellError::Random)
 }
 
 impl Shell {
@@ -235,15 +235,20 @@ impl Shell {
     ) -> Result<Outcome, ShellError> {
         let dialect = config.dialect;
         let shell = dialect.tool_name();
+        // One request for randomness per call: the call's tag, its end and
+        // the next call's start.
+        let hex = id(8 + 2 * ID_LEN)?;
+        let (call, ends) = hex.split_at(8);
+        let (end, next_start) = ends.split_at(ID_LEN);
         let ids = CallIds {
-            call: id(8)?,
+            call: call.to_owned(),
             start: if dialect.start_is_preset() {
                 std::mem::take(&mut self.next_start)
             } else {
                 id(ID_LEN)?
             },
-            end: id(ID_LEN)?,
-            next_start: id(ID_LEN)?,
+            end: end.to_owned(),
+            next_start: next_start.to_owned(),
             after_syntax_error: self.last_status == 2,
         };
         let (file, local_file) = if dialect.needs_file(command) {

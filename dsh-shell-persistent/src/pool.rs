@@ -293,7 +293,11 @@ impl ShellPool {
         if keep {
             *slot = Some(shell);
         } else {
-            drop(shell); // kills the process tree
+            // SIGKILL to the whole tree at once, as dropping the shell would,
+            // but with the `/proc` readings on the blocking pool and the call
+            // returning once the tree is gone.
+            let _ = shell.session().kill_tree(Duration::ZERO).await;
+            drop(shell);
         }
         if closed_during {
             return Err(ShellError::Closed);

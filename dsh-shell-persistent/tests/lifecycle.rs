@@ -247,15 +247,16 @@ async fn one_shot_shells_keep_nothing_and_never_print_the_reset_line() {
         run(&pool, "a", "echo part; sleep 100").await,
         "Your command timed out after 2 seconds or experienced an OOM error. Below is partial output:\npart"
     );
-    // No shell is left running between calls.
-    let sid: i32 = run(&pool, "a", "sleep 1000 & echo $$")
+    // No shell is left running between calls: a call returns once its whole
+    // tree is gone (background jobs, double forks, a job ignoring SIGTERM).
+    let sid: i32 = run(&pool, "a", JOBS)
         .await
         .lines()
         .last()
         .unwrap()
         .parse()
         .unwrap();
-    assert_eq!(wait_until_empty(sid).await, Vec::<i32>::new());
+    assert_eq!(session_members(sid), Vec::<i32>::new());
 }
 
 mod quoting {

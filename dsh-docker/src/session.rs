@@ -265,10 +265,12 @@ impl PtySession for DockerSession {
             // The first refresh comes once the shell runs: look for it in
             // this host's /proc now, once. The view never changes after, so
             // process ids keep one meaning for the session's lifetime.
+            // `/proc` is read on the blocking pool.
+            let tag = self.tag.clone();
             if let Ok(info) = self.container.docker().inspect_exec(&self.exec_id).await
-                && let Some(view) = info
-                    .pid
-                    .and_then(|pid| crate::backend::host_view(pid, &self.tag))
+                && let Some(pid) = info.pid
+                && let Ok(Some(view)) =
+                    tokio::task::spawn_blocking(move || crate::backend::host_view(pid, &tag)).await
             {
                 let _ = self.host.set(view);
             }

@@ -73,8 +73,10 @@ impl Tree {
         status: &mut watch::Receiver<Option<ExitStatus>>,
     ) -> ExitStatus {
         let sid = self.sid;
+        // Read apart, so that no borrow of the exit record lives across an await.
+        let exited = status.borrow().is_some();
         let emptied = self.emptied.load(Ordering::Acquire)
-            || (status.borrow().is_some() && !off_runtime(move || session_alive(sid)).await)
+            || (exited && !off_runtime(move || session_alive(sid)).await)
             || {
                 off_runtime(move || {
                     signal_session(sid, NixSignal::SIGTERM);

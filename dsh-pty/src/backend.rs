@@ -104,6 +104,15 @@ pub trait PtySession: Send + Sync + fmt::Debug {
     /// background; [`PtySession::wait`] reports it.
     fn kill_now(&self);
 
+    /// [`PtySession::kill_now`] for callers that can wait. The default calls
+    /// `kill_now`; the local backends override it: they read the process
+    /// table on tokio's blocking pool (never on the runtime's threads) and
+    /// return once the session is empty (bounded), so that dropping the
+    /// session afterwards has nothing left to do.
+    async fn end_now(&self) {
+        self.kill_now();
+    }
+
     /// The exit record, if the program has exited (and was reaped).
     fn status(&self) -> Option<ExitStatus>;
 

@@ -405,6 +405,10 @@ impl PtySession for PortableSession {
         self.kill_all();
     }
 
+    async fn end_now(&self) {
+        let _ = self.kill_tree(Duration::ZERO).await;
+    }
+
     fn status(&self) -> Option<ExitStatus> {
         *self.status.borrow()
     }

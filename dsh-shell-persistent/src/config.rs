@@ -82,7 +82,8 @@ pub struct ShellConfig {
     pub backend: Arc<dyn PtyBackend>,
     /// Whether an owner keeps its shell between calls (the default). With
     /// `false`, every call runs in a fresh shell whose whole process tree is
-    /// killed before the call returns, and results never carry the reset line: a shell that exits reports
+    /// killed when the call ends (with the local backends, gone before the
+    /// call returns), and results never carry the reset line: a shell that exits reports
     /// `[exit code: N]` (`128 + signal` when killed by a signal).
     pub persistent: bool,
     /// Actions applied to each shell before it runs (see [`dsh_pty::PreExec`]);

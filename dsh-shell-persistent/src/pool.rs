@@ -293,10 +293,10 @@ impl ShellPool {
         if keep {
             *slot = Some(shell);
         } else {
-            // SIGKILL to the whole tree at once, as dropping the shell would,
-            // but with the `/proc` readings on the blocking pool and the call
-            // returning once the tree is gone.
-            let _ = shell.session().kill_tree(Duration::ZERO).await;
+            // SIGKILL to the whole tree at once, as dropping the shell would;
+            // a local backend reads `/proc` on the blocking pool and returns
+            // once the tree is gone.
+            shell.session().end_now().await;
             drop(shell);
         }
         if closed_during {

@@ -11,9 +11,7 @@ use tokio::time::Instant;
 
 use crate::bash::{Fatal, Protocol, Repairs};
 use crate::dialect::{CallIds, CommandSource, Dialect};
-use crate::marker::{
-    CallScanner, ID_LEN, Markers, Progress, Prompt, Search, new_token, random_hex,
-};
+use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Prompt, Search, random_hex};
 use crate::normalize::Normalizer;
 use crate::notice::NoticeFilter;
 use crate::output::Collector;
@@ -61,7 +59,7 @@ pub(crate) enum Outcome {
     Broken { output: Collector, why: Broken },
     /// The timeout passed; the shell's process tree was killed.
     TimedOut { output: Collector },
-    /// The cancel signal fired; the shell was killed.
+    /// The cancel signal fired; the caller ends the shell (it is not reused).
     Cancelled,
 }
 
@@ -105,10 +103,6 @@ pub(crate) struct Shell {
     /// The last call's status.
     last_status: i32,
     scratch: Option<tempfile::TempDir>,
-}
-
-fn token() -> Result<String, ShellError> {
-    new_token().map_err(ShellError::Random)
 }
 
 /// A fresh id of `len` hex digits.
@@ -190,20 +184,11 @@ impl Shell {
         };
         match tokio::time::timeout(config.start_timeout, wait_ready).await {
             Ok(true) => {
-                // At its prompt, the terminal's foreground is the shell itself.
-                shell_obj.session.refresh_foreground().await;
+                // At its prompt, the terminal's foreground is the shell itself
+                // (`pids_are_local` is known once the look refreshed it).
+                let fg = shell_obj.look().await.fg;
                 let local = shell_obj.session.pids_are_local();
-                let session = Arc::clone(&shell_obj.session);
-                // `/proc` is read on the blocking pool.
-                shell_obj.home = tokio::task::spawn_blocking(move || {
-                    session
-                        .foreground()
-                        .ok()
-                        .map(|fg| probe::Home::new(fg.pgid, local))
-                })
-                .await
-                .ok()
-                .flatten();
+                shell_obj.home = fg.map(|fg| probe::Home::new(fg.pgid, local));
                 Ok(shell_obj)
             }
             Ok(false) => Err(ShellError::Spawn {
@@ -299,7 +284,7 @@ impl Shell {
         let write = self.session.write_all(line.as_bytes());
         tokio::select! {
             biased;
-            () = &mut cancel => return Ok(self.cancelled()),
+            () = &mut cancel => return Ok(Outcome::Cancelled),
             written = write => written.map_err(|source| ShellError::Terminal { shell, source })?,
         }
         line_written();
@@ -307,7 +292,7 @@ impl Shell {
         let outcome = loop {
             tokio::select! {
                 biased;
-                () = &mut cancel => break self.cancelled(),
+                () = &mut cancel => break Outcome::Cancelled,
                 chunk = self.output.recv() => {
                     let Some(chunk) = chunk else {
                         scanner.finish(&mut |b| text.feed(b));
@@ -324,7 +309,7 @@ impl Shell {
                     };
                     // Cancellation wins even over a complete result.
                     if poll_once(cancel.as_mut()).await {
-                        break self.cancelled();
+                        break Outcome::Cancelled;
                     }
                     self.last_status = status.unwrap_or(-1);
                     let completed = |text: Text, status: Option<i32>, repairs| Outcome::Completed {
@@ -485,11 +470,6 @@ impl Shell {
         })
     }
 
-    fn cancelled(&mut self) -> Outcome {
-        self.session.kill_now();
-        Outcome::Cancelled
-    }
-
     /// Puts a long command in a file the shell can read: on the program's
     /// side when the backend is remote (`false`: the session removes it),
     /// else in a local scratch directory (`true`: removed after the call).
@@ -525,7 +505,7 @@ impl Shell {
             .as_ref()
             .map(|d| d.path().to_owned())
             .unwrap_or_default();
-        let path = dir.join(format!("cmd-{}", token()?));
+        let path = dir.join(format!("cmd-{}", id(32)?));
         std::fs::write(&path, command).map_err(ShellError::CommandFile)?;
         Ok(path)
     }

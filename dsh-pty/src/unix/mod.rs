@@ -369,6 +369,10 @@ impl PtySession for NativeSession {
         self.tree.kill_now(&self.status);
     }
 
+    async fn end_now(&self) {
+        let _ = self.kill_tree(Duration::ZERO).await;
+    }
+
     fn status(&self) -> Option<ExitStatus> {
         *self.status.borrow()
     }

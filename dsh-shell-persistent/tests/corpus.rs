@@ -180,10 +180,16 @@ impl Fixture {
         out
     }
 
-    /// Gives `owner`'s shell the state the canary checks.
+    /// Gives `owner`'s shell the state the canary checks. The same from
+    /// any directory, so it cannot fail in a shell that already has it
+    /// (under `set -e` a failing `cd` would end the shell here).
     async fn set_state(&self, owner: &str, value: &str) -> String {
-        self.run(owner, &format!("export CANARY={value}; cd sub"))
-            .await
+        let sub = self.root.join("sub");
+        self.run(
+            owner,
+            &format!("export CANARY={value}; cd \"{}\"", sub.display()),
+        )
+        .await
     }
 
     /// The canary: `echo $CANARY; pwd` as the issue has it, and a file named
@@ -221,10 +227,16 @@ fn file_name(p: &Path) -> String {
 /// a reset was reported. Panics when the canary is wrong without a reset.
 async fn step(f: &Fixture, owner: &str, n: usize, entry: &str) -> (String, bool) {
     let value = format!("v{n}");
-    let setup = f.set_state(owner, &value).await;
-    let mut reset = setup.contains(&reset_line());
+    let mut setup = f.set_state(owner, &value).await;
+    if setup.contains(&reset_line()) {
+        // The previous entry left a shell that ended at the setup (say
+        // `set -e` and a failing command): the entry runs on a fresh shell,
+        // so give that one the state too.
+        setup = f.set_state(owner, &value).await;
+        assert!(!setup.contains(&reset_line()), "{setup:?}");
+    }
     let result = f.run(owner, entry).await;
-    reset |= result.contains(&reset_line());
+    let mut reset = result.contains(&reset_line());
     let (canary_out, seen) = f.canary(owner, n).await;
     let kept = seen.as_deref() == Some(&format!("{value}:sub")[..]);
     if !kept {
@@ -361,6 +373,24 @@ async fn input_to_an_idle_shell_is_refused() {
         "{err}"
     );
     assert_eq!(f.run("idle", "echo $X").await, "1");
+}
+
+/// A sequence the random one once drew: `set -e` stays on, so a later
+/// setup that failed ended the shell before the entry, and the entry ran on
+/// the fresh one. Each entry now runs on the state the canary checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_sequence_after_set_e() {
+    let f = Fixture::new();
+    let entries = [
+        "set -e",
+        "set -u; echo $NOPE; echo not reached",
+        "set -e; false",
+        "set -u",
+    ];
+    for (n, entry) in entries.iter().enumerate() {
+        step(&f, "s", n, entry).await;
+    }
+    f.pool.close_all().await;
 }
 
 proptest! {

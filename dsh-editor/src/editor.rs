@@ -10,6 +10,7 @@ use tracing::Instrument;
 use crate::args::{self, Parsed};
 use crate::fs::{FileKind, Fs, FsError, Metadata};
 use crate::outcome::{DirectoryView, EditorOutcome, FileView};
+use crate::scan::{Kept, LineScan};
 use crate::text::{DecodeError, Document};
 use crate::{EditorError, EditorRequest, contract, listing, ops};
 
@@ -332,15 +333,39 @@ impl<F: Fs + 'static> Editor<F> {
             }
             FileKind::Directory => Ok(EditorOutcome::DirectoryView(self.view_dir(display).await)),
             FileKind::File => {
-                let (doc, _) = self.load(path, &display, &meta).await?;
+                self.check_len(&display, &meta)?;
+                // One pass over the file's blocks keeps only the lines from
+                // the first one asked for; a file that is not plain UTF-8
+                // is decoded whole.
+                let first = view_range.map_or(1, |(a, _)| usize::try_from(a).unwrap_or(1));
+                // Enough to fill the output: a clipped view shows at most
+                // `max_output_chars` characters of it.
+                let shown = self.config.max_output_chars.saturating_add(1);
+                let mut scan = LineScan::new(first, shown.saturating_mul(4));
+                self.fs
+                    .read_blocks(path, self.config.max_file_bytes, &mut |block| {
+                        scan.push(block)
+                    })
+                    .await
+                    .map_err(|e| fs_error(e, &display))?;
+                let kept = match scan.finish() {
+                    Some(kept) => kept,
+                    None => {
+                        let (doc, _) = self.load(path, &display, &meta).await?;
+                        let text = doc.into_text();
+                        Kept {
+                            lines: ops::line_count(&text),
+                            first_line: 1,
+                            text,
+                        }
+                    }
+                };
                 if bad_range {
                     return Err(EditorError::RangeShape);
                 }
-                Ok(EditorOutcome::FileView(self.view_file(
-                    display,
-                    doc.text(),
-                    view_range,
-                )?))
+                Ok(EditorOutcome::FileView(
+                    self.view_file(display, &kept, view_range)?,
+                ))
             }
             FileKind::Other => Err(EditorError::NotRegular(display)),
         }
@@ -437,12 +462,8 @@ impl<F: Fs + 'static> Editor<F> {
         }
     }
 
-    async fn load(
-        &self,
-        path: &Path,
-        display: &str,
-        meta: &Metadata,
-    ) -> Result<(Document, crate::fs::Version), EditorError> {
+    /// Refuses a file longer than `max_file_bytes` before reading it.
+    fn check_len(&self, display: &str, meta: &Metadata) -> Result<(), EditorError> {
         if meta.len > self.config.max_file_bytes {
             return Err(EditorError::TooLarge {
                 path: display.to_owned(),
@@ -450,6 +471,16 @@ impl<F: Fs + 'static> Editor<F> {
                 max: self.config.max_file_bytes,
             });
         }
+        Ok(())
+    }
+
+    async fn load(
+        &self,
+        path: &Path,
+        display: &str,
+        meta: &Metadata,
+    ) -> Result<(Document, crate::fs::Version), EditorError> {
+        self.check_len(display, meta)?;
         let (bytes, version) = self
             .fs
             .read(path, self.config.max_file_bytes)
@@ -482,10 +513,10 @@ impl<F: Fs + 'static> Editor<F> {
     fn view_file(
         &self,
         display: String,
-        text: &str,
+        kept: &Kept,
         range: Option<(i64, i64)>,
     ) -> Result<FileView, EditorError> {
-        let lines = ops::line_count(text);
+        let lines = kept.lines;
         let (first, last) = match range {
             None => (1, lines),
             Some(range) => check_range(range, lines)?,
@@ -502,7 +533,15 @@ impl<F: Fs + 'static> Editor<F> {
         let header = contract::file_header(&view);
         let max = self.config.max_output_chars;
         let mut body = String::new();
-        let start = ops::line_start_counted(text, lines, first);
+        let text = kept.text.as_str();
+        let start = if kept.first_line == first {
+            0
+        } else if kept.first_line == 1 {
+            // The whole text (a scan keeps from the first line asked for).
+            ops::line_start_counted(text, lines, first)
+        } else {
+            ops::line_start(text, first + 1 - kept.first_line.min(first))
+        };
         let used = header.chars().count();
         ops::number_lines_from(text, start, first, last, &mut body, used, max);
         (view.numbered, view.cut) = contract::clip(used, body, max);

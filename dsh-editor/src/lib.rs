@@ -96,6 +96,7 @@ mod listing;
 pub mod ops;
 pub mod outcome;
 mod request;
+mod scan;
 pub mod text;
 
 pub use contract::VIEW_CLIP_NOTE;

@@ -131,6 +131,11 @@ impl Document {
         &self.text
     }
 
+    /// The text, as [`Document::text`], taken out of the document.
+    pub fn into_text(self) -> String {
+        self.text
+    }
+
     /// The encoding found.
     pub fn encoding(&self) -> Encoding {
         self.encoding

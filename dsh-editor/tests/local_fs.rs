@@ -192,6 +192,21 @@ impl Fs for Observed {
         (self.after)("read", path);
         out
     }
+    /// Runs the hook for each block (`"block"`), then once more.
+    async fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<Version, FsError> {
+        let mut counted = |block: &[u8]| {
+            (self.after)("block", path);
+            each(block);
+        };
+        let out = self.local.read_blocks(path, limit, &mut counted).await;
+        (self.after)("read_blocks", path);
+        out
+    }
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
         let out = self.local.read_dir(path).await;
         (self.after)("read_dir", path);
@@ -446,6 +461,21 @@ async fn reads_are_bounded_by_the_limit_given() {
             "{path}"
         );
         assert_eq!(fs.read(Path::new(path), 4).await.unwrap().0, b"abcd");
+        let mut seen = Vec::new();
+        let mut keep = |block: &[u8]| seen.extend_from_slice(block);
+        assert!(
+            matches!(
+                fs.read_blocks(Path::new(path), 3, &mut keep).await,
+                Err(FsError::TooLarge {
+                    len: 4,
+                    limit: 3,
+                    ..
+                })
+            ),
+            "{path}"
+        );
+        fs.read_blocks(Path::new(path), 4, &mut keep).await.unwrap();
+        assert_eq!(seen, b"abcd");
     }
     // The editor passes its bound down: the error names the size.
     let editor = Editor::with_config(
@@ -464,6 +494,109 @@ async fn reads_are_bounded_by_the_limit_given() {
         ),
         "{err}"
     );
+}
+
+/// A view of a file of many 64 KiB blocks shows what decoding the whole file
+/// shows: UTF-8 with characters cut by the block ends, `\r\n` throughout, a
+/// byte-order mark, windows-1252 (decoded whole), and a NUL past the first
+/// block (binary).
+#[tokio::test]
+async fn views_of_long_files_show_the_lines_asked_for() {
+    use std::sync::Mutex;
+    let (_dir, root) = tempdir();
+    let ops: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+    let record = Arc::clone(&ops);
+    let editor = Editor::new(Observed::new(true, move |op, _| {
+        record.lock().unwrap().push(op)
+    }));
+    let n = 40_000usize;
+    let line = |i: usize| {
+        if i <= n {
+            format!("line {i} é€😀")
+        } else {
+            String::new()
+        }
+    };
+    let utf8: String = (1..=n).map(|i| line(i) + "\n").collect();
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("utf8", utf8.clone().into_bytes()),
+        ("crlf", utf8.replace('\n', "\r\n").into_bytes()),
+        ("bom", [&b"\xEF\xBB\xBF"[..], utf8.as_bytes()].concat()),
+        (
+            "cp1252",
+            utf8.replace("é€😀", "é€")
+                .chars()
+                .map(|c| match c {
+                    'é' => 0xE9,
+                    '€' => 0x80,
+                    c => c as u8,
+                })
+                .collect(),
+        ),
+    ];
+    for (name, bytes) in cases {
+        assert!(bytes.len() > 8 * 64 * 1024, "{name}: {}", bytes.len());
+        let path = format!("{root}/{name}.txt");
+        std::fs::write(&path, &bytes).unwrap();
+        let shown = |i: usize| {
+            let l = line(i);
+            if name == "cp1252" {
+                l.replace("é€😀", "é€")
+            } else {
+                l
+            }
+        };
+        for (a, b) in [(n as i64 - 2, -1), (1, 3), (n as i64 / 2, n as i64 / 2 + 1)] {
+            let out = editor
+                .execute(&json!({"command": "view", "path": path, "view_range": [a, b]}))
+                .await
+                .unwrap();
+            let last = if b == -1 { n + 1 } else { b as usize };
+            let mut want = format!(
+                "Here's the content of {path} with line numbers (which has a total of {} lines) with view_range=[{a}, {b}]:\n",
+                n + 1
+            );
+            for i in a as usize..=last {
+                want += &format!("{i:>6}  {}\n", shown(i));
+            }
+            assert_eq!(out, want, "{name} [{a}, {b}]");
+            // Read once, in blocks; only a file that is not UTF-8 again whole.
+            let ops = std::mem::take(&mut *ops.lock().unwrap());
+            let count = |op| ops.iter().filter(|&&o| o == op).count();
+            assert!(count("block") >= 8, "{name}: {ops:?}");
+            assert_eq!(count("read_blocks"), 1, "{name}: {ops:?}");
+            assert_eq!(
+                count("read"),
+                usize::from(name == "cp1252"),
+                "{name}: {ops:?}"
+            );
+        }
+        // The whole file: the first 16,000 characters (the default
+        // `max_output_chars`), then the note; only about that much is kept.
+        let whole = editor
+            .execute(&json!({"command": "view", "path": path}))
+            .await
+            .unwrap();
+        let mut full = format!(
+            "Here's the content of {path} with line numbers (which has a total of {} lines):\n",
+            n + 1
+        );
+        for i in 1..=n + 1 {
+            full += &format!("{i:>6}  {}\n", shown(i));
+        }
+        let shown_part: String = full.chars().take(16_000).collect();
+        assert_eq!(whole, shown_part + dsh_editor::VIEW_CLIP_NOTE, "{name}");
+        ops.lock().unwrap().clear();
+    }
+    let mut binary = utf8.into_bytes();
+    binary[200_000] = 0;
+    let path = format!("{root}/binary.txt");
+    std::fs::write(&path, &binary).unwrap();
+    let err = editor
+        .execute(&json!({"command": "view", "path": path, "view_range": [n as i64, -1]}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, dsh_editor::EditorError::Binary(_)), "{err}");
 }
 
 /// Over a filesystem of blocking calls, a whole tool call is one job on the

@@ -143,6 +143,16 @@ impl Fs for SandboxFs {
         self.local.read(path, limit).await
     }
 
+    async fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<Version, FsError> {
+        self.check_read(path)?;
+        self.local.read_blocks(path, limit, each).await
+    }
+
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
         self.check_read(path)?;
         self.local.read_dir(path).await

@@ -1,6 +1,6 @@
 //! The real filesystem.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -244,6 +244,43 @@ fn create_sync(path: &Path, data: &[u8]) -> Result<(), FsError> {
     Ok(())
 }
 
+/// The file at `p` opened for reading at most `limit + 1` bytes, and its
+/// metadata; [`FsError::TooLarge`] if it is already longer than `limit`.
+fn open_within(
+    p: &Path,
+    limit: u64,
+) -> Result<(std::io::Take<std::fs::File>, std::fs::Metadata), FsError> {
+    let file = std::fs::File::open(p).map_err(|e| FsError::from_io(p, e))?;
+    let meta = file.metadata().map_err(|e| FsError::from_io(p, e))?;
+    FsError::check_len(p, meta.len(), limit)?;
+    Ok((file.take(limit.saturating_add(1)), meta))
+}
+
+fn read_blocks_sync(
+    p: &Path,
+    limit: u64,
+    each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+) -> Result<Version, FsError> {
+    const BLOCK: usize = 64 * 1024;
+    let (mut file, meta) = open_within(p, limit)?;
+    // A small file needs no more than its length (and one byte to see its end).
+    let size = usize::try_from(meta.len()).map_or(BLOCK, |len| len.saturating_add(1).min(BLOCK));
+    let mut block = vec![0; size];
+    let mut total = 0u64;
+    loop {
+        let n = match file.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(FsError::from_io(p, e)),
+        };
+        total += n as u64;
+        FsError::check_len(p, total, limit)?;
+        each(&block[..n]);
+    }
+    Ok(version_of(&meta))
+}
+
 #[async_trait]
 impl Fs for LocalFs {
     fn blocking_calls(&self) -> bool {
@@ -258,18 +295,32 @@ impl Fs for LocalFs {
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         let p = path.to_owned();
         blocking(path, move || {
-            use std::io::Read;
-            let file = std::fs::File::open(&p).map_err(|e| FsError::from_io(&p, e))?;
-            let meta = file.metadata().map_err(|e| FsError::from_io(&p, e))?;
-            FsError::check_len(&p, meta.len(), limit)?;
+            let (mut file, meta) = open_within(&p, limit)?;
             let mut buf = Vec::with_capacity(meta.len() as usize);
-            file.take(limit.saturating_add(1))
-                .read_to_end(&mut buf)
+            file.read_to_end(&mut buf)
                 .map_err(|e| FsError::from_io(&p, e))?;
             FsError::check_len(&p, buf.len() as u64, limit)?;
             Ok((buf, version_of(&meta)))
         })
         .await
+    }
+
+    /// In blocks of 64 KiB read into one buffer, so each block is handed
+    /// over while it is in the CPU's cache. Where calls are handed to the
+    /// blocking pool one by one (outside [`inline`](super::inline) on a
+    /// runtime), the whole file as one block, as the default.
+    async fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<Version, FsError> {
+        if !super::is_inline() && tokio::runtime::Handle::try_current().is_ok() {
+            let (bytes, version) = self.read(path, limit).await?;
+            each(&bytes);
+            return Ok(version);
+        }
+        read_blocks_sync(path, limit, each)
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {

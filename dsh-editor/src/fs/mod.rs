@@ -162,6 +162,23 @@ pub trait Fs: Send + Sync {
     /// reading past the limit, so a file that grows meanwhile is caught too).
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError>;
 
+    /// Reads the file at `path` as [`Fs::read`] does, handing its content to
+    /// `each` in order, one block at a time, instead of returning it: a
+    /// reader that keeps only part of a file (the end of a long log) never
+    /// holds all of it. The same errors as [`Fs::read`]; after an error
+    /// `each` may have seen part of the file. The default hands the whole
+    /// content as one block.
+    async fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<Version, FsError> {
+        let (bytes, version) = self.read(path, limit).await?;
+        each(&bytes);
+        Ok(version)
+    }
+
     /// The entries of the directory at `path`, in no particular order.
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError>;
 
@@ -223,6 +240,14 @@ macro_rules! forward_fs {
             }
             async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
                 (**self).read(path, limit).await
+            }
+            async fn read_blocks(
+                &self,
+                path: &Path,
+                limit: u64,
+                each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+            ) -> Result<Version, FsError> {
+                (**self).read_blocks(path, limit, each).await
             }
             async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
                 (**self).read_dir(path).await

@@ -143,12 +143,14 @@ impl ServerHandler for DshServer {
         }
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let ct = context.ct.clone();
-        let outcome = self
-            .dispatch(
+        // On the heap: a tool call's state is kilobytes, and rmcp holds the
+        // future of every request (a ping too) sized for its largest handler.
+        let outcome =
+            Box::pin(self.dispatch(
                 &request.name,
                 &arguments,
                 async move { ct.cancelled().await },
-            )
+            ))
             .await;
         let (text, is_error) = match outcome {
             Ok(text) => (text, false),

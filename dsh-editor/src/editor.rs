@@ -333,33 +333,8 @@ impl<F: Fs + 'static> Editor<F> {
             }
             FileKind::Directory => Ok(EditorOutcome::DirectoryView(self.view_dir(display).await)),
             FileKind::File => {
-                self.check_len(&display, &meta)?;
-                // One pass over the file's blocks keeps only the lines from
-                // the first one asked for; a file that is not plain UTF-8
-                // is decoded whole.
                 let first = view_range.map_or(1, |(a, _)| usize::try_from(a).unwrap_or(1));
-                // Enough to fill the output: a clipped view shows at most
-                // `max_output_chars` characters of it.
-                let shown = self.config.max_output_chars.saturating_add(1);
-                let mut scan = LineScan::new(first, shown.saturating_mul(4));
-                self.fs
-                    .read_blocks(path, self.config.max_file_bytes, &mut |block| {
-                        scan.push(block)
-                    })
-                    .await
-                    .map_err(|e| fs_error(e, &display))?;
-                let kept = match scan.finish() {
-                    Some(kept) => kept,
-                    None => {
-                        let (doc, _) = self.load(path, &display, &meta).await?;
-                        let text = doc.into_text();
-                        Kept {
-                            lines: ops::line_count(&text),
-                            first_line: 1,
-                            text,
-                        }
-                    }
-                };
+                let kept = self.lines_from(path, &display, &meta, first).await?;
                 if bad_range {
                     return Err(EditorError::RangeShape);
                 }
@@ -460,6 +435,42 @@ impl<F: Fs + 'static> Editor<F> {
             FileKind::Directory => Err(EditorError::DirectoryNotView(display.to_owned())),
             FileKind::Other => Err(EditorError::NotRegular(display.to_owned())),
         }
+    }
+
+    /// The text of the file at `path` from line `first` on (or from its
+    /// start), and its line count, for a view. Over local system calls, one
+    /// pass over the file's blocks keeps only that text, up to what the
+    /// output can show; a file that is not UTF-8 without NUL, and any file
+    /// of a remote filesystem (which would be fetched twice), is decoded
+    /// whole.
+    async fn lines_from(
+        &self,
+        path: &Path,
+        display: &str,
+        meta: &Metadata,
+        first: usize,
+    ) -> Result<Kept, EditorError> {
+        self.check_len(display, meta)?;
+        if self.fs.blocking_calls() {
+            // A clipped view shows at most `max_output_chars` characters.
+            let shown = self.config.max_output_chars.saturating_add(1);
+            let mut scan = LineScan::new(first, shown.saturating_mul(4));
+            self.fs
+                .read_blocks(path, self.config.max_file_bytes, &mut |block| {
+                    scan.push(block)
+                })
+                .await
+                .map_err(|e| fs_error(e, display))?;
+            if let Some(kept) = scan.finish() {
+                return Ok(kept);
+            }
+        }
+        let text = self.load(path, display, meta).await?.0.into_text();
+        Ok(Kept {
+            lines: ops::line_count(&text),
+            first_line: 1,
+            text,
+        })
     }
 
     /// Refuses a file longer than `max_file_bytes` before reading it.

@@ -316,9 +316,7 @@ impl Fs for LocalFs {
         each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
     ) -> Result<Version, FsError> {
         if !super::is_inline() && tokio::runtime::Handle::try_current().is_ok() {
-            let (bytes, version) = self.read(path, limit).await?;
-            each(&bytes);
-            return Ok(version);
+            return super::read_as_one_block(self, path, limit, each).await;
         }
         read_blocks_sync(path, limit, each)
     }

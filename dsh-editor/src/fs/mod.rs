@@ -174,9 +174,7 @@ pub trait Fs: Send + Sync {
         limit: u64,
         each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
     ) -> Result<Version, FsError> {
-        let (bytes, version) = self.read(path, limit).await?;
-        each(&bytes);
-        Ok(version)
+        read_as_one_block(self, path, limit, each).await
     }
 
     /// The entries of the directory at `path`, in no particular order.
@@ -205,6 +203,18 @@ pub trait Fs: Send + Sync {
     fn blocking_calls(&self) -> bool {
         false
     }
+}
+
+/// [`Fs::read_blocks`] through [`Fs::read`]: the whole file as one block.
+pub(crate) async fn read_as_one_block<F: Fs + ?Sized>(
+    fs: &F,
+    path: &Path,
+    limit: u64,
+    each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+) -> Result<Version, FsError> {
+    let (bytes, version) = fs.read(path, limit).await?;
+    each(&bytes);
+    Ok(version)
 }
 
 thread_local! {

@@ -118,11 +118,13 @@ fn ratios(_c: &mut Criterion) {
     let big = dir.path().join("big.log");
     write_50mb(&big);
     let big_str = big.to_str().unwrap().to_owned();
-    let floor = benches::median(11, 0, || atomic_replace_floor(&big));
     let mut flip = false;
-    let edit = benches::median(11, 0, || {
-        toggle_middle(&rt, &editor, &big_str, &mut flip);
-    });
+    let (floor, edit) = benches::median_pair(
+        11,
+        0,
+        || atomic_replace_floor(&big),
+        || toggle_middle(&rt, &editor, &big_str, &mut flip),
+    );
     println!(
         "str_replace in a 50 MB file: {edit:?}, atomic-replace floor {floor:?}: {:.2}x (goal <= 1.2x)",
         edit.as_secs_f64() / floor.as_secs_f64()
@@ -131,15 +133,19 @@ fn ratios(_c: &mut Criterion) {
     let lines = dir.path().join("lines.txt");
     write_1m_lines(&lines);
     let lines_str = lines.to_str().unwrap().to_owned();
-    let read = benches::median(21, 0, || {
-        std::fs::read(&lines).unwrap();
-    });
-    let view = benches::median(21, 0, || {
-        rt.block_on(editor.execute(&json!({
-            "command": "view", "path": lines_str, "view_range": [999_951, -1]
-        })))
-        .unwrap();
-    });
+    let (read, view) = benches::median_pair(
+        21,
+        0,
+        || {
+            std::fs::read(&lines).unwrap();
+        },
+        || {
+            rt.block_on(editor.execute(&json!({
+                "command": "view", "path": lines_str, "view_range": [999_951, -1]
+            })))
+            .unwrap();
+        },
+    );
     println!(
         "view of the last 50 lines of a 1M-line file: {view:?}, one read of the file {read:?}: {:.2}x (goal <= 2x)",
         view.as_secs_f64() / read.as_secs_f64()

@@ -140,13 +140,17 @@ fn mcp(_c: &mut Criterion) {
     let mut floor = Server::start(Path::new(env!("CARGO_BIN_EXE_line-echo")), &[]);
     let mut server = Server::start(&dsh, &["--workspace", ws_arg]);
 
-    let floor_ping = median(2000, || {
-        floor.request("ping", json!({}));
-    });
-    let dsh_ping = median(2000, || {
-        let answer = server.request("ping", json!({}));
-        assert_eq!(answer["result"], json!({}));
-    });
+    let (floor_ping, dsh_ping) = benches::median_pair(
+        2000,
+        200,
+        || {
+            floor.request("ping", json!({}));
+        },
+        || {
+            let answer = server.request("ping", json!({}));
+            assert_eq!(answer["result"], json!({}));
+        },
+    );
     println!(
         "MCP ping: dsh-mcp {:.1} µs, line-echo floor {:.1} µs: {:.2}x (goal <= 4x)",
         us(dsh_ping),
@@ -171,8 +175,7 @@ fn mcp(_c: &mut Criterion) {
                        n: usize,
                        args: &Value,
                        in_process: &mut dyn FnMut()| {
-        let lib_time = median(n, in_process);
-        let mcp_time = median(n, || {
+        let (lib_time, mcp_time) = benches::median_pair(n, n / 10, in_process, || {
             let answer = server.request("tools/call", json!({"name": tool, "arguments": args}));
             assert_eq!(answer["result"]["isError"], false, "{answer}");
         });

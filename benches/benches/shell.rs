@@ -172,25 +172,28 @@ fn throughput(c: &mut Criterion) {
 }
 
 /// The goal for one call, as a ratio to a raw PTY round trip
-/// measured in the same run (medians of 500).
+/// measured in the same run (medians of 500 each, taken in turns).
 fn call_ratio(_c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let median = |f: &mut dyn FnMut()| benches::median(500, 50, f);
     let mut raw = RawPty::spawn(false).unwrap();
     let mut n = 0u64;
-    let raw_time = median(&mut || {
-        n += 1;
-        raw.run(
-            &format!("true; printf 'RT%s:\\n' {n}\n"),
-            format!("RT{n}:").as_bytes(),
-        )
-        .unwrap();
-    });
-    drop(raw);
     let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
-    let call = median(&mut || {
-        rt.block_on(pool.run("bench", "true")).unwrap();
-    });
+    let (raw_time, call) = benches::median_pair(
+        500,
+        50,
+        || {
+            n += 1;
+            raw.run(
+                &format!("true; printf 'RT%s:\\n' {n}\n"),
+                format!("RT{n}:").as_bytes(),
+            )
+            .unwrap();
+        },
+        || {
+            rt.block_on(pool.run("bench", "true")).unwrap();
+        },
+    );
+    drop(raw);
     println!(
         "in-process bash `true`: {call:?}, raw PTY round trip {raw_time:?}: {:.2}x (goal <= 1.5x)",
         call.as_secs_f64() / raw_time.as_secs_f64()

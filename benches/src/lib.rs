@@ -97,6 +97,31 @@ pub fn proc_kib(file: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The medians of `n` timings each of `a` and `b`, taken in turns (after
+/// `warm_up` untimed turns), so a baseline and what is compared with it
+/// see the same moments of a noisy machine.
+pub fn median_pair(
+    n: usize,
+    warm_up: usize,
+    mut a: impl FnMut(),
+    mut b: impl FnMut(),
+) -> (std::time::Duration, std::time::Duration) {
+    for _ in 0..warm_up {
+        a();
+        b();
+    }
+    let time = |f: &mut dyn FnMut()| {
+        let start = std::time::Instant::now();
+        f();
+        start.elapsed()
+    };
+    let (mut ta, mut tb): (Vec<_>, Vec<_>) =
+        (0..n.max(1)).map(|_| (time(&mut a), time(&mut b))).unzip();
+    ta.sort();
+    tb.sort();
+    (ta[ta.len() / 2], tb[tb.len() / 2])
+}
+
 /// The median of `n` timings of `f`, after `warm_up` untimed runs.
 pub fn median(n: usize, warm_up: usize, mut f: impl FnMut()) -> std::time::Duration {
     for _ in 0..warm_up {

@@ -1,10 +1,12 @@
 //! Sharing process-table readings while many sessions end at once.
 
 /// While a guard is alive, ending a session's tree may reuse a reading of the
-/// process table up to 10 ms old instead of reading `/proc` again, so ending a
-/// thousand sessions at once (a pool closing) reads it a few times rather
-/// than a thousand. Take one around a batch of `kill_tree`/`kill_now` calls;
-/// without one every call reads anew. A no-op where there is no `/proc`.
+/// process table that ended up to 10 ms ago instead of reading `/proc` again,
+/// so ending a thousand sessions at once (a pool closing) reads it every few
+/// milliseconds rather than a thousand times. Take one around a batch of
+/// `kill_tree`/`kill_now` calls; without one (and always for the final
+/// `SIGKILL`) a call only uses a reading begun after it asked. A no-op where
+/// there is no `/proc`.
 ///
 /// ```
 /// let guard = dsh_pty::SharedScans::new();

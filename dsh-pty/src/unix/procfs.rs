@@ -56,20 +56,37 @@ pub(crate) fn all_processes() -> Vec<ProcStat> {
     .collect()
 }
 
-/// How long one reading of every process serves callers that ask for
-/// session members while a [`crate::SharedScans`] guard is alive: closing a
-/// thousand shells at once reads `/proc` a few times, not a thousand times.
+/// How long after it ends one reading of every process serves callers that
+/// ask for session members while a [`crate::SharedScans`] guard is alive:
+/// closing a thousand shells at once reads `/proc` every few milliseconds,
+/// not a thousand times. Counted from the reading's end, not its start: a
+/// reading of a thousand processes on a busy machine takes about this long
+/// itself, and counted from its start it would be stale on arrival.
 /// Callers that wait for a session to empty ask again, so a snapshot this
-/// old only delays them by as much. Without a guard every call reads anew.
+/// old only delays them by as much. Without a guard a call uses only a
+/// reading begun after it asked.
 #[cfg(not(target_os = "macos"))]
 const SNAPSHOT_TTL: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// The processes of every session, as read at one instant.
+/// The processes of every session, as read between two instants.
 #[cfg(not(target_os = "macos"))]
 #[derive(Debug)]
 struct Snapshot {
+    /// When the reading began: everything alive then and still alive at
+    /// `done` is in it.
     taken: std::time::Instant,
+    /// When the reading ended.
+    done: std::time::Instant,
     by_session: std::collections::HashMap<i32, Vec<i32>>,
+}
+
+#[cfg(not(target_os = "macos"))]
+impl Snapshot {
+    /// Whether this reading may answer a caller that asked at `asked`
+    /// (see [`snapshot`]).
+    fn serves(&self, asked: std::time::Instant, fresh: bool, sharing: bool) -> bool {
+        self.taken >= asked || (!fresh && sharing && self.done.elapsed() < SNAPSHOT_TTL)
+    }
 }
 
 #[cfg(not(target_os = "macos"))]
@@ -79,12 +96,20 @@ static SNAPSHOT: std::sync::Mutex<Option<std::sync::Arc<Snapshot>>> = std::sync:
 /// reading be reused.
 pub(crate) static SHARING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// A reading of the process table for a caller that asked at `asked`: one
+/// begun after that moment is as fresh as a reading of its own, so callers
+/// that queued behind a reading in progress use the next one instead of
+/// each reading again (without this, once a reading takes longer than
+/// [`SNAPSHOT_TTL`] — a thousand shells on two busy CPUs — every caller in
+/// the queue found the last reading too old and read `/proc` itself). When
+/// `fresh` is `false` and a [`crate::SharedScans`] guard is alive, a reading
+/// up to [`SNAPSHOT_TTL`] old serves as well.
 #[cfg(not(target_os = "macos"))]
-fn snapshot() -> std::sync::Arc<Snapshot> {
+fn snapshot(asked: std::time::Instant, fresh: bool) -> std::sync::Arc<Snapshot> {
+    let sharing = SHARING.load(std::sync::atomic::Ordering::Acquire) > 0;
     let mut slot = SNAPSHOT.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(snap) = slot.as_ref()
-        && SHARING.load(std::sync::atomic::Ordering::Acquire) > 0
-        && snap.taken.elapsed() < SNAPSHOT_TTL
+        && snap.serves(asked, fresh, sharing)
     {
         return std::sync::Arc::clone(snap);
     }
@@ -104,18 +129,23 @@ fn read_snapshot() -> Snapshot {
             by_session.entry(p.session).or_default().push(p.pid);
         }
     }
-    Snapshot { taken, by_session }
+    Snapshot {
+        taken,
+        done: std::time::Instant::now(),
+        by_session,
+    }
 }
 
 /// Live processes of the terminal session `sid`, excluding this process, as
-/// of a reading at most [`SNAPSHOT_TTL`] old while readings are shared, read
-/// now otherwise or when `fresh`.
+/// of a reading begun after this call, or (unless `fresh`) one at most
+/// [`SNAPSHOT_TTL`] old while readings are shared.
 #[cfg(not(target_os = "macos"))]
 pub(crate) fn session_members(sid: i32, fresh: bool) -> Vec<i32> {
-    if fresh {
-        return read_snapshot().by_session.remove(&sid).unwrap_or_default();
-    }
-    snapshot().by_session.get(&sid).cloned().unwrap_or_default()
+    snapshot(std::time::Instant::now(), fresh)
+        .by_session
+        .get(&sid)
+        .cloned()
+        .unwrap_or_default()
 }
 
 pub(crate) fn stat_of(pid: i32) -> Option<ProcStat> {
@@ -292,6 +322,33 @@ mod tests {
             })
         );
         assert_eq!(parse_stat(1, "garbage"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reading_serves_who_asked_before_it_or_shares_a_recent_one() {
+        use std::time::{Duration, Instant};
+        let now = Instant::now();
+        let ago = |ms| now.checked_sub(Duration::from_millis(ms)).unwrap();
+        let reading = |taken, done| Snapshot {
+            taken,
+            done,
+            by_session: Default::default(),
+        };
+        // Begun after the caller asked: as fresh as its own, even for SIGKILL.
+        let later = reading(ago(3), now);
+        assert!(later.serves(ago(5), true, false));
+        // Begun before: only a recent one, only to a graceful caller, and only
+        // while readings are shared.
+        let recent = reading(ago(4), ago(1));
+        assert!(recent.serves(now, false, true));
+        assert!(!recent.serves(now, true, true));
+        assert!(!recent.serves(now, false, false));
+        assert!(!reading(ago(40), ago(30)).serves(now, false, true));
+        // A reading longer than the TTL is not stale on arrival: its age
+        // counts from its end.
+        let long = reading(ago(15), now);
+        assert!(long.serves(now, false, true));
     }
 
     #[cfg(target_os = "linux")]

@@ -450,8 +450,8 @@ impl<F: Fs + 'static> Editor<F> {
         meta: &Metadata,
         first: usize,
     ) -> Result<Kept, EditorError> {
-        self.check_len(display, meta)?;
         if self.fs.blocking_calls() {
+            self.check_len(display, meta)?;
             // A clipped view shows at most `max_output_chars` characters.
             let shown = self.config.max_output_chars.saturating_add(1);
             let mut scan = LineScan::new(first, shown.saturating_mul(4));
@@ -545,13 +545,12 @@ impl<F: Fs + 'static> Editor<F> {
         let max = self.config.max_output_chars;
         let mut body = String::new();
         let text = kept.text.as_str();
-        let start = if kept.first_line == first {
-            0
-        } else if kept.first_line == 1 {
-            // The whole text (a scan keeps from the first line asked for).
+        // A scan kept the text from the first line asked for; a whole
+        // decode, from line 1.
+        let start = if kept.first_line == 1 {
             ops::line_start_counted(text, lines, first)
         } else {
-            ops::line_start(text, first + 1 - kept.first_line.min(first))
+            0
         };
         let used = header.chars().count();
         ops::number_lines_from(text, start, first, last, &mut body, used, max);

@@ -17,7 +17,7 @@ pub fn line_count(text: &str) -> usize {
 
 /// The byte offset where line `line` (1-based) starts; the end of the text
 /// when there are fewer lines.
-pub fn line_start(text: &str, line: usize) -> usize {
+fn line_start(text: &str, line: usize) -> usize {
     if line <= 1 {
         return 0;
     }

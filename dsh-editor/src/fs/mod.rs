@@ -168,6 +168,8 @@ pub trait Fs: Send + Sync {
     /// holds all of it. The same errors as [`Fs::read`]; after an error
     /// `each` may have seen part of the file. The default hands the whole
     /// content as one block.
+    // The `for<'b>` is spelled out: `async_trait` would give an elided
+    // lifetime in `FnMut(&[u8])` a name of the method's, which no block has.
     async fn read_blocks(
         &self,
         path: &Path,

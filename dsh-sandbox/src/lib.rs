@@ -82,6 +82,16 @@
 //!   `prlimit64`/`setpriority` of any other process, device nodes, raw and
 //!   packet sockets and every family but Unix and IP (even with the network
 //!   on), and the x32 system-call ABI.
+//! * **nothing planted for the host**: no file gets a set-user-ID or
+//!   set-group-ID bit (`chmod`, `fchmod*`, `open`/`creat` with `O_CREAT` or
+//!   `O_TMPFILE`, `mknod`; `cp -p`, `install -m`, `tar x` fail with
+//!   `Operation not permitted`, and `openat2`, whose mode seccomp cannot
+//!   read, with `ENOSYS`, which makes callers fall back to `openat`); no
+//!   file capability (setting one needs `CAP_SETFCAP`, which the shell does
+//!   not have); no lease (`F_SETLEASE`), which would hold back a host
+//!   process opening the file. `flock` and POSIX record locks stay: they
+//!   are advisory, build tools in the workspace need them, and a host
+//!   writer that does not ask for them is never held back.
 //! * the host's **environment** left out: the shell gets `PATH`, `HOME`,
 //!   `USER`, `LOGNAME`, `LANG`, `LANGUAGE`, `LC_*`, `TZ`, `SHELL`,
 //!   `TMPDIR=/tmp` and [`ShellConfig::env`](dsh_shell_persistent::ShellConfig::env).

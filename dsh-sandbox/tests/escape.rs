@@ -191,6 +191,16 @@ struct Lab {
     python: String,
 }
 
+/// Files beneath `root` with a set-user-ID or set-group-ID bit (a
+/// directory's set-group-ID bit, inherited from its parent, plants nothing).
+fn set_id_files(root: &Path) -> Vec<PathBuf> {
+    snapshot(&[root])
+        .into_iter()
+        .filter(|(_, e)| e.kind != "dir" && e.mode & 0o6000 != 0)
+        .map(|(p, _)| p)
+        .collect()
+}
+
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
@@ -819,6 +829,60 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
         t("packet datagram socket", "$PY $T socket packet_dgram"),
         t("netlink socket", "$PY $T socket netlink"),
         t("vsock", "$PY $T socket vsock"),
+        // Nothing planted for the host: no set-id file in the workspace.
+        t("set-user-ID bit (chmod)", "$PY $T setid chmod $WS/suid"),
+        t(
+            "set-group-ID bit (chmod)",
+            "$PY $T setid chmod_gid $WS/sgid",
+        ),
+        t("set-user-ID bit (fchmod)", "$PY $T setid fchmod $WS/suid"),
+        t(
+            "set-user-ID bit (fchmodat2)",
+            "$PY $T setid fchmodat2 $WS/suid",
+        ),
+        t(
+            "set-user-ID bit (open O_CREAT)",
+            "$PY $T setid open $WS/suid",
+        ),
+        t(
+            "set-group-ID bit (open O_CREAT)",
+            "$PY $T setid open_gid $WS/sgid",
+        ),
+        t("set-user-ID bit (creat)", "$PY $T setid creat $WS/suid"),
+        t(
+            "set-user-ID bit (mknod of a regular file)",
+            "$PY $T setid mknod $WS/suid",
+        ),
+        t(
+            "set-user-ID bit (O_TMPFILE, then linked)",
+            "$PY $T setid tmpfile $WS/suid",
+        ),
+        t("set-user-ID bit (openat2)", "$PY $T setid openat2 $WS/suid"),
+        t(
+            "a set-user-ID shell (cp; chmod 4755)",
+            "cp /bin/bash $WS/suid 2>/dev/null; chmod 4755 $WS/suid 2>/dev/null; [ -u $WS/suid ] && echo ESCAPED",
+        ),
+        t(
+            "install -m 4755",
+            "install -m 4755 /bin/true $WS/suid 2>/dev/null; [ -u $WS/suid ] && echo ESCAPED",
+        ),
+        t(
+            "cp -p of a set-user-ID program",
+            "for f in /bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $f ] && cp -p $f $WS/suid 2>/dev/null; done; [ -u $WS/suid ] && echo ESCAPED",
+        ),
+        t(
+            "tar x of a set-user-ID entry",
+            "$PY $T setid_tar $WS/s.tar && tar -C $WS -xpf $WS/s.tar 2>/dev/null; rm -f $WS/s.tar; [ -u $WS/suid ] && echo ESCAPED",
+        ),
+        t(
+            "hard link a set-user-ID program into the workspace",
+            "for f in /bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $f ] && ln $f $WS/suid 2>/dev/null; done; [ -u $WS/suid ] && echo ESCAPED",
+        ),
+        t(
+            "file capability in the workspace",
+            "touch $WS/fcap && $PY $T setxattr $WS/fcap security.capability 0100000200200000000000000000000000000000",
+        ),
+        t("a lease on a file outside", "$PY $T lease $OUT/file.txt"),
         // .git of the workspace.
         t(
             ".git/config",
@@ -1022,6 +1086,13 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
             problems.push(format!("the probe got through: {out}"));
         }
         problems.extend(diff(&watched, &now));
+        let planted = set_id_files(ws);
+        if !planted.is_empty() {
+            problems.push(format!("a set-id file in the workspace: {planted:?}"));
+            for p in &planted {
+                let _ = std::fs::remove_file(p);
+            }
+        }
         if lab.victim_state() != victim {
             problems.push(format!("the victim changed: {:?}", lab.victim_state()));
         }
@@ -1050,6 +1121,7 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
             // Undo what was legitimately written inside the workspace.
             for name in [
                 "hard", "to-out", "mv-src", "gitlink", "outlink", "blk", "mem", "cfg", "old-git",
+                "suid", "sgid", "fcap",
             ] {
                 let _ = std::fs::remove_file(ws.join(name));
             }
@@ -1445,6 +1517,7 @@ async fn the_suite_detects_an_unconfined_shell() {
     for name in [
         "overwrite a file outside",
         "chmod 4777 outside",
+        "set-user-ID bit (chmod)",
         "open_by_handle_at outside",
         "kill a process outside",
         "see processes outside",

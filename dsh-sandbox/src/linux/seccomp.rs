@@ -7,11 +7,15 @@
 //! with a namespace flag), every mount call and `chroot`, device nodes
 //! (`mknod` of a character or block device), `ptrace` attach and
 //! `process_vm_*` on the sandbox's init (pid 1) and shell (pid 2),
-//! `prlimit64` and `setpriority` on any process but the caller, and sockets
+//! `prlimit64` and `setpriority` on any process but the caller, a mode with
+//! a set-user-ID or set-group-ID bit (`chmod`, `fchmod`, `fchmodat`,
+//! `fchmodat2`, `mknod`, and `open`/`openat`/`creat` that create a file), the
+//! `F_SETLEASE` lease (a lease holds back another process's open), and sockets
 //! of any family but `AF_UNIX`, `AF_INET`, `AF_INET6` (and no raw or packet
 //! sockets at all). With the network off and no network namespace, every
-//! family but `AF_UNIX` is denied. `clone3`, whose flags seccomp cannot
-//! read, fails with `ENOSYS` so that the C library falls back to `clone`;
+//! family but `AF_UNIX` is denied. `clone3` and `openat2`, whose flags and
+//! mode seccomp cannot read, fail with `ENOSYS` so that the C library falls
+//! back to `clone` and `openat`;
 //! on x86_64, every x32 system call fails with `ENOSYS` (a deny list must
 //! not be bypassed through the other ABI).
 
@@ -21,6 +25,15 @@ use seccompiler::{
 };
 
 use crate::SandboxError;
+
+/// `fchmodat2(2)` (Linux 6.6), not yet in every `libc` release.
+const SYS_FCHMODAT2: i64 = 452;
+
+/// `__O_TMPFILE` without `O_DIRECTORY`: `open(O_TMPFILE)` creates a file too.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const O_TMPFILE_BIT: u64 = (libc::O_TMPFILE & !libc::O_DIRECTORY) as u64;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const O_TMPFILE_BIT: u64 = 0;
 
 /// The programs to install, in order.
 #[derive(Debug)]
@@ -146,7 +159,53 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
             .collect()
     };
 
+    // A set-user-ID or set-group-ID bit in a mode argument `arg` (with
+    // `when`: only if argument `flag_arg` has one of those bits, the way
+    // `open` reads its mode only to create).
+    let set_id = |arg: u8, when: Option<(u8, u64)>| -> Result<Vec<SeccompRule>, SandboxError> {
+        let mut out = Vec::new();
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            let flags: Vec<Option<u64>> = match when {
+                Some((_, mask)) => [libc::O_CREAT as u64, O_TMPFILE_BIT]
+                    .into_iter()
+                    .filter(|f| mask & f != 0)
+                    .map(Some)
+                    .collect(),
+                None => vec![None],
+            };
+            for flag in flags {
+                let mut conds = vec![cond(arg, Len::Dword, Op::MaskedEq(bit as u64), bit as u64)?];
+                if let (Some((flag_arg, _)), Some(flag)) = (when, flag) {
+                    conds.push(cond(flag_arg, Len::Dword, Op::MaskedEq(flag), flag)?);
+                }
+                out.push(rule(conds)?);
+            }
+        }
+        Ok(out)
+    };
+    let creating = Some(libc::O_CREAT as u64 | O_TMPFILE_BIT);
+
     let mut rules: Vec<(i64, Vec<SeccompRule>)> = vec![
+        // Nothing planted for the host: no mode with a set-id bit.
+        (libc::SYS_fchmod, set_id(1, None)?),
+        (libc::SYS_fchmodat, set_id(2, None)?),
+        (SYS_FCHMODAT2, set_id(2, None)?),
+        (libc::SYS_openat, set_id(3, creating.map(|m| (2, m)))?),
+        (libc::SYS_mknodat, {
+            let mut r = device_node(2)?;
+            r.extend(set_id(2, None)?);
+            r
+        }),
+        // Leases would let the sandbox hold back a host writer.
+        (
+            libc::SYS_fcntl,
+            vec![rule(vec![cond(
+                1,
+                Len::Dword,
+                Op::Eq,
+                libc::F_SETLEASE as u64,
+            )?])?],
+        ),
         (libc::SYS_socket, socket),
         (libc::SYS_socketpair, family_is_not(&[libc::AF_UNIX])?),
         (libc::SYS_clone, clone),
@@ -161,10 +220,16 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
             libc::SYS_setpriority,
             vec![rule(vec![cond(1, Len::Dword, Op::Ne, 0)?])?],
         ),
-        (libc::SYS_mknodat, device_node(2)?),
     ];
     #[cfg(target_arch = "x86_64")]
-    rules.push((libc::SYS_mknod, device_node(1)?));
+    {
+        let mut mknod = device_node(1)?;
+        mknod.extend(set_id(1, None)?);
+        rules.push((libc::SYS_mknod, mknod));
+        rules.push((libc::SYS_chmod, set_id(1, None)?));
+        rules.push((libc::SYS_open, set_id(2, creating.map(|m| (1, m)))?));
+        rules.push((libc::SYS_creat, set_id(1, None)?));
+    }
     for nr in [
         libc::SYS_open_by_handle_at,
         libc::SYS_name_to_handle_at,
@@ -194,7 +259,16 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
         rules.push((nr, always(())?));
     }
     let eperm = compile(rules, libc::EPERM)?;
-    let enosys = compile(vec![(libc::SYS_clone3, Vec::new())], libc::ENOSYS)?;
+    // `clone3` and `openat2` carry their flags and mode in a structure
+    // seccomp cannot read; without them the C library uses `clone` and
+    // `openat`.
+    let enosys = compile(
+        vec![
+            (libc::SYS_clone3, Vec::new()),
+            (libc::SYS_openat2, Vec::new()),
+        ],
+        libc::ENOSYS,
+    )?;
     let mut programs = vec![eperm, enosys];
     #[cfg(target_arch = "x86_64")]
     programs.push(x32_guard());

@@ -201,6 +201,74 @@ elif op == "setdomainname":
 elif op == "kill":
     check(libc.kill(int(args[0]), int(args[1])), "kill")
     escaped()
+elif op == "setid":
+    # setid HOW FILE: give FILE (made here) a set-user-ID or set-group-ID
+    # bit one way; ESCAPED if the bit is there afterwards.
+    how, path = args[0], args[1]
+    bits = 0o2755 if how.endswith("_gid") else 0o4755
+    how = how.removesuffix("_gid")
+    NR.update({"openat2": 437, "fchmodat2": 452})
+
+    def made():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o755)
+        os.close(fd)
+    try:
+        if how == "chmod":
+            made()
+            os.chmod(path, bits)
+        elif how == "fchmod":
+            made()
+            fd = os.open(path, os.O_RDONLY)
+            os.fchmod(fd, bits)
+        elif how == "fchmodat2":
+            made()
+            check(libc.syscall(NR["fchmodat2"], -100, path.encode(), bits, 0), "fchmodat2")
+        elif how == "open":
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, bits))
+        elif how == "creat":
+            check(libc.creat(path.encode(), bits), "creat")
+        elif how == "mknod":
+            os.mknod(path, 0o100000 | bits)
+        elif how == "tmpfile":
+            fd = os.open(os.path.dirname(path), os.O_TMPFILE | os.O_WRONLY, bits)
+            # linkat(AT_SYMLINK_FOLLOW): os.link calls link(2), which does
+            # not follow the /proc/self/fd link.
+            check(libc.linkat(-100, f"/proc/self/fd/{fd}".encode(), -100, path.encode(), 0x400), "linkat")
+        elif how == "openat2":
+            class How(ctypes.Structure):
+                _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+            h = How(os.O_CREAT | os.O_WRONLY, bits, 0)
+            check(libc.syscall(NR["openat2"], -100, path.encode(), ctypes.byref(h), ctypes.sizeof(h)), "openat2")
+        else:
+            raise SystemExit(f"unknown way {how}")
+    except OSError as e:
+        print(f"{how}: {e}")
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        sys.exit(1)
+    if mode & 0o6000:
+        escaped()
+    print(f"mode {mode:o}")
+    sys.exit(1)
+elif op == "setid_tar":
+    # A tar archive holding an empty set-user-ID file named suid.
+    import io
+    import tarfile
+    with tarfile.open(args[0], "w") as t:
+        info = tarfile.TarInfo("suid")
+        info.mode = 0o4755
+        t.addfile(info, io.BytesIO(b""))
+    sys.exit(0)
+elif op == "lease":
+    import fcntl
+    fd = os.open(args[0], os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as e:
+        print(f"F_SETLEASE: {e}")
+        sys.exit(1)
+    escaped()
 else:
     print(f"unknown operation {op}")
     sys.exit(2)

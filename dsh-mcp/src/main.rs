@@ -62,6 +62,13 @@ struct Args {
     #[arg(long, env = "DSH_NETWORK")]
     network: bool,
 
+    /// In the restricted modes, let confined processes connect to this Unix
+    /// socket, or to the sockets in this directory (repeatable). Sockets
+    /// beneath the workspace and the private `/tmp` need no flag; every
+    /// other one (a Docker, systemd or ssh-agent socket) is refused.
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    allow_unix_socket: Vec<PathBuf>,
+
     /// In the restricted modes, run every call in a fresh confined shell
     /// instead of one persistent confined shell.
     #[arg(long, env = "DSH_ONE_SHOT")]
@@ -388,7 +395,8 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
             Mode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
             Mode::DangerFullAccess => SandboxMode::DangerFullAccess,
         })
-        .network(args.network);
+        .network(args.network)
+        .unix_sockets(args.allow_unix_socket.clone());
     let elicit = (args.approve == Approve::Elicit)
         .then(|| Arc::new(ElicitApprover::new(Duration::from_secs(300))));
     let approver: Option<Arc<dyn Approver>> = match args.approve {

@@ -39,12 +39,18 @@ pub(crate) fn confine(
             e,
         )
     })?;
+    let unix_sockets: Vec<_> = policy
+        .unix_sockets
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
     let spec = crate::linux::Spec {
         rules,
         workspace: &workspace,
         cwd: &workspace,
         network: policy.network,
         namespaces,
+        unix_sockets: &unix_sockets,
     };
     if let Some(bwrap) = &policy.bubblewrap {
         let (argv, handoff, enforcement) =

@@ -74,7 +74,26 @@
 //! * **Landlock** (ABI 3+, where available): writes only beneath the
 //!   writable roots and the private mounts, no device nodes; signals and
 //!   abstract Unix sockets scoped to the sandbox (ABI 6+); connecting to
-//!   Unix sockets only beneath the writable roots (ABI 9+).
+//!   Unix sockets only beneath the writable roots, the private mounts and
+//!   [`SandboxPolicy::unix_sockets`] (ABI 9+, as a second layer).
+//! * **Unix sockets the sandbox did not make are out of reach**, on every
+//!   kernel: the supervisor (the sandbox's first process, in the host's PID
+//!   namespace) makes every `connect`, `sendto` with an address, `sendmsg`
+//!   and `sendmmsg` for the confined processes, through a seccomp user
+//!   notification, from one copy of the arguments. A pathname socket is
+//!   reached only beneath a writable root (its `.git` excepted), the private
+//!   `/tmp` or `/dev/shm`, or an entry of [`SandboxPolicy::unix_sockets`];
+//!   any other — a Docker, Podman, systemd, ssh-agent or tmux socket, one
+//!   made after the shell started, one reached through a symlink, `..` or
+//!   `/proc/self/fd` — gets `Permission denied`. Sockets the sandbox makes
+//!   (test servers, `multiprocessing`, a tmux of its own, descriptors
+//!   passed over a `socketpair`) work as usual; a connection's peer
+//!   credentials name the supervisor's pid (0 inside) with the same uid.
+//!   Abstract names are the sandbox's own with the network off; with it on
+//!   they would be the host's, so binding or reaching one is refused
+//!   (`Operation not permitted`; an automatic `bind("")` still works).
+//!   [`Enforcement::unix_sockets`] says which mechanism holds (none under
+//!   `bubblewrap`, which has no supervisor).
 //! * **seccomp** for what the namespaces do not already cover: file handles
 //!   (`open_by_handle_at`), the keyring, `bpf`, `perf_event_open`,
 //!   `userfaultfd`, `io_uring`, new namespaces, every mount call,
@@ -204,8 +223,26 @@ pub struct Enforcement {
     pub network_isolated: bool,
     /// `.git` of the writable roots is read-only for the shell.
     pub git_read_only: bool,
+    /// What keeps pathname Unix sockets outside the writable roots, the
+    /// private `/tmp` and the policy's allow list out of reach.
+    pub unix_sockets: UnixSocketGuard,
     /// What was asked but could not be enforced (only with `degrade`).
     pub missing: Vec<&'static str>,
+}
+
+/// What confines the Unix sockets a sandboxed process reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum UnixSocketGuard {
+    /// Nothing: every socket the caller's uid may connect to is reachable
+    /// (danger-full-access, bubblewrap, the weaker mode before Landlock ABI 9).
+    #[default]
+    Unguarded,
+    /// The sandbox's supervisor makes every socket-address call for the
+    /// sandbox (seccomp user notification): any kernel with namespaces.
+    Supervisor,
+    /// Landlock's `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` (ABI 9, Linux 7.1).
+    Landlock,
 }
 
 impl Enforcement {

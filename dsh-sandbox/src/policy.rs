@@ -98,6 +98,13 @@ pub struct SandboxPolicy {
     /// seccomp layer is the same; Landlock is not applied (bubblewrap's own
     /// mounts would be refused under it).
     pub bubblewrap: Option<PathBuf>,
+    /// Pathname Unix sockets, or directories of them, that confined
+    /// processes may connect to (and send to) besides those beneath the
+    /// writable roots and the private `/tmp` (default: none). Every other
+    /// socket the filesystem view shows — a Docker, systemd or ssh-agent
+    /// socket — is refused with `Permission denied`, including sockets that
+    /// appear after the shell started.
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 impl Default for SandboxPolicy {
@@ -110,6 +117,7 @@ impl Default for SandboxPolicy {
             network: false,
             degrade: false,
             bubblewrap: None,
+            unix_sockets: Vec::new(),
         }
     }
 }
@@ -122,6 +130,7 @@ setters!(SandboxPolicy {
     network: bool,
     degrade: bool,
     bubblewrap: Option<PathBuf>,
+    unix_sockets: Vec<PathBuf>,
 });
 
 /// The resolved write rules of one mode for one workspace.

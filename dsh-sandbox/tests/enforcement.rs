@@ -949,3 +949,136 @@ async fn owners_that_hold_nothing_are_forgotten() {
     assert!(owners.contains(&"kept-mode".to_owned()));
     assert_eq!(s.mode("kept-mode"), SandboxMode::ReadOnly);
 }
+
+/// What a confined program does with the sockets it makes itself, run as
+/// one script: every line is a step that worked.
+const INSIDE_SOCKETS: &str = r#"
+import ctypes, multiprocessing.managers, os, socket, sys
+ws = sys.argv[1]
+def echo(path, connect_as=None):
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path); srv.listen(1)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(connect_as or path)
+    a, _ = srv.accept(); c.sendall(b"ping"); assert a.recv(4) == b"ping"
+    for s in (a, c, srv): s.close()
+    os.unlink(path)
+echo(os.path.join(ws, "s.sock")); print("stream in the workspace")
+echo("/tmp/s.sock"); print("stream in /tmp")
+os.chdir(ws); echo(os.path.join(ws, "r.sock"), "r.sock"); print("stream by a relative path")
+os.symlink(os.path.join(ws, "t.sock"), os.path.join(ws, "link.sock"))
+echo(os.path.join(ws, "t.sock"), os.path.join(ws, "link.sock")); print("stream through a symlink inside")
+a, b = socket.socketpair()
+r, w = os.pipe(); os.write(w, b"passed")
+socket.send_fds(a, [b"fd"], [r])
+msg, fds, _, _ = socket.recv_fds(b, 16, 1)
+assert os.read(fds[0], 6) == b"passed"; print("a descriptor passed over a socketpair")
+big = os.urandom(300 * 1024)
+a.setblocking(False)
+n = a.sendmsg([big])
+a.setblocking(True)
+got = b""
+while len(got) < n: got += b.recv(n - len(got))
+assert n > 0 and got == big[:n]; print("a large sendmsg on a stream")
+b.close()
+try:
+    while True: a.sendmsg([b"x" * 65536])
+except BrokenPipeError:
+    print("EPIPE after the peer closed")
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.bind(os.path.join(ws, "d.sock"))
+u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+u.sendto(b"one", os.path.join(ws, "d.sock")); assert d.recv(8) == b"one"
+u.sendmsg([b"tw", b"o"], [], 0, os.path.join(ws, "d.sock")); assert d.recv(8) == b"two"
+class Iov(ctypes.Structure): _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class Hdr(ctypes.Structure): _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(Iov)), ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t), ("flags", ctypes.c_int)]
+class Msg(ctypes.Structure): _fields_ = [("hdr", Hdr), ("len", ctypes.c_uint)]
+path = os.path.join(ws, "d.sock").encode()
+addr = ctypes.create_string_buffer(b"\x01\x00" + path + b"\x00")
+data = ctypes.create_string_buffer(b"three")
+iov = Iov(ctypes.cast(data, ctypes.c_void_p), 5)
+msgs = (Msg * 2)()
+for m in msgs:
+    h = m.hdr; h.name = ctypes.cast(addr, ctypes.c_void_p); h.namelen = len(path) + 3; h.iov = ctypes.pointer(iov); h.iovlen = 1
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.sendmmsg(u.fileno(), msgs, 2, 0) == 2 and msgs[1].len == 5
+assert d.recv(8) == b"three" and d.recv(8) == b"three"; print("datagrams by sendto, sendmsg and sendmmsg")
+ab = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); ab.bind("\0dsh-inside"); ab.listen(1)
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); c.connect("\0dsh-inside"); print("an abstract socket of its own")
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen(1)
+c = socket.create_connection(t.getsockname()); print("TCP on its own loopback")
+n = socket.socket(); n.setblocking(False)
+assert n.connect_ex(t.getsockname()) in (0, 115); print("a non-blocking connect")
+m = multiprocessing.managers.SyncManager(); m.start(); l = m.list([1]); l.append(2)
+assert list(l) == [1, 2]; m.shutdown(); print("a multiprocessing manager")
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_the_sandbox_makes_keep_working() {
+    let d = dirs();
+    std::fs::write(d.ws.join("inside.py"), INSIDE_SOCKETS).unwrap();
+    let s = shell(&d, ww().tmp_writable(true), None, ModeChange::Reject);
+    let out = run(&s, "python3 inside.py \"$PWD\"").await;
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "stream in the workspace",
+            "stream in /tmp",
+            "stream by a relative path",
+            "stream through a symlink inside",
+            "a descriptor passed over a socketpair",
+            "a large sendmsg on a stream",
+            "EPIPE after the peer closed",
+            "datagrams by sendto, sendmsg and sendmmsg",
+            "an abstract socket of its own",
+            "TCP on its own loopback",
+            "a non-blocking connect",
+            "a multiprocessing manager",
+        ],
+        "{out}"
+    );
+    outside_untouched(&d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_network_on_abstract_names_are_refused_and_pathname_sockets_mediated() {
+    let d = dirs();
+    let outside = d.out.join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&outside).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let allowed_dir = tempfile::tempdir_in(visible_tmp()).unwrap();
+    let allowed = std::fs::canonicalize(allowed_dir.path())
+        .unwrap()
+        .join("ok.sock");
+    let allowed_listener = std::os::unix::net::UnixListener::bind(&allowed).unwrap();
+    let s = shell(
+        &d,
+        ww().network(true).unix_sockets(vec![allowed.clone()]),
+        None,
+        ModeChange::Reject,
+    );
+    let py = |code: &str| format!("python3 -c '{code}'");
+    let bind = run(&s, &py("import socket; s=socket.socket(socket.AF_UNIX); s.bind(\"\\0dsh-squat\"); print(\"bound\")")).await;
+    assert!(bind.contains("Operation not permitted"), "{bind}");
+    let autobind = run(
+        &s,
+        &py("import socket; s=socket.socket(socket.AF_UNIX); s.bind(\"\"); print(\"autobound\")"),
+    )
+    .await;
+    assert_eq!(autobind, "autobound");
+    let host = run(
+        &s,
+        &py(&format!("import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"connected\")", outside.display())),
+    )
+    .await;
+    assert!(host.contains("Permission denied"), "{host}");
+    assert!(listener.accept().is_err(), "the host's socket was reached");
+    let listed = run(
+        &s,
+        &py(&format!("import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"connected\")", allowed.display())),
+    )
+    .await;
+    assert_eq!(listed, "connected");
+    assert!(allowed_listener.accept().is_ok());
+    let inside = run(&s, &py("import socket,os; p=os.getcwd()+\"/n.sock\"; l=socket.socket(socket.AF_UNIX); l.bind(\"n.sock\"); l.listen(); c=socket.socket(socket.AF_UNIX); c.connect(p); print(\"inside\")")).await;
+    assert_eq!(inside, "inside");
+}

@@ -186,7 +186,11 @@ struct Lab {
     msg_key: libc::key_t,
     tmp_socket: PathBuf,
     run_socket: Option<PathBuf>,
-    _listeners: Vec<std::os::unix::net::UnixListener>,
+    /// Sockets outside that no technique may reach, checked after each.
+    listeners: Vec<(String, std::os::unix::net::UnixListener)>,
+    datagrams: Vec<(String, std::os::unix::net::UnixDatagram)>,
+    /// A directory of this test's under /var/tmp, with a listener.
+    var_tmp: tempfile::TempDir,
     abstract_name: String,
     python: String,
 }
@@ -319,25 +323,45 @@ impl Lab {
         }
 
         let mut listeners = Vec::new();
+        let mut listen = |path: &Path| -> bool {
+            match std::os::unix::net::UnixListener::bind(path) {
+                Ok(l) => {
+                    l.set_nonblocking(true).unwrap();
+                    listeners.push((path.display().to_string(), l));
+                    true
+                }
+                Err(_) => false,
+            }
+        };
         let tmp_socket = std::fs::canonicalize(std::env::temp_dir())
             .unwrap()
             .join(format!("dsh-escape-{id}.sock"));
-        listeners.push(std::os::unix::net::UnixListener::bind(&tmp_socket).unwrap());
+        assert!(listen(&tmp_socket));
         let run_socket = PathBuf::from(format!("/run/dsh-escape-{id}.sock"));
-        let run_socket = match std::os::unix::net::UnixListener::bind(&run_socket) {
-            Ok(l) => {
-                listeners.push(l);
-                Some(run_socket)
-            }
-            Err(_) => None,
-        };
+        let run_socket = listen(&run_socket).then_some(run_socket);
+        assert!(listen(&out.join("stream.sock")));
+        let var_tmp = tempfile::Builder::new()
+            .prefix("dsh-escape-sock-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::set_permissions(
+            var_tmp.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        assert!(listen(&var_tmp.path().join("stream.sock")));
         let abstract_name = format!("dsh-escape-{id}");
         {
             use std::os::linux::net::SocketAddrExt;
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
                 .unwrap();
-            listeners.push(std::os::unix::net::UnixListener::bind_addr(&addr).unwrap());
+            let l = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+            l.set_nonblocking(true).unwrap();
+            listeners.push((format!("@{abstract_name}"), l));
         }
+        let dgram = std::os::unix::net::UnixDatagram::bind(out.join("dgram.sock")).unwrap();
+        dgram.set_nonblocking(true).unwrap();
+        let datagrams = vec![(out.join("dgram.sock").display().to_string(), dgram)];
         let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -358,10 +382,35 @@ impl Lab {
             msg_key,
             tmp_socket,
             run_socket,
-            _listeners: listeners,
+            listeners,
+            datagrams,
+            var_tmp,
             abstract_name,
             python,
         }
+    }
+
+    /// The sockets outside that were reached since the last look (each
+    /// connection accepted and each datagram read, so the next look starts
+    /// clean).
+    fn reached(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, l) in &self.listeners {
+            while let Ok((conn, _)) = l.accept() {
+                drop(conn);
+                out.push(format!("a connection reached {name}"));
+            }
+        }
+        for (name, d) in &self.datagrams {
+            let mut buf = [0u8; 64];
+            while let Ok(n) = d.recv(&mut buf) {
+                out.push(format!(
+                    "a datagram reached {name}: {:?}",
+                    String::from_utf8_lossy(&buf[..n])
+                ));
+            }
+        }
+        out
     }
 
     /// Everything outside the writable workspace that must not change.
@@ -432,6 +481,14 @@ impl Lab {
             ("SHMKEY".into(), self.shm_key.to_string()),
             ("MSGKEY".into(), self.msg_key.to_string()),
             ("TMPSOCK".into(), self.tmp_socket.display().to_string()),
+            (
+                "VARSOCK".into(),
+                self.var_tmp
+                    .path()
+                    .join("stream.sock")
+                    .display()
+                    .to_string(),
+            ),
             ("ABSTRACT".into(), format!("@{}", self.abstract_name)),
             ("HOST_PID".into(), ns("pid")),
             ("HOST_MNT".into(), ns("mnt")),
@@ -487,6 +544,12 @@ fn t(name: &'static str, cmd: &str) -> Technique {
         cmd: cmd.to_owned(),
         native_only: false,
     }
+}
+
+/// A technique only the built-in engine holds: Unix sockets are mediated
+/// by its supervisor, and bubblewrap has none.
+fn tn(name: &'static str, cmd: &str) -> Technique {
+    tw(name, "ws", cmd, NATIVE_ONLY)
 }
 
 fn tw(name: &'static str, workspace: &'static str, cmd: &str, native_only: bool) -> Technique {
@@ -823,6 +886,63 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
             "abstract Unix socket of the host",
             "$PY $T unix_connect $ABSTRACT",
         ),
+        tn(
+            "Unix socket outside the workspace",
+            "$PY $T unix_connect $OUT/stream.sock",
+        ),
+        tn("Unix socket in /var/tmp", "$PY $T unix_connect $VARSOCK"),
+        tn(
+            "Unix socket that appeared after the shell started",
+            "$PY $T unix_connect $OUT/late.sock",
+        ),
+        tn(
+            "Unix socket by a relative path",
+            "cd $OUT && $PY $T unix_connect stream.sock; cd $WS",
+        ),
+        tn(
+            "Unix socket with .. from the workspace",
+            "$PY $T unix_connect $WS/../out/stream.sock",
+        ),
+        tn(
+            "Unix socket through a symlink in the workspace",
+            "ln -sf $OUT/stream.sock $WS/sock-link 2>/dev/null; $PY $T unix_connect $WS/sock-link",
+        ),
+        tn(
+            "Unix socket through a symlinked directory",
+            "ln -sfn $OUT $WS/dir-link 2>/dev/null; $PY $T unix_connect $WS/dir-link/stream.sock",
+        ),
+        tn(
+            "Unix socket through /proc/self/fd of an O_PATH descriptor",
+            "$PY $T unix_connect_opath $OUT/stream.sock",
+        ),
+        tn(
+            "Unix socket through /proc/1/root",
+            "$PY $T unix_connect /proc/1/root$OUT/stream.sock",
+        ),
+        tn(
+            "sendto an outside datagram socket (unbound)",
+            "$PY $T unix_sendto $OUT/dgram.sock",
+        ),
+        tn(
+            "sendmsg with an outside address",
+            "$PY $T unix_sendmsg $OUT/dgram.sock",
+        ),
+        tn(
+            "sendmmsg with an outside address",
+            "$PY $T unix_sendmmsg $OUT/dgram.sock",
+        ),
+        tn(
+            "connect a datagram socket outside, then send",
+            "$PY $T unix_dgram_connect $OUT/dgram.sock",
+        ),
+        tn(
+            "swap a directory for a symlink while connecting (1,000 tries)",
+            "$PY $T unix_symlink_race $WS $OUT 1000",
+        ),
+        tn(
+            "rewrite the address while connecting (3,000 tries)",
+            "$PY $T unix_address_race /tmp/own.sock $OUT/stream.sock 3000",
+        ),
         t("raw socket", "$PY $T socket raw"),
         t("raw IPv6 socket", "$PY $T socket inet6raw"),
         t("packet socket", "$PY $T socket packet"),
@@ -1060,6 +1180,10 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
         "wsn" => &lab.wsn,
         _ => &lab.ws,
     };
+    // A socket made outside once the shells run.
+    let late = lab.out.join("late.sock");
+    let late_listener = std::os::unix::net::UnixListener::bind(&late).unwrap();
+    late_listener.set_nonblocking(true).unwrap();
     let test_limits = std::fs::read_to_string("/proc/self/limits").unwrap();
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let domainname = std::fs::read_to_string("/proc/sys/kernel/domainname").unwrap();
@@ -1086,6 +1210,10 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
             problems.push(format!("the probe got through: {out}"));
         }
         problems.extend(diff(&watched, &now));
+        problems.extend(lab.reached());
+        while late_listener.accept().is_ok() {
+            problems.push(format!("a connection reached {}", late.display()));
+        }
         let planted = set_id_files(ws);
         if !planted.is_empty() {
             problems.push(format!("a set-id file in the workspace: {planted:?}"));
@@ -1120,10 +1248,30 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
         } else {
             // Undo what was legitimately written inside the workspace.
             for name in [
-                "hard", "to-out", "mv-src", "gitlink", "outlink", "blk", "mem", "cfg", "old-git",
-                "suid", "sgid", "fcap",
+                "hard",
+                "to-out",
+                "mv-src",
+                "gitlink",
+                "outlink",
+                "blk",
+                "mem",
+                "cfg",
+                "old-git",
+                "suid",
+                "sgid",
+                "fcap",
+                "sock-link",
+                "dir-link",
             ] {
                 let _ = std::fs::remove_file(ws.join(name));
+            }
+            for name in ["race", "race.d"] {
+                let p = ws.join(name);
+                if p.is_dir() && !p.is_symlink() {
+                    let _ = std::fs::remove_dir_all(&p);
+                } else {
+                    let _ = std::fs::remove_file(&p);
+                }
             }
         }
         let verdict = if problems.is_empty() {
@@ -1157,6 +1305,9 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
             ));
         }
     }
+
+    drop(late_listener);
+    let _ = std::fs::remove_file(&late);
 
     // Nothing started inside outlives the shell.
     let survivors = format!(

@@ -174,6 +174,7 @@ mod tests {
             cwd: &ws,
             network: false,
             namespaces: true,
+            unix_sockets: &[],
         };
         let (argv, handoff, enforcement) =
             command(Path::new("bwrap"), &spec, &["bash".to_owned()]).unwrap();

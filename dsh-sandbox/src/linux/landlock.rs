@@ -19,6 +19,8 @@ pub(crate) enum Grant {
     Write,
     /// Writing, truncating and `ioctl` on existing files (device nodes).
     Files,
+    /// Connecting to the Unix sockets there (ABI 9+; nothing before).
+    Connect,
 }
 
 /// A ruleset ready to be filled and enforced in the child.
@@ -30,6 +32,8 @@ pub(crate) struct Plan {
     pub(crate) scoped: bool,
     /// Whether TCP bind/connect is denied (ABI 4+, only when asked).
     pub(crate) tcp_denied: bool,
+    /// Whether connecting to pathname Unix sockets is confined (ABI 9+).
+    pub(crate) unix_sockets: bool,
 }
 
 /// The Landlock ABI version of the running kernel (0 when unsupported).
@@ -52,7 +56,8 @@ fn error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SandboxError
 }
 
 /// A ruleset handling every write right of `abi` (and TCP when
-/// `deny_tcp`), scoping signals and abstract Unix sockets where the ABI has
+/// `deny_tcp`; from ABI 9 connecting to Unix sockets, which `from_write`
+/// includes), scoping signals and abstract Unix sockets where the ABI has
 /// scopes, with `rules`. `None` below ABI 3 (no way to deny `truncate`).
 pub(crate) fn plan(
     abi: i32,
@@ -81,21 +86,25 @@ pub(crate) fn plan(
     let write: BitFlags<AccessFs> = handled & !(AccessFs::MakeChar | AccessFs::MakeBlock);
     let files: BitFlags<AccessFs> =
         handled & (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev);
+    let connect: BitFlags<AccessFs> = handled & AccessFs::ResolveUnix;
     let rules = rules
         .iter()
         .map(|(path, grant)| {
             let bits = match grant {
                 Grant::Write => write.bits(),
                 Grant::Files => files.bits(),
+                Grant::Connect => connect.bits(),
             };
             Ok((c_path(path)?, bits))
         })
+        .filter(|rule| !matches!(rule, Ok((_, 0))))
         .collect::<Result<_, SandboxError>>()?;
     Ok(Some(Plan {
         ruleset,
         rules,
         scoped,
         tcp_denied,
+        unix_sockets: !connect.is_empty(),
     }))
 }
 

@@ -21,6 +21,10 @@
 //! * init dies with the supervisor (`PR_SET_PDEATHSIG`), and the supervisor
 //!   ends exactly like the shell did (same code, or killed by the same
 //!   signal), so the backend reports the shell's own exit.
+//! * init installs the socket filter before it forks the shell, so that
+//!   every process of the sandbox is under it, and hands its listener over
+//!   (`pidfd_getfd`); the supervisor then serves it until init exits
+//!   ([`sockets`]: it makes every socket-address call itself).
 //! * The backend's `spawn` learns of success when every copy of its
 //!   close-on-exec error pipe is closed: the shell's at `exec`, the
 //!   supervisor's and init's explicitly. A failure anywhere in the chain is
@@ -42,6 +46,7 @@
 pub(crate) mod bubblewrap;
 mod landlock;
 mod seccomp;
+mod sockets;
 mod sys;
 mod view;
 
@@ -52,7 +57,7 @@ use std::path::{Path, PathBuf};
 use self::landlock::Grant;
 pub use self::landlock::landlock_abi;
 use self::view::{Attachment, View};
-use crate::{Enforcement, SandboxError, SandboxMode, WriteRules};
+use crate::{Enforcement, SandboxError, SandboxMode, UnixSocketGuard, WriteRules};
 
 /// What to confine, as the sandbox resolved it when the shell is created.
 #[derive(Debug)]
@@ -65,6 +70,9 @@ pub(crate) struct Spec<'a> {
     pub(crate) network: bool,
     /// Use namespaces (`false`: the weaker mode).
     pub(crate) namespaces: bool,
+    /// Pathname Unix sockets reachable besides those beneath the writable
+    /// roots, `/tmp` and `/dev/shm` (canonical).
+    pub(crate) unix_sockets: &'a [PathBuf],
 }
 
 #[derive(Debug)]
@@ -74,6 +82,8 @@ struct Namespaces {
     gid_map: CString,
     view: View,
     loopback: bool,
+    /// The supervisor's mediation of socket addresses.
+    sockets: sockets::Guard,
 }
 
 /// The confinement applied to one shell (see the module docs).
@@ -153,12 +163,18 @@ impl Confinement {
             enforcement.namespaces = true;
             enforcement.filesystem = true;
             enforcement.network_isolated = !spec.network;
+            enforcement.unix_sockets = UnixSocketGuard::Supervisor;
+            let mut reachable: Vec<PathBuf> = rules.roots.clone();
+            reachable.push(PathBuf::from("/tmp"));
+            reachable.push(PathBuf::from("/dev/shm"));
+            reachable.extend(spec.unix_sockets.iter().cloned());
             Some(Namespaces {
                 flags,
                 uid_map: map(uid)?,
                 gid_map: map(gid)?,
                 view,
                 loopback: !spec.network,
+                sockets: sockets::Guard::new(&reachable, &protected, spec.network),
             })
         } else {
             enforcement.missing.push(
@@ -178,6 +194,9 @@ impl Confinement {
             None
         };
 
+        for socket in spec.unix_sockets {
+            grants.push((socket.clone(), Grant::Connect));
+        }
         let landlock = self::landlock::plan(abi, &grants, !spec.network && namespaces.is_none())?;
         match &landlock {
             Some(plan) => {
@@ -186,6 +205,9 @@ impl Confinement {
                 if namespaces.is_none() {
                     enforcement.filesystem = true;
                     enforcement.network_isolated = !spec.network && plan.tcp_denied;
+                    if plan.unix_sockets {
+                        enforcement.unix_sockets = UnixSocketGuard::Landlock;
+                    }
                 }
             }
             None if namespaces.is_none() => {
@@ -194,6 +216,11 @@ impl Confinement {
                     .push("filesystem confinement (Landlock ABI 3 or newer)");
             }
             None => {}
+        }
+        if enforcement.unix_sockets == UnixSocketGuard::Unguarded {
+            enforcement.missing.push(
+                "Unix socket confinement (the namespaces' supervisor, or Landlock ABI 9 or newer)",
+            );
         }
         let seccomp = seccomp::filters(namespaces.is_some(), spec.network)?;
         // SAFETY: geteuid has no preconditions.
@@ -240,15 +267,42 @@ impl Confinement {
             sys::write_file(c"/proc/self/gid_map", ns.gid_map.as_bytes())?;
             let (ready_rx, ready_tx) = sys::pipe()?;
             let (report_rx, report_tx) = sys::pipe()?;
+            // The socket supervisor: init hands over its listener's number
+            // (`listen`), the supervisor answers with 0 or an errno (`ack`).
+            // The host's /proc is opened before the view replaces it.
+            let proc_dir = sys::open_dir_path(c"/proc")?;
+            let (listen_rx, listen_tx) = sys::pipe()?;
+            let (ack_rx, ack_tx) = sys::pipe()?;
             let init = sys::check(libc::fork().into())? as libc::pid_t;
             if init > 0 {
-                // The supervisor: wait until the shell exec'd (or the chain
-                // failed and reported it), then let `spawn` return.
-                libc::close(ready_tx);
-                libc::close(report_tx);
+                // The supervisor: take the listener, wait until the shell
+                // exec'd (or the chain failed and reported it), then let
+                // `spawn` return and serve the listener.
+                for fd in [ready_tx, report_tx, listen_tx, ack_rx] {
+                    libc::close(fd);
+                }
+                let taken = self::supervise::take_listener(&ns.sockets, init, listen_rx, proc_dir);
+                let answer: i32 = match &taken {
+                    Ok(_) => 0,
+                    Err(e) => e.raw_os_error().unwrap_or(libc::EPERM),
+                };
+                // Nothing to do if init is gone: its end reports it.
+                let _ = sys::write_all(ack_tx, &answer.to_ne_bytes());
+                libc::close(listen_rx);
+                libc::close(ack_tx);
                 sys::drain(ready_rx);
-                sys::close_all_except(&[report_rx]);
+                let mut keep = [report_rx, proc_dir, -1, -1];
+                if let Ok((supervisor, pidfd)) = &taken {
+                    keep[2] = supervisor.listener();
+                    keep[3] = *pidfd;
+                }
+                keep.sort_unstable();
+                let first = keep.iter().position(|fd| *fd >= 0).unwrap_or(keep.len());
+                sys::close_all_except(&keep[first..]);
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                if let Ok((supervisor, pidfd)) = &taken {
+                    supervisor.serve(*pidfd);
+                }
                 let status = sys::wait(init).map_or(libc::EXIT_FAILURE << 8, |(_, s)| s);
                 let mut signal = 0u8;
                 libc::read(report_rx, (&mut signal as *mut u8).cast(), 1);
@@ -258,11 +312,27 @@ impl Confinement {
             // before this line, init is still a member of its terminal
             // session, which the backend kills when the supervisor exits.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            libc::close(ready_rx);
-            libc::close(report_rx);
+            for fd in [ready_rx, report_rx, listen_rx, ack_tx, proc_dir] {
+                libc::close(fd);
+            }
             ns.view.apply()?;
             if ns.loopback {
                 sys::loopback_up()?;
+            }
+            // The filter is init's, so the shell and all it starts inherit
+            // it; the supervisor fetches the listener before init closes it.
+            let listener = ns.sockets.install()?;
+            sys::write_all(listen_tx, &listener.to_ne_bytes())?;
+            let mut answer = [0u8; 4];
+            if !sys::read_exact(ack_rx, &mut answer) {
+                return Err(io::Error::from_raw_os_error(libc::EPIPE));
+            }
+            libc::close(listener);
+            libc::close(listen_tx);
+            libc::close(ack_rx);
+            match i32::from_ne_bytes(answer) {
+                0 => {}
+                errno => return Err(io::Error::from_raw_os_error(errno)),
             }
             let shell = sys::check(libc::fork().into())? as libc::pid_t;
             if shell > 0 {
@@ -294,6 +364,33 @@ impl Confinement {
             libc::close(report_tx);
             Ok(())
         }
+    }
+}
+
+/// The supervisor's half of the listener handover.
+mod supervise {
+    use std::io;
+
+    use libc::c_int;
+
+    use super::sockets::{Guard, Supervisor};
+    use super::sys;
+
+    /// Reads the number of init's listener, fetches it and prepares the
+    /// supervisor: `(supervisor, init's pidfd)`.
+    pub(super) fn take_listener(
+        guard: &Guard,
+        init: libc::pid_t,
+        listen_rx: c_int,
+        proc_dir: c_int,
+    ) -> io::Result<(Supervisor<'_>, c_int)> {
+        let mut number = [0u8; 4];
+        if !sys::read_exact(listen_rx, &mut number) {
+            return Err(io::Error::from_raw_os_error(libc::EPIPE));
+        }
+        let pidfd = sys::pidfd_open(init)?;
+        let listener = sys::pidfd_getfd(pidfd, c_int::from_ne_bytes(number))?;
+        Ok((Supervisor::new(guard, listener, proc_dir)?, pidfd))
     }
 }
 

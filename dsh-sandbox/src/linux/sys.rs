@@ -49,7 +49,7 @@ pub(crate) fn check(rc: c_long) -> io::Result<c_long> {
     }
 }
 
-fn check_int(rc: c_int) -> io::Result<c_int> {
+pub(crate) fn check_int(rc: c_int) -> io::Result<c_int> {
     check(rc.into()).map(|_| rc)
 }
 
@@ -381,6 +381,112 @@ pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
         )
     })?;
     Ok(())
+}
+
+/// Installs a seccomp filter program that answers through a user
+/// notification listener, and returns the listener.
+pub(crate) fn seccomp_listener(program: &[libc::sock_filter]) -> io::Result<c_int> {
+    let prog = libc::sock_fprog {
+        len: program.len() as libc::c_ushort,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: as in `seccomp_install`.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as u32,
+            &prog as *const libc::sock_fprog,
+        )
+    })?;
+    Ok(fd as c_int)
+}
+
+/// Keeps one capability, effective and permitted, and drops every other
+/// from those two sets and the inheritable one (the bounding set stays: a
+/// process that never `exec`s gains nothing from it).
+pub(crate) fn keep_only_capability(cap: u32) -> io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let mut data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    let word = (cap / 32) as usize;
+    data[word].effective = 1 << (cap % 32);
+    data[word].permitted = 1 << (cap % 32);
+    // SAFETY: `header` and `data` live on this frame.
+    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })?;
+    Ok(())
+}
+
+/// `pidfd_open(pid, 0)`.
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<c_int> {
+    // SAFETY: a plain system call.
+    Ok(check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })? as c_int)
+}
+
+/// `pidfd_getfd(pidfd, fd, 0)`.
+pub(crate) fn pidfd_getfd(pidfd: c_int, fd: c_int) -> io::Result<c_int> {
+    // SAFETY: a plain system call.
+    Ok(check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0u32) })? as c_int)
+}
+
+/// Reads exactly `buf.len()` bytes (retrying on `EINTR`); `false` at
+/// end-of-file or on an error.
+pub(crate) fn read_exact(fd: c_int, buf: &mut [u8]) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reading into the unfilled part of `buf`.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n > 0 {
+            got += n as usize;
+        } else if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// Writes all of `buf` (one small write to a pipe).
+pub(crate) fn write_all(fd: c_int, buf: &[u8]) -> io::Result<()> {
+    // SAFETY: writing from `buf`.
+    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != buf.len() {
+        return Err(io::Error::from_raw_os_error(libc::EPIPE));
+    }
+    Ok(())
+}
+
+/// Opens `path` as an `O_PATH` directory descriptor (close-on-exec).
+pub(crate) fn open_dir_path(path: &CStr) -> io::Result<c_int> {
+    // SAFETY: `path` is NUL-terminated.
+    check_int(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })
 }
 
 /// Brings the loopback interface of this network namespace up.

@@ -167,6 +167,131 @@ elif op == "unix_connect":
         print(f"connect: {e}")
         sys.exit(1)
     escaped()
+elif op == "unix_connect_opath":
+    # An O_PATH descriptor of the socket file, connected to through
+    # /proc/self/fd/N (and through /proc/<pid>/fd/N).
+    fd = os.open(args[0], os.O_PATH)
+    for path in (f"/proc/self/fd/{fd}", f"/proc/{os.getpid()}/fd/{fd}"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+        except OSError as e:
+            print(f"connect {path}: {e}")
+            continue
+        escaped()
+    sys.exit(1)
+elif op in ("unix_sendto", "unix_sendmsg", "unix_dgram_connect", "unix_sendmmsg"):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        if op == "unix_sendto":
+            s.sendto(b"ESCAPED", args[0])
+        elif op == "unix_sendmsg":
+            s.sendmsg([b"ESC", b"APED"], [], 0, args[0])
+        elif op == "unix_dgram_connect":
+            s.connect(args[0])
+            s.send(b"ESCAPED")
+        else:
+            class Iov(ctypes.Structure):
+                _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+            class Hdr(ctypes.Structure):
+                _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(Iov)),
+                            ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                            ("flags", ctypes.c_int)]
+
+            class Msg(ctypes.Structure):
+                _fields_ = [("hdr", Hdr), ("msg_len", ctypes.c_uint)]
+            path = args[0].encode()
+            addr = ctypes.create_string_buffer(b"\x01\x00" + path + b"\x00", 110)
+            data = ctypes.create_string_buffer(b"ESCAPED")
+            iov = Iov(ctypes.cast(data, ctypes.c_void_p), 7)
+            msgs = (Msg * 2)()
+            for m in msgs:
+                m.hdr.name = ctypes.cast(addr, ctypes.c_void_p)
+                m.hdr.namelen = 2 + len(path) + 1
+                m.hdr.iov = ctypes.pointer(iov)
+                m.hdr.iovlen = 1
+            check(libc.sendmmsg(s.fileno(), msgs, 2, 0), "sendmmsg")
+    except OSError as e:
+        print(f"{op}: {e}")
+        sys.exit(1)
+    escaped()
+elif op == "unix_symlink_race":
+    # unix_symlink_race DIR OUTSIDE N: DIR/race is a directory holding a
+    # listening socket of our own, swapped over and over for a symlink to
+    # OUTSIDE (which holds a socket of the same name) by a child, while we
+    # connect N times to DIR/race/stream.sock. What got through is seen
+    # by OUTSIDE's listener.
+    d = os.path.join(args[0], "race")
+    os.makedirs(d, exist_ok=True)
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(os.path.join(d, "stream.sock"))
+    own.listen(4096)
+    pid = os.fork()
+    if pid == 0:
+        while True:
+            try:
+                os.rename(d, d + ".d")
+                os.symlink(args[1], d)
+                os.unlink(d)
+                os.rename(d + ".d", d)
+            except OSError:
+                pass
+    inside = 0
+    for _ in range(int(args[2])):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(os.path.join(d, "stream.sock"))
+            inside += 1
+        except OSError:
+            pass
+        s.close()
+        try:
+            own.setblocking(False)
+            while True:
+                own.accept()[0].close()
+        except OSError:
+            pass
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print(f"{inside} connections made")
+    sys.exit(1)
+elif op == "unix_address_race":
+    # unix_address_race INSIDE OUTSIDE N: one thread connects N times with
+    # an address buffer that another thread keeps rewriting between INSIDE
+    # (a socket we listen on) and OUTSIDE.
+    import threading
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(args[0])
+    own.listen(4096)
+    own.setblocking(False)
+    a = b"\x01\x00" + args[0].encode() + b"\x00"
+    b = b"\x01\x00" + args[1].encode() + b"\x00"
+    size = max(len(a), len(b))
+    buf = ctypes.create_string_buffer(a, size)
+    stop = False
+
+    def flip():
+        while not stop:
+            ctypes.memmove(buf, b, len(b))
+            ctypes.memmove(buf, a, len(a))
+    t = threading.Thread(target=flip)
+    t.start()
+    made = 0
+    for _ in range(int(args[2])):
+        fd = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if libc.connect(fd.fileno(), buf, size) == 0:
+            made += 1
+        fd.close()
+        try:
+            while True:
+                own.accept()[0].close()
+        except OSError:
+            pass
+    stop = True
+    t.join()
+    print(f"{made} connections made")
+    sys.exit(1)
 elif op == "socket":
     fam = {"raw": (socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
            "packet": (17, socket.SOCK_RAW, 0),

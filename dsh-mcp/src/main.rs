@@ -69,6 +69,18 @@ struct Args {
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     allow_unix_socket: Vec<PathBuf>,
 
+    /// In the restricted modes, hide this path from the shell and the
+    /// editor (repeatable): a directory shows empty, a file empty. Added to
+    /// the default list of credential stores (`~/.ssh`, `~/.aws`,
+    /// `~/.docker`, `~/.kube`, `~/.netrc`, `~/.git-credentials`,
+    /// `/etc/shadow`, ...).
+    #[arg(long = "hide", value_name = "PATH")]
+    hide: Vec<PathBuf>,
+
+    /// Do not hide the default credential stores (only `--hide` paths).
+    #[arg(long)]
+    no_default_hide: bool,
+
     /// In the restricted modes, run every call in a fresh confined shell
     /// instead of one persistent confined shell.
     #[arg(long, env = "DSH_ONE_SHOT")]
@@ -396,7 +408,16 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
             Mode::DangerFullAccess => SandboxMode::DangerFullAccess,
         })
         .network(args.network)
-        .unix_sockets(args.allow_unix_socket.clone());
+        .unix_sockets(args.allow_unix_socket.clone())
+        .hidden_paths({
+            let mut hidden = if args.no_default_hide {
+                Vec::new()
+            } else {
+                SandboxPolicy::default_hidden_paths()
+            };
+            hidden.extend(args.hide.iter().cloned());
+            hidden
+        });
     let elicit = (args.approve == Approve::Elicit)
         .then(|| Arc::new(ElicitApprover::new(Duration::from_secs(300))));
     let approver: Option<Arc<dyn Approver>> = match args.approve {

@@ -81,7 +81,8 @@ impl SandboxFs {
         *self.rules() = Arc::new(WriteRules::new(&self.policy, mode, &self.workspace));
     }
 
-    /// Refuses reads of this process's `/proc` in the restricted modes.
+    /// Refuses reads of this process's `/proc` in the restricted modes;
+    /// a hidden path does not exist.
     fn check_read(&self, path: &Path) -> Result<(), FsError> {
         let rules = Arc::clone(&self.rules());
         if rules.mode == SandboxMode::DangerFullAccess {
@@ -90,6 +91,17 @@ impl SandboxFs {
         let real = crate::resolve(path).unwrap_or_else(|| path.to_owned());
         if real.starts_with("/proc") || path.starts_with("/proc") {
             return Err(Self::refused(path, &rules));
+        }
+        if rules.hides(path) {
+            return Err(FsError::NotFound(path.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Refuses writes to a hidden path in the restricted modes.
+    fn check_hidden(&self, path: &Path, rules: &WriteRules) -> Result<(), FsError> {
+        if rules.hides(path) {
+            return Err(Self::refused(path, rules));
         }
         Ok(())
     }
@@ -160,6 +172,7 @@ impl Fs for SandboxFs {
 
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
         let rules = Arc::clone(&self.rules());
+        self.check_hidden(path, &rules)?;
         match rules.mode {
             SandboxMode::DangerFullAccess => self.local.create_new(path, data).await,
             SandboxMode::ReadOnly => Err(Self::refused(path, &rules)),
@@ -188,6 +201,7 @@ impl Fs for SandboxFs {
         expected: &Version,
     ) -> Result<Version, FsError> {
         let rules = Arc::clone(&self.rules());
+        self.check_hidden(path, &rules)?;
         match rules.mode {
             SandboxMode::DangerFullAccess => self.local.replace(path, data, expected).await,
             SandboxMode::ReadOnly => Err(Self::refused(path, &rules)),

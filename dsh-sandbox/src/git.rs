@@ -1,14 +1,20 @@
-//! Keeping `.git` read-only in a workspace that has none yet.
+//! Keeping a workspace that has no repository yet from becoming one.
 //!
 //! A mount point is what the confined shell cannot create, rename or
 //! remove, and a mount needs an existing path. So when a writable root has
-//! no `.git` when a confined shell is created, an empty `.git` directory is
-//! made there on the host for the shell's lifetime and mounted read-only in
-//! its view: the shell cannot create a repository there (`git init` fails
-//! with `Read-only file system`). The directory is removed when the shell's
-//! pool is dropped, if it is still empty (a repository the user created
-//! meanwhile is left alone). Git treats an empty `.git` directory as no
-//! repository, so the host's own `git` is not affected.
+//! no `.git` when a confined shell is created, an empty `.git` directory and
+//! an empty `HEAD` directory are made there on the host for the shell's
+//! lifetime and mounted read-only in its view: the shell cannot create a
+//! repository there (`git init` fails with `Read-only file system`), nor
+//! make the root itself look like a bare repository to a host's `git`
+//! (which takes a directory with `HEAD`, `objects/` and `refs/` for one and
+//! would run its `config`'s `core.fsmonitor`): git accepts no directory as
+//! `HEAD`. Both are removed when the shell's pool is dropped, if still
+//! empty (a repository the user created meanwhile is left alone), so what
+//! the shell left there is no repository afterwards either, and a host's
+//! `git init` there does what it always does. Git treats an empty `.git`
+//! directory as no repository, so the host's own `git` is not affected
+//! while the shell lives.
 
 use std::path::PathBuf;
 
@@ -28,14 +34,16 @@ impl Placeholders {
             return Placeholders(made);
         }
         for root in &rules.roots {
-            let git = root.join(".git");
-            if !rules.protected.contains(&git) || std::fs::symlink_metadata(&git).is_ok() {
-                continue;
-            }
-            match std::fs::create_dir(&git) {
-                Ok(()) => made.push(git),
-                Err(err) => {
-                    tracing::warn!(path = %git.display(), %err, "cannot make the .git placeholder");
+            for name in [".git", "HEAD"] {
+                let path = root.join(name);
+                if !rules.protected.contains(&path) || std::fs::symlink_metadata(&path).is_ok() {
+                    continue;
+                }
+                match std::fs::create_dir(&path) {
+                    Ok(()) => made.push(path),
+                    Err(err) => {
+                        tracing::warn!(path = %path.display(), %err, "cannot make the git placeholder");
+                    }
                 }
             }
         }

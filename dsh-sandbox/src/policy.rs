@@ -105,6 +105,64 @@ pub struct SandboxPolicy {
     /// socket — is refused with `Permission denied`, including sockets that
     /// appear after the shell started.
     pub unix_sockets: Vec<PathBuf>,
+    /// Paths the restricted modes hide from the shell and the editor: a
+    /// directory shows empty, a file empty and read-only (`~/` is the
+    /// server's `$HOME`; paths that do not exist are skipped). The default,
+    /// [`SandboxPolicy::default_hidden_paths`], lists the usual credential
+    /// stores; a host replaces the list by setting it (an empty list hides
+    /// nothing). A hidden directory that holds the workspace or a writable
+    /// root still shows that root.
+    pub hidden_paths: Vec<PathBuf>,
+}
+
+/// The credential stores hidden by default (see
+/// [`SandboxPolicy::default_hidden_paths`]).
+const DEFAULT_HIDDEN: [&str; 28] = [
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.docker",
+    "~/.kube",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/git/credentials",
+    "~/.npmrc",
+    "~/.yarnrc",
+    "~/.pypirc",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.gem/credentials",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.vault-token",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+];
+
+impl SandboxPolicy {
+    /// The default [`SandboxPolicy::hidden_paths`]: the server user's SSH,
+    /// GnuPG, cloud (AWS, Azure, Google Cloud), GitHub, Docker, Kubernetes,
+    /// netrc, git, npm, yarn, PyPI, Cargo, RubyGems, `pass`, keyring and
+    /// Vault credentials under `~`, and the host's `/etc/shadow`,
+    /// `/etc/gshadow` (and their backups) and SSH host keys.
+    ///
+    /// ```
+    /// let hidden = dsh_sandbox::SandboxPolicy::default_hidden_paths();
+    /// assert!(hidden.iter().any(|p| p.as_os_str() == "~/.ssh"));
+    /// assert!(hidden.iter().any(|p| p.as_os_str() == "/etc/shadow"));
+    /// ```
+    pub fn default_hidden_paths() -> Vec<PathBuf> {
+        DEFAULT_HIDDEN.iter().map(PathBuf::from).collect()
+    }
 }
 
 impl Default for SandboxPolicy {
@@ -118,6 +176,7 @@ impl Default for SandboxPolicy {
             degrade: false,
             bubblewrap: None,
             unix_sockets: Vec::new(),
+            hidden_paths: SandboxPolicy::default_hidden_paths(),
         }
     }
 }
@@ -131,6 +190,7 @@ setters!(SandboxPolicy {
     degrade: bool,
     bubblewrap: Option<PathBuf>,
     unix_sockets: Vec<PathBuf>,
+    hidden_paths: Vec<PathBuf>,
 });
 
 /// The resolved write rules of one mode for one workspace.
@@ -145,10 +205,16 @@ pub struct WriteRules {
     /// Paths of those roots that stay read-only, whether they exist yet or
     /// not: each root's `.git` as named, the target of a `.git` symlink, and
     /// for a `gitdir:` file its git directory and that directory's common
-    /// directory (where a worktree's hooks live).
+    /// directory (where a worktree's hooks live); for a root without `.git`,
+    /// its `HEAD` (with it, `objects/` and `refs/` would make the root a
+    /// bare repository to the host's git).
     pub protected: Vec<PathBuf>,
     /// Whether the shell's private `/tmp` is writable.
     pub tmp: bool,
+    /// The policy's hidden paths that exist, canonical (`~/` expanded).
+    pub hidden: Vec<PathBuf>,
+    /// The roots and the workspace: shown even beneath a hidden path.
+    shown: Vec<PathBuf>,
 }
 
 impl WriteRules {
@@ -174,12 +240,42 @@ impl WriteRules {
         }
         protected.sort();
         protected.dedup();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut hidden: Vec<PathBuf> = policy
+            .hidden_paths
+            .iter()
+            .filter_map(|p| expand_home(p, home.as_deref()))
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter(|p| p.as_os_str() != "/")
+            .collect();
+        hidden.sort();
+        hidden.dedup();
+        let mut shown = roots.clone();
+        shown.extend(std::fs::canonicalize(workspace).ok());
         WriteRules {
             mode,
             roots,
             protected,
             tmp: mode == SandboxMode::WorkspaceWrite && policy.tmp_writable,
+            hidden,
+            shown,
         }
+    }
+
+    /// Whether `path` (resolved first, as in [`WriteRules::allows`]) lies
+    /// in a hidden path of the restricted modes.
+    pub fn hides(&self, path: &Path) -> bool {
+        if self.mode == SandboxMode::DangerFullAccess || self.hidden.is_empty() {
+            return false;
+        }
+        let real = resolve(path).unwrap_or_else(|| path.to_owned());
+        self.hidden.iter().any(|h| {
+            (real.starts_with(h) || path.starts_with(h))
+                && !self
+                    .shown
+                    .iter()
+                    .any(|r| r.starts_with(h) && real.starts_with(r))
+        })
     }
 
     /// Whether writing `path` is allowed. `path` is resolved first: symlinks
@@ -199,11 +295,23 @@ impl WriteRules {
     }
 }
 
+/// `path` with a leading `~` replaced by `home`; `None` for a `~` path
+/// when there is no home.
+pub(crate) fn expand_home(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    match path.strip_prefix("~") {
+        Ok(rest) => home.map(|h| h.join(rest)),
+        Err(_) => Some(path.to_owned()),
+    }
+}
+
 /// The git paths of `root` to keep read-only (see [`WriteRules::protected`]).
 pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
     let git = root.join(".git");
     let mut out = vec![git.clone()];
     let Ok(meta) = std::fs::symlink_metadata(&git) else {
+        // No repository: git would take the root itself for a bare one if
+        // `HEAD`, `objects/` and `refs/` appeared there. `HEAD` is kept.
+        out.push(root.join("HEAD"));
         return out;
     };
     let git_dir = if meta.is_symlink() {
@@ -259,6 +367,44 @@ pub fn resolve(path: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hidden_paths_expand_home_and_keep_what_exists() {
+        let home = Path::new("/home/agent");
+        assert_eq!(
+            expand_home(Path::new("~/.ssh"), Some(home)),
+            Some(PathBuf::from("/home/agent/.ssh"))
+        );
+        assert_eq!(expand_home(Path::new("~/.ssh"), None), None);
+        assert_eq!(
+            expand_home(Path::new("~alice/x"), Some(home)),
+            Some(PathBuf::from("~alice/x"))
+        );
+        assert_eq!(
+            expand_home(Path::new("/etc/shadow"), Some(home)),
+            Some(PathBuf::from("/etc/shadow"))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(ws.join("secret")).unwrap();
+        let policy = SandboxPolicy::default().hidden_paths(vec![
+            ws.join("secret"),
+            ws.join("missing"),
+            PathBuf::from("/"),
+        ]);
+        let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &ws);
+        assert_eq!(rules.hidden, [ws.join("secret")]);
+        assert!(rules.hides(&ws.join("secret/key")));
+        assert!(!rules.hides(&ws.join("public")));
+        // A hidden directory holding the workspace still shows the workspace.
+        let outer = SandboxPolicy::default().hidden_paths(vec![ws.clone()]);
+        let nested = ws.join("secret");
+        let rules = WriteRules::new(&outer, SandboxMode::WorkspaceWrite, &nested);
+        assert!(rules.hides(&ws.join("other")));
+        assert!(!rules.hides(&nested.join("file")));
+        let full = WriteRules::new(&outer, SandboxMode::DangerFullAccess, &nested);
+        assert!(!full.hides(&ws.join("other")));
+    }
 
     #[test]
     fn modes_round_trip_through_serde_in_kebab_case() {

@@ -191,6 +191,9 @@ struct Lab {
     datagrams: Vec<(String, std::os::unix::net::UnixDatagram)>,
     /// A directory of this test's under /var/tmp, with a listener.
     var_tmp: tempfile::TempDir,
+    /// A credential store the policy hides (a directory and a file).
+    secrets: PathBuf,
+    secret_file: PathBuf,
     abstract_name: String,
     python: String,
 }
@@ -270,6 +273,10 @@ impl Lab {
         std::os::unix::fs::symlink(out.join("file.txt"), out.join("link")).unwrap();
         set_xattr(&out.join("file.txt"), "user.keep", b"1");
         write(&tools.join("sys.py"), SYS_PY);
+        let secrets = base.join("secrets");
+        write(&secrets.join("id_ed25519"), "PRIVATE KEY\n");
+        let secret_file = base.join("token.txt");
+        write(&secret_file, "TOKEN=abc\n");
 
         let wsl = base.join("wsl");
         write(&wsl.join(".realgit/config"), "[core]\n");
@@ -287,7 +294,7 @@ impl Lab {
         let wsn = base.join("wsn");
         write(&wsn.join("notes.txt"), "no repository here\n");
         // Everything the unprivileged run needs to reach.
-        for dir in [&base, &ws, &out, &tools, &wsl, &wsf, &wsn] {
+        for dir in [&base, &ws, &out, &tools, &wsl, &wsf, &wsn, &secrets] {
             std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
                 .unwrap();
         }
@@ -385,6 +392,8 @@ impl Lab {
             listeners,
             datagrams,
             var_tmp,
+            secrets,
+            secret_file,
             abstract_name,
             python,
         }
@@ -418,6 +427,8 @@ impl Lab {
         snapshot(&[
             &self.out,
             &self.tools,
+            &self.secrets,
+            &self.secret_file,
             &self.ws.join(".git"),
             &self.wsl.join(".git"),
             &self.wsl.join(".realgit"),
@@ -481,6 +492,8 @@ impl Lab {
             ("SHMKEY".into(), self.shm_key.to_string()),
             ("MSGKEY".into(), self.msg_key.to_string()),
             ("TMPSOCK".into(), self.tmp_socket.display().to_string()),
+            ("SECRETS".into(), self.secrets.display().to_string()),
+            ("SECRET_FILE".into(), self.secret_file.display().to_string()),
             (
                 "VARSOCK".into(),
                 self.var_tmp
@@ -1003,6 +1016,35 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
             "touch $WS/fcap && $PY $T setxattr $WS/fcap security.capability 0100000200200000000000000000000000000000",
         ),
         t("a lease on a file outside", "$PY $T lease $OUT/file.txt"),
+        // Hidden paths.
+        t(
+            "list a hidden directory",
+            "ls -A $SECRETS | grep . && echo ESCAPED",
+        ),
+        t(
+            "read a key in a hidden directory",
+            "grep -q PRIVATE $SECRETS/id_ed25519 2>/dev/null && echo ESCAPED",
+        ),
+        t(
+            "read a hidden file",
+            "grep -q TOKEN $SECRET_FILE 2>/dev/null && echo ESCAPED",
+        ),
+        t(
+            "write a hidden file",
+            "echo x > $SECRET_FILE 2>/dev/null && grep -q x $SECRET_FILE && echo ESCAPED",
+        ),
+        t(
+            "read a hidden file through /proc/1/root",
+            "grep -q TOKEN /proc/1/root$SECRET_FILE 2>/dev/null && echo ESCAPED",
+        ),
+        t(
+            "read a hidden file through a workspace symlink",
+            "ln -sf $SECRET_FILE $WS/sock-link 2>/dev/null; grep -q TOKEN $WS/sock-link 2>/dev/null && echo ESCAPED",
+        ),
+        t(
+            "read /etc/shadow",
+            "[ -r /etc/shadow ] && grep -q : /etc/shadow && echo ESCAPED",
+        ),
         // .git of the workspace.
         t(
             ".git/config",
@@ -1107,6 +1149,17 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
             "mkdir -p $WS/.git/hooks && echo ESCAPED",
             false,
         ),
+        // The host's `git status` at the end of the suite says whether
+        // the root became a repository; the payload would touch $OUT.
+        tw(
+            "make the workspace root a bare repository",
+            "wsn",
+            "git init -q --bare $WS 2>/dev/null; mkdir -p $WS/objects $WS/refs 2>/dev/null; \
+             printf 'ref: refs/heads/main\\n' > $WS/HEAD 2>/dev/null; \
+             printf \"[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = touch $OUT/fsmonitor-ran\\n\" > $WS/config; \
+             [ -f $WS/HEAD ] && echo ESCAPED",
+            false,
+        ),
     ];
     if let Some(socket) = &lab.run_socket {
         v.push(t(
@@ -1126,9 +1179,16 @@ enum Engine {
     Bubblewrap,
 }
 
+/// The policy of the suite: the default hidden paths and the lab's
+/// credential store.
+fn policy(lab: &Lab, mode: SandboxMode) -> SandboxPolicy {
+    let mut hidden = SandboxPolicy::default_hidden_paths();
+    hidden.extend([lab.secrets.clone(), lab.secret_file.clone()]);
+    SandboxPolicy::default().mode(mode).hidden_paths(hidden)
+}
+
 fn shell(lab: &Lab, workspace: &Path, mode: SandboxMode, engine: Engine) -> SandboxedShell {
-    let policy = SandboxPolicy::default()
-        .mode(mode)
+    let policy = policy(lab, mode)
         .bubblewrap((engine == Engine::Bubblewrap).then(|| PathBuf::from("bwrap")));
     SandboxedShell::new(SandboxConfig::new(
         policy,
@@ -1356,12 +1416,56 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-    // The .git placeholder goes with the shell.
-    if lab.wsn.join(".git").exists() {
+    // The placeholders go with the shell.
+    for name in [".git", "HEAD"] {
+        if lab.wsn.join(name).is_dir() {
+            failures.push(format!(
+                "[{}] the {name} placeholder was left behind",
+                mode.name()
+            ));
+        }
+    }
+    // Whatever the shell left in the root without a repository, the host's
+    // own git finds none there (and runs no fsmonitor of its config).
+    ran += 1;
+    let git = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&lab.wsn)
+        .env("GIT_CEILING_DIRECTORIES", lab.wsn.parent().unwrap())
+        .env_remove("GIT_DIR")
+        .output()
+        .unwrap();
+    let ran_payload = lab.out.join("fsmonitor-ran");
+    if git.status.success() || ran_payload.exists() {
         failures.push(format!(
-            "[{}] the .git placeholder was left behind",
-            mode.name()
+            "[{}] the host's git status found a repository in the workspace root{}: {}",
+            mode.name(),
+            if ran_payload.exists() {
+                " and ran its fsmonitor"
+            } else {
+                ""
+            },
+            String::from_utf8_lossy(&git.stderr)
         ));
+        let _ = std::fs::remove_file(&ran_payload);
+    }
+    for name in [
+        "HEAD",
+        "config",
+        "description",
+        "objects",
+        "refs",
+        "hooks",
+        "info",
+        "branches",
+        "packed-refs",
+    ] {
+        let p = lab.wsn.join(name);
+        if p.is_dir() {
+            let _ = std::fs::remove_dir_all(&p);
+        } else {
+            let _ = std::fs::remove_file(&p);
+        }
     }
     (failures, ran)
 }
@@ -1369,8 +1473,10 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
 /// The editor's techniques (workspace-write), including the race that used
 /// to get a file created outside.
 async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
-    let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite);
-    let editor = Editor::new(SandboxFs::new(policy, &lab.ws));
+    let editor = Editor::new(SandboxFs::new(
+        policy(lab, SandboxMode::WorkspaceWrite),
+        &lab.ws,
+    ));
     std::os::unix::fs::symlink(&lab.out, lab.ws.join("out-link")).unwrap();
     std::os::unix::fs::symlink(lab.ws.join(".git/hooks"), lab.ws.join("hooks-link")).unwrap();
     std::os::unix::fs::symlink(lab.ws.join("src"), lab.ws.join("abs-inside")).unwrap();
@@ -1454,6 +1560,58 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
             failures.push(format!("[editor] {name}: {}", problems.join("; ")));
         }
     }
+    // Hidden paths: nothing of them reaches the model, whatever the way.
+    std::os::unix::fs::symlink(&lab.secret_file, ws.join("secret-link")).unwrap();
+    for (name, args) in [
+        (
+            "view a hidden file",
+            json!({"command": "view", "path": lab.secret_file}),
+        ),
+        (
+            "view a hidden directory",
+            json!({"command": "view", "path": lab.secrets}),
+        ),
+        (
+            "view a key in a hidden directory",
+            json!({"command": "view", "path": lab.secrets.join("id_ed25519")}),
+        ),
+        (
+            "view a hidden file through a workspace symlink",
+            json!({"command": "view", "path": ws.join("secret-link")}),
+        ),
+        (
+            "view the hidden files' parent",
+            json!({"command": "view", "path": lab.secrets.parent().unwrap()}),
+        ),
+        (
+            "edit a hidden file",
+            json!({"command": "str_replace", "path": lab.secret_file, "old_str": "TOKEN", "new_str": "x"}),
+        ),
+        (
+            "view /etc/shadow",
+            json!({"command": "view", "path": "/etc/shadow"}),
+        ),
+    ] {
+        ran += 1;
+        let before = lab.outside();
+        let text = match editor.execute(&args).await {
+            Ok(text) => text,
+            Err(e) => e.to_string(),
+        };
+        let mut problems = diff(&before, &lab.outside());
+        // (The model's own path may come back in an error.)
+        let listing = name == "view the hidden files' parent";
+        for secret in ["PRIVATE", "TOKEN=", "root:", "id_ed25519"] {
+            if text.contains(secret) && (listing || secret != "id_ed25519") {
+                problems.push(format!("{secret} reached the model: {text}"));
+            }
+        }
+        if !problems.is_empty() {
+            failures.push(format!("[editor] {name}: {}", problems.join("; ")));
+        }
+    }
+    let _ = std::fs::remove_file(ws.join("secret-link"));
+
     // A link with an absolute target that stays inside the workspace is
     // followed (its target is resolved first, then opened beneath the root).
     ran += 1;
@@ -1688,6 +1846,13 @@ async fn the_suite_detects_an_unconfined_shell() {
             .iter()
             .any(|f| f.contains("processes outlived the shell")),
         "survivors not detected"
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.contains("found a repository in the workspace root")),
+        "the bare-repository plant not detected:\n{}",
+        failures.join("\n")
     );
     assert!(
         failures.len() * 2 > ran,

@@ -99,6 +99,11 @@ pub(crate) fn command(
         roots.push((spec.workspace.to_owned(), false));
     }
     roots.sort_by_key(|(r, _)| r.as_os_str().len());
+    for hidden in &rules.hidden {
+        if hidden.is_dir() && roots.iter().any(|(r, _)| r.starts_with(hidden)) {
+            push(&["--tmpfs", &path(hidden)]);
+        }
+    }
     for (root, rw) in &roots {
         let flag = if *rw { "--bind" } else { "--ro-bind" };
         push(&[flag, &path(root), &path(root)]);
@@ -111,6 +116,20 @@ pub(crate) fn command(
         .collect();
     for p in &protected {
         push(&["--ro-bind", &path(p), &path(p)]);
+    }
+    // Hidden paths, as in the built-in view (bubblewrap applies its flags
+    // in order): a directory holding a root got its tmpfs before the roots
+    // were bound, the others get theirs now, and all are made read-only; a
+    // hidden file shows /dev/null.
+    for hidden in &rules.hidden {
+        if hidden.is_dir() {
+            if !roots.iter().any(|(r, _)| r.starts_with(hidden)) {
+                push(&["--tmpfs", &path(hidden)]);
+            }
+            push(&["--remount-ro", &path(hidden)]);
+        } else {
+            push(&["--ro-bind", "/dev/null", &path(hidden)]);
+        }
     }
     if !rules.tmp {
         push(&["--remount-ro", "/tmp"]);

@@ -138,7 +138,14 @@ impl Confinement {
                 .cloned()
                 .collect();
             enforcement.git_read_only = writable && !protected.is_empty();
-            let view = View::plan(&attachments, &protected, rules.tmp, writable, spec.cwd)?;
+            let view = View::plan(
+                &attachments,
+                &protected,
+                &rules.hidden,
+                rules.tmp,
+                writable,
+                spec.cwd,
+            )?;
             if rules.tmp {
                 grants.push((PathBuf::from("/tmp"), Grant::Write));
             }

@@ -18,7 +18,10 @@
 //!    workspace-write, read-only otherwise), then every protected path,
 //!    read-only, over them — a mount point cannot be renamed or removed, so
 //!    a `.git` symlink or gitdir file cannot be swapped either;
-//! 5. the shell's working directory is entered again, in the new view.
+//! 5. hidden paths: an empty read-only tmpfs over a directory (made before
+//!    the roots when it holds one, so that the roots show through), the
+//!    host's `/dev/null`, read-only, over a file;
+//! 6. the shell's working directory is entered again, in the new view.
 
 use std::ffi::CString;
 use std::io;
@@ -116,6 +119,7 @@ impl View {
     pub(crate) fn plan(
         roots: &[Attachment],
         protected: &[PathBuf],
+        hidden: &[PathBuf],
         tmp_writable: bool,
         shm_writable: bool,
         cwd: &Path,
@@ -198,6 +202,20 @@ impl View {
             steps.push(Step::ReadOnlySelf(cs(&format!("/proc/{part}"))));
         }
 
+        // Hidden directories that hold a root get their empty tmpfs first
+        // (the roots are attached on directories made in it) and are made
+        // read-only last; the others, and hidden files, go over everything.
+        let holds_root = |h: &PathBuf| roots.iter().any(|r| r.path.starts_with(h));
+        let (early, late): (Vec<&PathBuf>, Vec<&PathBuf>) =
+            hidden.iter().partition(|h| h.is_dir() && holds_root(h));
+        for dir in &early {
+            steps.push(Step::Tmpfs {
+                target: c(dir)?,
+                options: cs("mode=755"),
+                read_only: false,
+            });
+        }
+
         // The workspace and writable roots, shortest first so that nested
         // roots land on top of their parents.
         let mut roots = roots.to_vec();
@@ -227,6 +245,35 @@ impl View {
                 source: index,
                 target: c(path)?,
                 attrs: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
+            });
+        }
+        for path in late {
+            if path.is_dir() {
+                steps.push(Step::Tmpfs {
+                    target: c(path)?,
+                    options: cs("mode=755"),
+                    read_only: true,
+                });
+            } else {
+                if !Path::new("/dev/null").exists() {
+                    return Err(SandboxError::setup(format!(
+                        "{} cannot be hidden: there is no /dev/null to show in its place",
+                        path.display()
+                    )));
+                }
+                // A clone of its own: attaching a clone moves it.
+                let null = source(Path::new("/dev/null"), true)?;
+                steps.push(Step::Attach {
+                    source: null,
+                    target: c(path)?,
+                    attrs: ATTR_RDONLY | ATTR_NOSUID | ATTR_NOEXEC,
+                });
+            }
+        }
+        for dir in &early {
+            steps.push(Step::SetAttr {
+                path: c(dir)?,
+                set: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
             });
         }
         if !tmp_writable {

@@ -634,6 +634,7 @@ fn fs_error(e: FsError, display: &str) -> EditorError {
         FsError::AlreadyExists(_) => EditorError::CreateExists(display),
         FsError::Changed(_) => EditorError::Changed(display),
         FsError::PermissionDenied(_) => EditorError::PermissionDenied(display),
+        FsError::NotRegular(_) => EditorError::NotRegular(display),
         FsError::TooLarge { len, limit, .. } => EditorError::TooLarge {
             path: display,
             len,

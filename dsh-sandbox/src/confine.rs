@@ -51,6 +51,7 @@ pub(crate) fn confine(
         network: policy.network,
         namespaces,
         unix_sockets: &unix_sockets,
+        files: false,
     };
     if let Some(bwrap) = &policy.bubblewrap {
         let (argv, handoff, enforcement) =

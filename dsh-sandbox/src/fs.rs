@@ -8,9 +8,26 @@ use dsh_editor::fs::{DirEntry, Fs, FsError, LocalFs, Metadata, Version};
 
 use crate::{SandboxMode, SandboxPolicy, WriteRules};
 
-/// The local filesystem under the policy. Reads go everywhere (the policy
-/// reads everywhere); every mutation is checked against the writable roots
-/// of the current mode:
+/// The local filesystem under the policy.
+///
+/// **Reads** in the restricted modes (Linux) are made inside the same walls
+/// as the shell's: a small confined helper process of the sandbox's (its
+/// own namespaces and read-only view, hidden paths hidden, the caller's uid
+/// without capabilities, Landlock and seccomp) opens each path and hands
+/// the descriptor back, so the editor reads exactly what the shell could
+/// read — not the host's `/tmp`, `/run` or `/dev/shm`, not another uid's
+/// 0600 file when the host runs as root — and a rename or symlink swapped
+/// in meanwhile cannot send a read elsewhere (the path is resolved once,
+/// by the kernel, in that process). What was opened is checked on the
+/// descriptor: a FIFO or device is refused, never waited on. The helper
+/// starts with the first read; one that does not answer within 10 s is
+/// killed and the call fails saying so, and the next call starts another.
+/// Where it cannot run (no user namespaces) reads fail with the reason,
+/// unless the policy sets `degrade`: then this process reads, with the
+/// path checks below.
+///
+/// Every **mutation** is checked against the writable roots of the current
+/// mode:
 ///
 /// * `read-only`: every create and edit is refused;
 /// * `workspace-write`: the path is resolved beneath an open directory of a
@@ -23,9 +40,10 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 ///   is not a writable root for the editor;
 /// * `danger-full-access`: [`LocalFs`], unrestricted.
 ///
-/// In the restricted modes the editor also refuses to read `/proc`: it runs
-/// in the host's process, whose environment and memory are there (the
-/// confined shell has a `/proc` of its own).
+/// In the restricted modes the editor also refuses `/proc` (the helper's
+/// view has none: a process's own `/proc` is no file of the workspace),
+/// and finds nothing at a hidden path ([`SandboxPolicy::hidden_paths`]),
+/// which it never writes.
 ///
 /// A refusal is `[sandbox: file access denied under <mode> mode]` and
 /// changes nothing.
@@ -52,6 +70,24 @@ pub struct SandboxFs {
     policy: SandboxPolicy,
     workspace: PathBuf,
     rules: Mutex<Arc<WriteRules>>,
+    /// The confined helper that opens files for reads (restricted modes,
+    /// Linux): made on the first read.
+    #[cfg(target_os = "linux")]
+    reader: Mutex<Reader>,
+}
+
+/// Who reads for the editor in the restricted modes.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Default)]
+enum Reader {
+    /// Not asked yet.
+    #[default]
+    Unknown,
+    /// The confined helper.
+    Helper(Arc<crate::linux::files::Files>),
+    /// This process, with path checks: the helper cannot run here and the
+    /// policy allows the weaker mode (`degrade`).
+    Host,
 }
 
 impl SandboxFs {
@@ -64,6 +100,45 @@ impl SandboxFs {
             policy,
             workspace,
             rules: Mutex::new(Arc::new(rules)),
+            #[cfg(target_os = "linux")]
+            reader: Mutex::new(Reader::Unknown),
+        }
+    }
+
+    /// The helper that reads in the restricted modes; `None` when this
+    /// process reads (danger-full-access, or the weaker mode).
+    #[cfg(target_os = "linux")]
+    fn helper(&self, path: &Path) -> Result<Option<Arc<crate::linux::files::Files>>, FsError> {
+        let rules = Arc::clone(&self.rules());
+        if rules.mode == SandboxMode::DangerFullAccess {
+            return Ok(None);
+        }
+        let mut reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        match &*reader {
+            Reader::Helper(files) => return Ok(Some(Arc::clone(files))),
+            Reader::Host => return Ok(None),
+            Reader::Unknown => {}
+        }
+        let unusable = |e: String| FsError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(format!(
+                "the sandbox could not start its confined file reader: {e}"
+            )),
+        };
+        let files = crate::linux::files::Files::new(&rules, &self.workspace)
+            .map_err(|e| unusable(e.to_string()))?;
+        match files.ensure_started() {
+            Ok(()) => {
+                let files = Arc::new(files);
+                *reader = Reader::Helper(Arc::clone(&files));
+                Ok(Some(files))
+            }
+            Err(e) if self.policy.degrade => {
+                tracing::warn!(%e, "the confined file reader cannot run; the editor reads from this process (degrade)");
+                *reader = Reader::Host;
+                Ok(None)
+            }
+            Err(e) => Err(unusable(e.to_string())),
         }
     }
 
@@ -115,6 +190,26 @@ impl SandboxFs {
     }
 }
 
+/// Runs `f` right here when this thread runs a whole editor call on the
+/// blocking pool ([`dsh_editor::fs::inline`]) or no runtime is running, and
+/// on the blocking pool otherwise.
+#[cfg(target_os = "linux")]
+async fn blocking<T: Send + 'static>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
+) -> Result<T, FsError> {
+    if dsh_editor::fs::is_inline() {
+        return f();
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return f();
+    };
+    runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
+        path: path.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?
+}
+
 /// Runs a confined write on the blocking pool.
 #[cfg(unix)]
 async fn confined<T: Send + 'static>(
@@ -147,11 +242,21 @@ impl Fs for SandboxFs {
 
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            let p = path.to_owned();
+            return blocking(path, move || files.stat(&p)).await;
+        }
         self.local.stat(path).await
     }
 
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            let p = path.to_owned();
+            return blocking(path, move || files.read(&p, limit)).await;
+        }
         self.local.read(path, limit).await
     }
 
@@ -162,11 +267,28 @@ impl Fs for SandboxFs {
         each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
     ) -> Result<Version, FsError> {
         self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            // Blocks are read in place only where a whole call runs on the
+            // blocking pool; elsewhere the file is read as one block there.
+            if dsh_editor::fs::is_inline() {
+                return files.read_blocks(path, limit, each);
+            }
+            let p = path.to_owned();
+            let (bytes, version) = blocking(path, move || files.read(&p, limit)).await?;
+            each(&bytes);
+            return Ok(version);
+        }
         self.local.read_blocks(path, limit, each).await
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
         self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            let p = path.to_owned();
+            return blocking(path, move || files.read_dir(&p)).await;
+        }
         self.local.read_dir(path).await
     }
 

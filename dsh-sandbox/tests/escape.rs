@@ -1612,6 +1612,192 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
     }
     let _ = std::fs::remove_file(ws.join("secret-link"));
 
+    // What only the host can read: its /tmp, /dev/shm and /run (the shell
+    // has its own or none), and, as root, another uid's 0600 file (the
+    // shell has no CAP_DAC_OVERRIDE).
+    let tag = format!("dsh-escape-secret-{}", std::process::id());
+    let mut host_only: Vec<PathBuf> = Vec::new();
+    for dir in [
+        std::env::temp_dir(),
+        PathBuf::from("/dev/shm"),
+        PathBuf::from("/run"),
+    ] {
+        let file = dir.join(&tag);
+        if std::fs::write(&file, format!("HOST-ONLY {tag}\n")).is_ok() {
+            host_only.push(file);
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let file = lab.out.join("other-uid.txt");
+        write(&file, &format!("HOST-ONLY {tag}\n"));
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        std::os::unix::fs::chown(&file, Some(12345), Some(12345)).unwrap();
+        host_only.push(file);
+    }
+    let mut reads: Vec<(String, serde_json::Value)> = host_only
+        .iter()
+        .map(|f| {
+            (
+                format!("view {}", f.display()),
+                json!({"command": "view", "path": f}),
+            )
+        })
+        .collect();
+    for dir in [
+        std::env::temp_dir(),
+        PathBuf::from("/dev/shm"),
+        PathBuf::from("/run"),
+    ] {
+        reads.push((
+            format!("list {}", dir.display()),
+            json!({"command": "view", "path": dir}),
+        ));
+    }
+    for (name, args) in reads {
+        ran += 1;
+        let text = match editor.execute(&args).await {
+            Ok(text) => text,
+            Err(e) => e.to_string(),
+        };
+        if text.contains("HOST-ONLY") || (name.starts_with("list") && text.contains(&tag)) {
+            failures.push(format!(
+                "[editor] {name}: the host's file reached the model: {text}"
+            ));
+        }
+    }
+    for f in &host_only {
+        let _ = std::fs::remove_file(f);
+    }
+
+    // /proc under a rename-exchange race: `x` (a directory holding a file
+    // named `status`) and `y` (a symlink to /proc/self) trade places over
+    // and over while the editor views x/status.
+    ran += 1;
+    std::fs::create_dir_all(ws.join("x")).unwrap();
+    write(&ws.join("x/status"), "inside\n");
+    std::os::unix::fs::symlink("/proc/self", ws.join("y")).unwrap();
+    let swapper = {
+        let (x, y) = (ws.join("x"), ws.join("y"));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let (x, y) = (
+                CString::new(x.as_os_str().as_bytes()).unwrap(),
+                CString::new(y.as_os_str().as_bytes()).unwrap(),
+            );
+            let mut swaps = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: renameat2 on two paths of this test.
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_renameat2,
+                        libc::AT_FDCWD,
+                        x.as_ptr(),
+                        libc::AT_FDCWD,
+                        y.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                if rc == 0 {
+                    swaps += 1;
+                }
+            }
+            swaps
+        });
+        (stop, handle)
+    };
+    let (mut inside, mut other) = (0, Vec::new());
+    for _ in 0..3000 {
+        match editor
+            .execute(&json!({"command": "view", "path": ws.join("x/status")}))
+            .await
+        {
+            Ok(text) if text.contains("inside") => inside += 1,
+            Ok(text) => other.push(text),
+            Err(_) => {}
+        }
+    }
+    swapper.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.1.join().unwrap();
+    if !other.is_empty() {
+        failures.push(format!(
+            "[editor] the /proc rename race: {} views showed something else, e.g. {}",
+            other.len(),
+            other[0]
+        ));
+    }
+    if inside == 0 || swaps == 0 {
+        failures.push(format!(
+            "[editor] the /proc rename race did not run ({inside} views inside, {swaps} swaps)"
+        ));
+    }
+    let _ = std::fs::remove_dir_all(ws.join("x"));
+    let _ = std::fs::remove_dir_all(ws.join("y"));
+    let _ = std::fs::remove_file(ws.join("x"));
+    let _ = std::fs::remove_file(ws.join("y"));
+
+    // A FIFO swapped in for a file between the editor's look and its open
+    // never blocks it: every view answers.
+    ran += 1;
+    write(&ws.join("f.txt"), "regular\n");
+    let fifo = CString::new(ws.join("f.fifo").as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo of a path of this test.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let swapper = {
+        let (a, b) = (ws.join("f.txt"), ws.join("f.fifo"));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let (a, b) = (
+                CString::new(a.as_os_str().as_bytes()).unwrap(),
+                CString::new(b.as_os_str().as_bytes()).unwrap(),
+            );
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: renameat2 on two paths of this test.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_renameat2,
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+            }
+        });
+        (stop, handle)
+    };
+    let (mut answered, mut not_regular) = (0, 0);
+    for _ in 0..1000 {
+        let args = json!({"command": "view", "path": ws.join("f.txt")});
+        let view = editor.execute(&args);
+        match tokio::time::timeout(Duration::from_secs(60), view).await {
+            Ok(Ok(_)) => answered += 1,
+            Ok(Err(e)) => {
+                answered += 1;
+                if e.to_string().contains("not a regular file") {
+                    not_regular += 1;
+                }
+            }
+            Err(_) => {
+                failures.push("[editor] a view hung on a FIFO swapped in".to_owned());
+                break;
+            }
+        }
+    }
+    swapper.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.1.join().unwrap();
+    if answered < 1000 || not_regular == 0 {
+        failures.push(format!(
+            "[editor] the FIFO race: {answered} of 1000 views answered, {not_regular} saw the FIFO"
+        ));
+    }
+    let _ = std::fs::remove_file(ws.join("f.txt"));
+    let _ = std::fs::remove_file(ws.join("f.fifo"));
+
     // A link with an absolute target that stays inside the workspace is
     // followed (its target is resolved first, then opened beneath the root).
     ran += 1;

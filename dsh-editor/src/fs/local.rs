@@ -246,12 +246,27 @@ fn create_sync(path: &Path, data: &[u8]) -> Result<(), FsError> {
 
 /// The file at `p` opened for reading at most `limit + 1` bytes, and its
 /// metadata; [`FsError::TooLarge`] if it is already longer than `limit`.
+///
+/// What was opened is checked, not what a look before showed: the open
+/// never waits (`O_NONBLOCK`, so a FIFO swapped in meanwhile cannot hang
+/// it; `O_NOCTTY`), and anything but a regular file is
+/// [`FsError::NotRegular`].
 fn open_within(
     p: &Path,
     limit: u64,
 ) -> Result<(std::io::Take<std::fs::File>, std::fs::Metadata), FsError> {
-    let file = std::fs::File::open(p).map_err(|e| FsError::from_io(p, e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(p).map_err(|e| FsError::from_io(p, e))?;
     let meta = file.metadata().map_err(|e| FsError::from_io(p, e))?;
+    if !meta.is_file() {
+        return Err(FsError::NotRegular(p.to_owned()));
+    }
     FsError::check_len(p, meta.len(), limit)?;
     Ok((file.take(limit.saturating_add(1)), meta))
 }

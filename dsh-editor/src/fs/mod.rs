@@ -87,6 +87,10 @@ pub enum FsError {
     /// The operating system refused access.
     #[error("permission denied: {}", .0.display())]
     PermissionDenied(PathBuf),
+    /// The path, once opened, is not a regular file (a FIFO, a device, a
+    /// directory swapped in after a look at it).
+    #[error("{} is not a regular file", .0.display())]
+    NotRegular(PathBuf),
     /// The file is longer than the limit given to [`Fs::read`].
     #[error("{} is larger than {limit} bytes", path.display())]
     TooLarge {

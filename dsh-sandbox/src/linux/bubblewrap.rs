@@ -194,6 +194,7 @@ mod tests {
             network: false,
             namespaces: true,
             unix_sockets: &[],
+            files: false,
         };
         let (argv, handoff, enforcement) =
             command(Path::new("bwrap"), &spec, &["bash".to_owned()]).unwrap();

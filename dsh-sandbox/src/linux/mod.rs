@@ -44,6 +44,7 @@
 //! not hold against root; [`Enforcement`] says what is missing.
 
 pub(crate) mod bubblewrap;
+pub(crate) mod files;
 mod landlock;
 mod seccomp;
 mod sockets;
@@ -73,6 +74,10 @@ pub(crate) struct Spec<'a> {
     /// Pathname Unix sockets reachable besides those beneath the writable
     /// roots, `/tmp` and `/dev/shm` (canonical).
     pub(crate) unix_sockets: &'a [PathBuf],
+    /// For the editor's file helper ([`files`]), not a shell: no `/proc`
+    /// in the view (the helper is a fork of the host's process, whose
+    /// memory and environment `/proc/self` would show) and no socket guard.
+    pub(crate) files: bool,
 }
 
 #[derive(Debug)]
@@ -82,8 +87,9 @@ struct Namespaces {
     gid_map: CString,
     view: View,
     loopback: bool,
-    /// The supervisor's mediation of socket addresses.
-    sockets: sockets::Guard,
+    /// The supervisor's mediation of socket addresses (none for the
+    /// editor's file helper, which makes no socket calls).
+    sockets: Option<sockets::Guard>,
 }
 
 /// The confinement applied to one shell (see the module docs).
@@ -144,6 +150,7 @@ impl Confinement {
                 &rules.hidden,
                 rules.tmp,
                 writable,
+                !spec.files,
                 spec.cwd,
             )?;
             if rules.tmp {
@@ -180,8 +187,9 @@ impl Confinement {
                 uid_map: map(uid)?,
                 gid_map: map(gid)?,
                 view,
-                loopback: !spec.network,
-                sockets: sockets::Guard::new(&reachable, &protected, spec.network),
+                loopback: !spec.network && !spec.files,
+                sockets: (!spec.files)
+                    .then(|| sockets::Guard::new(&reachable, &protected, spec.network)),
             })
         } else {
             enforcement.missing.push(
@@ -288,18 +296,23 @@ impl Confinement {
                 for fd in [ready_tx, report_tx, listen_tx, ack_rx] {
                     libc::close(fd);
                 }
-                let taken = self::supervise::take_listener(&ns.sockets, init, listen_rx, proc_dir);
-                let answer: i32 = match &taken {
-                    Ok(_) => 0,
-                    Err(e) => e.raw_os_error().unwrap_or(libc::EPERM),
-                };
-                // Nothing to do if init is gone: its end reports it.
-                let _ = sys::write_all(ack_tx, &answer.to_ne_bytes());
+                let taken = ns
+                    .sockets
+                    .as_ref()
+                    .map(|guard| self::supervise::take_listener(guard, init, listen_rx, proc_dir));
+                if let Some(taken) = &taken {
+                    let answer: i32 = match taken {
+                        Ok(_) => 0,
+                        Err(e) => e.raw_os_error().unwrap_or(libc::EPERM),
+                    };
+                    // Nothing to do if init is gone: its end reports it.
+                    let _ = sys::write_all(ack_tx, &answer.to_ne_bytes());
+                }
                 libc::close(listen_rx);
                 libc::close(ack_tx);
                 sys::drain(ready_rx);
                 let mut keep = [report_rx, proc_dir, -1, -1];
-                if let Ok((supervisor, pidfd)) = &taken {
+                if let Some(Ok((supervisor, pidfd))) = &taken {
                     keep[2] = supervisor.listener();
                     keep[3] = *pidfd;
                 }
@@ -307,7 +320,7 @@ impl Confinement {
                 let first = keep.iter().position(|fd| *fd >= 0).unwrap_or(keep.len());
                 sys::close_all_except(&keep[first..]);
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-                if let Ok((supervisor, pidfd)) = &taken {
+                if let Some(Ok((supervisor, pidfd))) = &taken {
                     supervisor.serve(*pidfd);
                 }
                 let status = sys::wait(init).map_or(libc::EXIT_FAILURE << 8, |(_, s)| s);
@@ -328,19 +341,21 @@ impl Confinement {
             }
             // The filter is init's, so the shell and all it starts inherit
             // it; the supervisor fetches the listener before init closes it.
-            let listener = ns.sockets.install()?;
-            sys::write_all(listen_tx, &listener.to_ne_bytes())?;
-            let mut answer = [0u8; 4];
-            if !sys::read_exact(ack_rx, &mut answer) {
-                return Err(io::Error::from_raw_os_error(libc::EPIPE));
+            if let Some(guard) = &ns.sockets {
+                let listener = guard.install()?;
+                sys::write_all(listen_tx, &listener.to_ne_bytes())?;
+                let mut answer = [0u8; 4];
+                if !sys::read_exact(ack_rx, &mut answer) {
+                    return Err(io::Error::from_raw_os_error(libc::EPIPE));
+                }
+                libc::close(listener);
+                match i32::from_ne_bytes(answer) {
+                    0 => {}
+                    errno => return Err(io::Error::from_raw_os_error(errno)),
+                }
             }
-            libc::close(listener);
             libc::close(listen_tx);
             libc::close(ack_rx);
-            match i32::from_ne_bytes(answer) {
-                0 => {}
-                errno => return Err(io::Error::from_raw_os_error(errno)),
-            }
             let shell = sys::check(libc::fork().into())? as libc::pid_t;
             if shell > 0 {
                 libc::close(ready_tx);

@@ -115,13 +115,16 @@ fn is_real_dir(path: &str) -> bool {
 impl View {
     /// The plan for `roots` (the workspace and writable roots, in any
     /// order), `protected` paths (read-only over the roots; each must exist),
-    /// a private `/tmp` (writable or not), a private `/dev/shm`, and `cwd`.
+    /// `hidden` paths, a private `/tmp` (writable or not), a private
+    /// `/dev/shm`, a fresh `/proc` (or, without `proc`, an empty one), and
+    /// `cwd`.
     pub(crate) fn plan(
         roots: &[Attachment],
         protected: &[PathBuf],
         hidden: &[PathBuf],
         tmp_writable: bool,
         shm_writable: bool,
+        proc: bool,
         cwd: &Path,
     ) -> Result<View, SandboxError> {
         let mut sources = Vec::new();
@@ -196,10 +199,18 @@ impl View {
             path: cs("/dev"),
             set: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC,
         });
-        // A fresh /proc for the PID namespace.
-        steps.push(Step::Proc(cs("/proc")));
-        for part in PROC_READ_ONLY {
-            steps.push(Step::ReadOnlySelf(cs(&format!("/proc/{part}"))));
+        if proc {
+            // A fresh /proc for the PID namespace.
+            steps.push(Step::Proc(cs("/proc")));
+            for part in PROC_READ_ONLY {
+                steps.push(Step::ReadOnlySelf(cs(&format!("/proc/{part}"))));
+            }
+        } else {
+            steps.push(Step::Tmpfs {
+                target: cs("/proc"),
+                options: cs("mode=555"),
+                read_only: true,
+            });
         }
 
         // Hidden directories that hold a root get their empty tmpfs first

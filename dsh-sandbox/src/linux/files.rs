@@ -1,0 +1,491 @@
+//! The editor's reads in the restricted modes, opened by a confined helper.
+//!
+//! The editor runs in the host's process, which may read what the shell may
+//! not: the host's `/tmp`, `/run`, `/dev/shm`, hidden credential stores,
+//! another uid's 0600 file (as root, through `CAP_DAC_OVERRIDE`), the
+//! server's own `/proc`. So every read of [`SandboxFs`](crate::SandboxFs) in
+//! the restricted modes names its path to a *helper*: a process under the
+//! same confinement as the shell (its own namespaces and filesystem view,
+//! hidden paths included, the same uid without capabilities, Landlock and
+//! seccomp), which opens the path and passes the descriptor back over a
+//! `SOCK_SEQPACKET` socket (`SCM_RIGHTS`). The kernel decides, in that
+//! process, what may be opened; the host then only reads from, or looks at,
+//! the descriptor it was given. So a path resolves exactly as it would for
+//! the shell — no check-then-open gap for a rename or symlink swap to use.
+//!
+//! * Files are opened `O_NONBLOCK | O_NOCTTY`, and what was opened is
+//!   checked (`fstat` on the descriptor): a FIFO swapped in never blocks.
+//! * The helper's view has an empty `/proc`: it is a fork of the host's
+//!   process (no `exec`), so its `/proc/self` would show the host's memory
+//!   and environment.
+//! * Every answer is awaited at most [`ANSWER_WITHIN`]; a helper that does
+//!   not answer in time, or died, is killed and the call fails with a
+//!   sentence saying so; the next call starts a new one.
+//!
+//! The helper is the shell's process chain (supervisor, init, helper as
+//! pid 2) with a loop of raw system calls where the shell would `exec`.
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_editor::fs::{DirEntry, FileKind, FsError, LocalFs, Metadata, Version};
+use libc::c_int;
+
+use super::{Confinement, Spec, sys};
+use crate::{SandboxError, WriteRules};
+
+/// How long the helper may take to answer one request.
+pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+const OP_OPEN: u8 = 1;
+/// The longest request: an operation, flags and a path of `PATH_MAX`.
+const REQUEST_MAX: usize = 5 + 4096;
+/// An answer: errno (0 for success), then a descriptor passed alongside.
+const ANSWER_LEN: usize = 4;
+
+/// A confined helper that opens files for the editor (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Files {
+    confinement: Arc<Confinement>,
+    live: Mutex<Option<Live>>,
+}
+
+#[derive(Debug)]
+struct Live {
+    socket: OwnedFd,
+    child: Child,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // The helper's supervisor; init dies with it, and the helper with
+        // its PID namespace.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn io_error(path: &Path, message: String) -> FsError {
+    FsError::Io {
+        path: path.to_owned(),
+        source: io::Error::other(message),
+    }
+}
+
+impl Files {
+    /// The helper for `rules` over `workspace` (started on first use).
+    pub(crate) fn new(rules: &WriteRules, workspace: &Path) -> Result<Files, SandboxError> {
+        let workspace = std::fs::canonicalize(workspace).map_err(|e| {
+            SandboxError::setup_from(
+                format!("the workspace {} is not usable", workspace.display()),
+                e,
+            )
+        })?;
+        let spec = Spec {
+            rules,
+            workspace: &workspace,
+            cwd: &workspace,
+            network: false,
+            namespaces: true,
+            unix_sockets: &[],
+            files: true,
+        };
+        let (confinement, _) = Confinement::build(&spec)?;
+        Ok(Files {
+            confinement: Arc::new(confinement),
+            live: Mutex::new(None),
+        })
+    }
+
+    fn start(&self) -> io::Result<Live> {
+        let (ours, theirs) = socketpair()?;
+        let confinement = Arc::clone(&self.confinement);
+        let fd = theirs.as_raw_fd();
+        let mut command = Command::new("/bin/true");
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: the hook runs between fork and exec; the confinement only
+        // makes raw system calls on data prepared before the fork (its
+        // `PreExec` contract), and so does `serve`, which never returns.
+        unsafe {
+            command.pre_exec(move || {
+                dsh_pty::PreExec::pre_exec(&*confinement)?;
+                serve(fd)
+            });
+        }
+        let child = command.spawn()?;
+        drop(theirs);
+        Ok(Live {
+            socket: ours,
+            child,
+        })
+    }
+
+    /// Starts the helper now if it is not running (a host that allows the
+    /// weaker mode learns here whether the helper can run at all).
+    pub(crate) fn ensure_started(&self) -> io::Result<()> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live.is_none() {
+            *live = Some(self.start()?);
+        }
+        Ok(())
+    }
+
+    /// Opens `path` in the helper with `flags`; the descriptor, or the
+    /// error the helper's `open` got.
+    fn open(&self, path: &Path, flags: c_int) -> Result<OwnedFd, FsError> {
+        let bytes = path.as_os_str().as_bytes();
+        if bytes.len() + 6 > REQUEST_MAX || bytes.contains(&0) {
+            return Err(FsError::from_io(
+                path,
+                io::Error::from_raw_os_error(libc::ENAMETOOLONG),
+            ));
+        }
+        let mut request = Vec::with_capacity(bytes.len() + 6);
+        request.push(OP_OPEN);
+        request.extend_from_slice(&flags.to_ne_bytes());
+        request.extend_from_slice(bytes);
+        request.push(0);
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live.is_none() {
+            let started = self.start().map_err(|e| {
+                io_error(
+                    path,
+                    format!("the sandbox could not start its confined file reader: {e}"),
+                )
+            })?;
+            *live = Some(started);
+        }
+        let Some(helper) = live.as_ref() else {
+            return Err(io_error(path, "the sandbox's file reader is gone".into()));
+        };
+        match exchange(helper.socket.as_raw_fd(), &request) {
+            Ok((0, Some(fd))) => Ok(fd),
+            Ok((0, None)) => Err(io_error(
+                path,
+                "the sandbox's file reader sent no file".into(),
+            )),
+            Ok((errno, _)) => Err(FsError::from_io(path, io::Error::from_raw_os_error(errno))),
+            Err(e) => {
+                // Killed and reaped by Drop; the next call starts another.
+                *live = None;
+                Err(io_error(
+                    path,
+                    format!(
+                        "the sandbox's confined file reader stopped answering ({e}); a new one starts with the next call"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// What `stat` tells about `path`, as the shell would see it.
+    pub(crate) fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        let link = self.open(path, libc::O_PATH | libc::O_NOFOLLOW)?;
+        let link = std::fs::File::from(link)
+            .metadata()
+            .map_err(|e| FsError::from_io(path, e))?;
+        let is_symlink = link.file_type().is_symlink();
+        let meta = if is_symlink {
+            match self.open(path, libc::O_PATH) {
+                Ok(fd) => std::fs::File::from(fd)
+                    .metadata()
+                    .map_err(|e| FsError::from_io(path, e))?,
+                Err(FsError::NotFound(_)) => {
+                    return Ok(Metadata {
+                        kind: FileKind::Other,
+                        is_symlink,
+                        len: 0,
+                        mode: None,
+                        version: LocalFs::version(&link),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            link
+        };
+        Ok(metadata(&meta, is_symlink))
+    }
+
+    /// The regular file at `path`, opened in the helper, and its metadata.
+    fn open_file(
+        &self,
+        path: &Path,
+        limit: u64,
+    ) -> Result<(std::fs::File, std::fs::Metadata), FsError> {
+        let fd = self.open(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| FsError::from_io(path, e))?;
+        if !meta.is_file() {
+            return Err(FsError::NotRegular(path.to_owned()));
+        }
+        FsError::check_len(path, meta.len(), limit)?;
+        Ok((file, meta))
+    }
+
+    /// The content of the file at `path` and its version.
+    pub(crate) fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+        let (file, meta) = self.open_file(path, limit)?;
+        let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut buf)
+            .map_err(|e| FsError::from_io(path, e))?;
+        FsError::check_len(path, buf.len() as u64, limit)?;
+        Ok((buf, LocalFs::version(&meta)))
+    }
+
+    /// The content of the file at `path`, 64 KiB at a time.
+    pub(crate) fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<Version, FsError> {
+        const BLOCK: usize = 64 * 1024;
+        let (file, meta) = self.open_file(path, limit)?;
+        let size =
+            usize::try_from(meta.len()).map_or(BLOCK, |len| len.saturating_add(1).min(BLOCK));
+        let mut block = vec![0; size];
+        let mut file = file.take(limit.saturating_add(1));
+        let mut total = 0u64;
+        loop {
+            let n = match file.read(&mut block) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(FsError::from_io(path, e)),
+            };
+            total += n as u64;
+            FsError::check_len(path, total, limit)?;
+            each(&block[..n]);
+        }
+        Ok(LocalFs::version(&meta))
+    }
+
+    /// The entries of the directory at `path`, links followed in the
+    /// helper.
+    pub(crate) fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        let dir = self.open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        // Listed through this process's descriptor (no path is looked up).
+        let listed = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        let entries = std::fs::read_dir(&listed).map_err(|e| FsError::from_io(path, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| FsError::from_io(path, e))?;
+            let Ok(ft) = entry.file_type() else { continue };
+            let is_symlink = ft.is_symlink();
+            let name = entry.file_name();
+            let kind = if is_symlink {
+                self.open(&path.join(&name), libc::O_PATH)
+                    .ok()
+                    .and_then(|fd| std::fs::File::from(fd).metadata().ok())
+                    .map_or(FileKind::Other, |m| kind_of(m.file_type()))
+            } else {
+                kind_of(ft)
+            };
+            out.push(DirEntry {
+                name,
+                kind,
+                is_symlink,
+            });
+        }
+        drop(dir);
+        Ok(out)
+    }
+}
+
+fn kind_of(ft: std::fs::FileType) -> FileKind {
+    if ft.is_file() {
+        FileKind::File
+    } else if ft.is_dir() {
+        FileKind::Directory
+    } else {
+        FileKind::Other
+    }
+}
+
+fn metadata(meta: &std::fs::Metadata, is_symlink: bool) -> Metadata {
+    use std::os::unix::fs::PermissionsExt;
+    Metadata {
+        kind: kind_of(meta.file_type()),
+        is_symlink,
+        len: meta.len(),
+        mode: Some(meta.permissions().mode() & 0o7777),
+        version: LocalFs::version(meta),
+    }
+}
+
+fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors, owned right after.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sends one request and waits (at most [`ANSWER_WITHIN`]) for its answer:
+/// the helper's errno and the descriptor it passed.
+fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Option<OwnedFd>)> {
+    // SAFETY: writing from `request`.
+    let sent = unsafe {
+        libc::send(
+            socket,
+            request.as_ptr().cast(),
+            request.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut pollfd = libc::pollfd {
+        fd: socket,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = ANSWER_WITHIN.as_millis() as c_int;
+    loop {
+        // SAFETY: one pollfd on this frame.
+        let n = unsafe { libc::poll(&mut pollfd, 1, millis) };
+        if n > 0 {
+            break;
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no answer within {} s", ANSWER_WITHIN.as_secs()),
+            ));
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    let mut answer = [0u8; ANSWER_LEN];
+    let mut control = [0u64; 4];
+    let mut iov = libc::iovec {
+        iov_base: answer.as_mut_ptr().cast(),
+        iov_len: answer.len(),
+    };
+    // SAFETY: zeroed plain data, pointed at buffers of this frame.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: as above; descriptors received are close-on-exec.
+    let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != ANSWER_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the helper closed its end",
+        ));
+    }
+    let mut fd = None;
+    // SAFETY: walking the control messages the kernel wrote into `control`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>());
+                fd = Some(OwnedFd::from_raw_fd(raw));
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((i32::from_ne_bytes(answer), fd))
+}
+
+/// The helper's loop (pid 2 of its sandbox): receive a request, open, pass
+/// the descriptor back. Raw system calls only (after `fork`); never returns.
+fn serve(socket: c_int) -> ! {
+    sys::close_all_except(&[socket]);
+    // SAFETY: raw system calls on buffers of this frame; `_exit` ends the
+    // process without running anything of the parent's.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let mut request = [0u8; REQUEST_MAX + 1];
+        loop {
+            let n = libc::recv(socket, request.as_mut_ptr().cast(), REQUEST_MAX, 0);
+            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            if n <= 0 {
+                libc::_exit(0);
+            }
+            let n = n as usize;
+            let (errno, fd) = if n < 6 || request[0] != OP_OPEN || request[n - 1] != 0 {
+                (libc::EINVAL, -1)
+            } else {
+                let flags = c_int::from_ne_bytes([request[1], request[2], request[3], request[4]]);
+                let fd = libc::open(
+                    request[5..].as_ptr().cast(),
+                    flags | libc::O_CLOEXEC | libc::O_NOCTTY,
+                );
+                if fd < 0 {
+                    (
+                        io::Error::last_os_error()
+                            .raw_os_error()
+                            .unwrap_or(libc::EIO),
+                        -1,
+                    )
+                } else {
+                    (0, fd)
+                }
+            };
+            reply(socket, errno, fd);
+            if fd >= 0 {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+/// Sends `errno` and, when `fd >= 0`, the descriptor.
+fn reply(socket: c_int, errno: i32, fd: c_int) {
+    let answer = errno.to_ne_bytes();
+    let mut iov = libc::iovec {
+        iov_base: answer.as_ptr().cast_mut().cast(),
+        iov_len: answer.len(),
+    };
+    let mut control = [0u64; 4];
+    // SAFETY: zeroed plain data pointed at buffers of this frame; the
+    // control message is built within `control`.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        if fd >= 0 {
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd);
+        }
+        libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
+    }
+}

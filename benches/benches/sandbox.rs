@@ -93,5 +93,68 @@ fn call_cost(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, spawn_cost, call_cost);
+/// An editor `view` of a small file: this process reading it (`LocalFs`,
+/// the baseline, same run) next to the confined helper opening it for
+/// `SandboxFs` in workspace-write.
+fn editor_view_cost(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = ws.path().join("small.txt");
+    std::fs::write(&file, "one\ntwo\nthree\n").unwrap();
+    let args = serde_json::json!({"command": "view", "path": file});
+    let mut group = c.benchmark_group("editor_view_small_file");
+    group.measurement_time(Duration::from_secs(5));
+    let local = dsh_editor::Editor::new(dsh_editor::fs::LocalFs::new());
+    group.bench_function("local_fs_baseline", |b| {
+        b.iter(|| rt.block_on(local.execute(&args)).unwrap())
+    });
+    let confined = dsh_editor::Editor::new(dsh_sandbox::SandboxFs::new(
+        SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite),
+        ws.path(),
+    ));
+    rt.block_on(confined.execute(&args)).unwrap();
+    group.bench_function("sandbox_fs_confined_reader", |b| {
+        b.iter(|| rt.block_on(confined.execute(&args)).unwrap())
+    });
+    group.finish();
+}
+
+/// 1,000 Unix-socket connections (connect, accept, close) made by one
+/// `python3` in a persistent shell: unconfined (the baseline, same run) and
+/// confined, where the supervisor makes every `connect`. The difference
+/// over 1,000 is the supervisor's cost per connection.
+fn socket_connect_cost(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let script = "import socket\ns=socket.socket(socket.AF_UNIX)\ns.bind('b.sock'); s.listen(64)\nfor _ in range(1000):\n    c=socket.socket(socket.AF_UNIX); c.connect('b.sock'); s.accept()[0].close(); c.close()\n";
+    std::fs::write(ws.path().join("connect.py"), script).unwrap();
+    let args = serde_json::json!({"command": "rm -f b.sock; python3 connect.py"});
+    let mut group = c.benchmark_group("unix_connect_1000");
+    group.measurement_time(Duration::from_secs(10));
+    group.sample_size(20);
+    for (name, mode) in [
+        ("unconfined_baseline", SandboxMode::DangerFullAccess),
+        ("confined_supervisor", SandboxMode::WorkspaceWrite),
+    ] {
+        let shell = SandboxedShell::new(SandboxConfig::new(
+            SandboxPolicy::default().mode(mode),
+            ShellConfig::new(ws.path()),
+        ))
+        .unwrap();
+        rt.block_on(shell.execute("bench", &args)).unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| rt.block_on(shell.execute("bench", &args)).unwrap())
+        });
+        rt.block_on(shell.close_all());
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    spawn_cost,
+    call_cost,
+    editor_view_cost,
+    socket_connect_cost
+);
 criterion_main!(benches);

@@ -575,6 +575,107 @@ async fn a_killed_server_leaves_no_confined_process() {
     assert_eq!(alive(), 0, "confined processes outlived the server");
 }
 
+/// `--allow-unix-socket` and `--hide` reach the confined shell and the
+/// editor; a socket outside is refused, a hidden directory shows empty,
+/// the host's `/tmp` is not the editor's, and a FIFO swapped in for a file
+/// over and over never keeps the server from answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_hidden_paths_and_fifos_through_the_server() {
+    let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
+    let out = tempfile::tempdir_in("/var/tmp").unwrap();
+    let refused = out.path().join("refused.sock");
+    let allowed = out.path().join("allowed.sock");
+    let refused_listener = std::os::unix::net::UnixListener::bind(&refused).unwrap();
+    refused_listener.set_nonblocking(true).unwrap();
+    let _allowed_listener = std::os::unix::net::UnixListener::bind(&allowed).unwrap();
+    let secrets = out.path().join("secrets");
+    std::fs::create_dir(&secrets).unwrap();
+    std::fs::write(secrets.join("key"), "PRIVATE\n").unwrap();
+    let host_tmp = std::env::temp_dir().join(format!("dsh-mcp-host-{}", std::process::id()));
+    std::fs::write(&host_tmp, "HOST-ONLY\n").unwrap();
+    let mut c = Client::start(
+        ws.path(),
+        &[
+            "--sandbox",
+            "workspace-write",
+            "--allow-unix-socket",
+            allowed.to_str().unwrap(),
+            "--hide",
+            secrets.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let connect = |path: &Path| {
+        format!(
+            "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"connected\")'",
+            path.display()
+        )
+    };
+    let (text, _) = c
+        .call(2, "bash", json!({"command": connect(&refused)}))
+        .await;
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(
+        refused_listener.accept().is_err(),
+        "the refused socket was reached"
+    );
+    let (text, _) = c
+        .call(3, "bash", json!({"command": connect(&allowed)}))
+        .await;
+    assert_eq!(text, "connected");
+    let (text, _) = c
+        .call(
+            4,
+            "bash",
+            json!({"command": format!("ls -A {} | wc -l", secrets.display())}),
+        )
+        .await;
+    assert_eq!(text, "0");
+    let (text, is_error) = c
+        .call(
+            5,
+            "str_replace_editor",
+            json!({"command": "view", "path": secrets.join("key")}),
+        )
+        .await;
+    assert!(is_error && !text.contains("PRIVATE"), "{text}");
+    let (text, is_error) = c
+        .call(
+            6,
+            "str_replace_editor",
+            json!({"command": "view", "path": host_tmp}),
+        )
+        .await;
+    assert!(is_error && !text.contains("HOST-ONLY"), "{text}");
+    let _ = std::fs::remove_file(&host_tmp);
+
+    // The confined shell swaps a FIFO and a file while the editor views it.
+    let (text, _) = c
+        .call(
+            7,
+            "bash",
+            json!({"command": "echo regular > f.txt; mkfifo f.fifo; (python3 -c 'import os,ctypes\nlibc=ctypes.CDLL(None)\nwhile True: libc.renameat2(-100,b\"f.txt\",-100,b\"f.fifo\",2)' >/dev/null 2>&1 &); echo started"}),
+        )
+        .await;
+    assert_eq!(text, "started");
+    let file = ws.path().join("f.txt");
+    let mut fifo_seen = false;
+    for id in 100..400 {
+        let (text, _) = c
+            .call(
+                id,
+                "str_replace_editor",
+                json!({"command": "view", "path": file}),
+            )
+            .await;
+        fifo_seen |= text.contains("not a regular file");
+    }
+    let pong = c.request(9, "ping", json!({})).await;
+    assert!(pong["result"].is_object(), "{pong}");
+    assert!(fifo_seen, "the swap never showed the FIFO");
+    assert!(c.finish().await.success());
+}
+
 /// A directory for test files that a confined shell can see wherever the
 /// checkout lives: the shell's `/tmp` is private, so not under `/tmp`.
 fn visible_tmp() -> std::path::PathBuf {

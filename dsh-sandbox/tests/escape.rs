@@ -191,6 +191,9 @@ struct Lab {
     datagrams: Vec<(String, std::os::unix::net::UnixDatagram)>,
     /// A directory of this test's under /var/tmp, with a listener.
     var_tmp: tempfile::TempDir,
+    /// A directory of this test's in `$HOME` with a listener, where `$HOME`
+    /// is a directory outside `/tmp` this user may write.
+    home: Option<tempfile::TempDir>,
     /// A credential store the policy hides (a directory and a file).
     secrets: PathBuf,
     secret_file: PathBuf,
@@ -357,6 +360,16 @@ impl Lab {
         )
         .unwrap();
         assert!(listen(&var_tmp.path().join("stream.sock")));
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && !h.starts_with("/tmp"))
+            .and_then(|h| {
+                tempfile::Builder::new()
+                    .prefix(".dsh-escape-sock-")
+                    .tempdir_in(h)
+                    .ok()
+            })
+            .filter(|d| listen(&d.path().join("stream.sock")));
         let abstract_name = format!("dsh-escape-{id}");
         {
             use std::os::linux::net::SocketAddrExt;
@@ -392,6 +405,7 @@ impl Lab {
             listeners,
             datagrams,
             var_tmp,
+            home,
             secrets,
             secret_file,
             abstract_name,
@@ -1161,6 +1175,15 @@ fn techniques(lab: &Lab) -> Vec<Technique> {
             false,
         ),
     ];
+    if let Some(home) = &lab.home {
+        v.push(tn(
+            "Unix socket in $HOME",
+            &format!(
+                "$PY $T unix_connect {}",
+                home.path().join("stream.sock").display()
+            ),
+        ));
+    }
     if let Some(socket) = &lab.run_socket {
         v.push(t(
             "Unix socket in the host's /run",

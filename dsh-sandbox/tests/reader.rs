@@ -1,0 +1,79 @@
+//! The editor's confined reader as a process: it starts with the first
+//! read, a reader that died is reported once and replaced, and it goes
+//! with its filesystem. Alone in its test binary, so the only process of
+//! this test that leaves this process's user namespace is the reader.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use dsh_editor::Editor;
+use dsh_sandbox::{SandboxFs, SandboxMode, SandboxPolicy};
+use serde_json::json;
+
+/// Children of this process in another user namespace: the reader's
+/// supervisor (a shell's would be too, but this binary starts none).
+fn readers() -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let my_ns = std::fs::read_link("/proc/self/ns/user").unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let parent = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))
+                .map(str::trim);
+            parent == Some(me.as_str())
+                && std::fs::read_link(format!("/proc/{pid}/ns/user")).is_ok_and(|ns| ns != my_ns)
+        })
+        .collect()
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_reader_is_reported_then_replaced_and_none_outlives_its_filesystem() {
+    let dir = tempfile::tempdir_in(common::visible_tmp()).unwrap();
+    let file = dir.path().join("a.txt");
+    std::fs::write(&file, "hello\n").unwrap();
+    let view = json!({"command": "view", "path": file});
+    let editor = Editor::new(SandboxFs::new(
+        SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite),
+        dir.path(),
+    ));
+    assert!(readers().is_empty(), "no reader before the first read");
+    assert!(editor.execute(&view).await.unwrap().contains("hello"));
+    let first = readers();
+    assert_eq!(first.len(), 1, "one reader: {first:?}");
+
+    // SAFETY: killing the reader this test's filesystem started.
+    unsafe { libc::kill(first[0], libc::SIGKILL) };
+    // Reaped only by its owner: wait until it is a zombie or gone.
+    until("the reader did not die", || {
+        std::fs::read_to_string(format!("/proc/{}/stat", first[0]))
+            .map_or(true, |s| s.contains(") Z"))
+    })
+    .await;
+    let err = editor.execute(&view).await.unwrap_err().to_string();
+    assert!(err.contains("stopped answering"), "{err}");
+    assert!(editor.execute(&view).await.unwrap().contains("hello"));
+    let second = readers();
+    assert_eq!(second.len(), 1, "one reader again: {second:?}");
+    assert_ne!(second, first);
+
+    drop(editor);
+    until("the reader outlived its filesystem", || {
+        readers().is_empty()
+    })
+    .await;
+}

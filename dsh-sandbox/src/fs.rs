@@ -30,7 +30,9 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 /// mode:
 ///
 /// * `read-only`: every create and edit is refused;
-/// * `workspace-write`: the path is resolved beneath an open directory of a
+/// * `workspace-write`: the write runs on a thread whose capabilities are
+///   out of effect (so, as root, it has the shell's file permissions: no
+///   `CAP_DAC_OVERRIDE`), and the path is resolved beneath an open directory of a
 ///   writable root, and every step of the write (missing directories, the
 ///   temporary file, the version check, the final link or rename) is made
 ///   relative to it, so that no rename or symlink swap made meanwhile can
@@ -219,6 +221,12 @@ async fn confined<T: Send + 'static>(
 ) -> Result<T, FsError> {
     use crate::beneath::Outcome;
     let joined = tokio::task::spawn_blocking(move || {
+        // The write has the shell's file permissions: this thread's
+        // capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER... when the host runs
+        // as root) are out of effect while it runs.
+        #[cfg(target_os = "linux")]
+        let out = crate::linux::without_capabilities(|| f(&rules));
+        #[cfg(not(target_os = "linux"))]
         let out = f(&rules);
         (out, rules)
     })

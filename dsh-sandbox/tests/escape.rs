@@ -1694,6 +1694,29 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
         let _ = std::fs::remove_file(f);
     }
 
+    // As root: a directory of another uid in the workspace, where the shell
+    // (no CAP_DAC_OVERRIDE) cannot create a file; nor can the editor.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        ran += 1;
+        let theirs = ws.join("theirs");
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::os::unix::fs::chown(&theirs, Some(12345), Some(12345)).unwrap();
+        let r = editor
+            .execute(
+                &json!({"command": "create", "path": theirs.join("new.txt"), "file_text": "x"}),
+            )
+            .await;
+        if r.is_ok() || theirs.join("new.txt").exists() {
+            failures.push(format!(
+                "[editor] created a file in another uid's directory, which the shell cannot: {r:?}"
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&theirs);
+    }
+
     // /proc under a rename-exchange race: `x` (a directory holding a file
     // named `status`) and `y` (a symlink to /proc/self) trade places over
     // and over while the editor views x/status.

@@ -389,6 +389,34 @@ impl Confinement {
     }
 }
 
+/// Runs `f` with this thread's effective capabilities cleared, and sets
+/// them back to its permitted ones after (Linux credentials are per
+/// thread: the process's other threads keep theirs). Without capabilities
+/// to begin with, only `f` runs.
+pub(crate) fn without_capabilities<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<[sys::CapData; 2]>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(saved) = self.0
+                && let Err(err) = sys::capset_thread(&saved)
+            {
+                tracing::error!(%err, "could not restore this thread's capabilities");
+            }
+        }
+    }
+    let saved = sys::capget_thread()
+        .ok()
+        .filter(|d| d.iter().any(|d| d.effective != 0));
+    let _restore = Restore(saved.and_then(|saved| {
+        let mut cleared = saved;
+        for d in &mut cleared {
+            d.effective = 0;
+        }
+        sys::capset_thread(&cleared).ok().map(|()| saved)
+    }));
+    f()
+}
+
 /// The supervisor's half of the listener handover.
 mod supervise {
     use std::io;

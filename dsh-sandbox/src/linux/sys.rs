@@ -435,6 +435,52 @@ pub(crate) fn keep_only_capability(cap: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// One word of a capability set (`__user_cap_data_struct`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CapData {
+    pub(crate) effective: u32,
+    pub(crate) permitted: u32,
+    pub(crate) inheritable: u32,
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+/// The calling thread's capability sets.
+pub(crate) fn capget_thread() -> io::Result<[CapData; 2]> {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: `header` and `data` live on this frame.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    })?;
+    Ok(data)
+}
+
+/// Sets the calling thread's capability sets (only that thread's).
+pub(crate) fn capset_thread(data: &[CapData; 2]) -> io::Result<()> {
+    let header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    // SAFETY: `header` and `data` live on this frame.
+    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) })?;
+    Ok(())
+}
+
 /// `pidfd_open(pid, 0)`.
 pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<c_int> {
     // SAFETY: a plain system call.

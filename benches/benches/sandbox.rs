@@ -67,6 +67,32 @@ fn spawn_cost(c: &mut Criterion) {
     group.finish();
 }
 
+/// `args` in an owner's persistent shell, unconfined (`unconfined_baseline`)
+/// and in workspace-write (`confined`), one after the other.
+fn persistent_pair(
+    rt: &tokio::runtime::Runtime,
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    ws: &std::path::Path,
+    args: &serde_json::Value,
+    confined: &str,
+) {
+    for (name, mode) in [
+        ("unconfined_baseline", SandboxMode::DangerFullAccess),
+        (confined, SandboxMode::WorkspaceWrite),
+    ] {
+        let shell = SandboxedShell::new(SandboxConfig::new(
+            SandboxPolicy::default().mode(mode),
+            ShellConfig::new(ws),
+        ))
+        .unwrap();
+        rt.block_on(shell.execute("bench", args)).unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| rt.block_on(shell.execute("bench", args)).unwrap())
+        });
+        rt.block_on(shell.close_all());
+    }
+}
+
 /// A call in an owner's persistent shell: unconfined next to confined (the
 /// seccomp programs and the namespaces sit on every system call of `bash`).
 fn call_cost(c: &mut Criterion) {
@@ -75,21 +101,13 @@ fn call_cost(c: &mut Criterion) {
     let mut group = c.benchmark_group("persistent_call_true");
     group.measurement_time(Duration::from_secs(5));
     let args = serde_json::json!({"command": "true"});
-    for (name, mode) in [
-        ("unconfined_baseline", SandboxMode::DangerFullAccess),
-        ("confined_workspace_write", SandboxMode::WorkspaceWrite),
-    ] {
-        let shell = SandboxedShell::new(SandboxConfig::new(
-            SandboxPolicy::default().mode(mode),
-            ShellConfig::new(ws.path()),
-        ))
-        .unwrap();
-        rt.block_on(shell.execute("bench", &args)).unwrap();
-        group.bench_function(name, |b| {
-            b.iter(|| rt.block_on(shell.execute("bench", &args)).unwrap())
-        });
-        rt.block_on(shell.close_all());
-    }
+    persistent_pair(
+        &rt,
+        &mut group,
+        ws.path(),
+        &args,
+        "confined_workspace_write",
+    );
     group.finish();
 }
 
@@ -132,21 +150,7 @@ fn socket_connect_cost(c: &mut Criterion) {
     let mut group = c.benchmark_group("unix_connect_1000");
     group.measurement_time(Duration::from_secs(10));
     group.sample_size(20);
-    for (name, mode) in [
-        ("unconfined_baseline", SandboxMode::DangerFullAccess),
-        ("confined_supervisor", SandboxMode::WorkspaceWrite),
-    ] {
-        let shell = SandboxedShell::new(SandboxConfig::new(
-            SandboxPolicy::default().mode(mode),
-            ShellConfig::new(ws.path()),
-        ))
-        .unwrap();
-        rt.block_on(shell.execute("bench", &args)).unwrap();
-        group.bench_function(name, |b| {
-            b.iter(|| rt.block_on(shell.execute("bench", &args)).unwrap())
-        });
-        rt.block_on(shell.close_all());
-    }
+    persistent_pair(&rt, &mut group, ws.path(), &args, "confined_supervisor");
     group.finish();
 }
 

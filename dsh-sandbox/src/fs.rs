@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+#[cfg(target_os = "linux")]
+use dsh_editor::fs::blocking;
 use dsh_editor::fs::{DirEntry, Fs, FsError, LocalFs, Metadata, Version};
 
 use crate::{SandboxMode, SandboxPolicy, WriteRules};
@@ -190,26 +192,6 @@ impl SandboxFs {
             message: rules.mode.denial_line(),
         }
     }
-}
-
-/// Runs `f` right here when this thread runs a whole editor call on the
-/// blocking pool ([`dsh_editor::fs::inline`]) or no runtime is running, and
-/// on the blocking pool otherwise.
-#[cfg(target_os = "linux")]
-async fn blocking<T: Send + 'static>(
-    path: &Path,
-    f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
-) -> Result<T, FsError> {
-    if dsh_editor::fs::is_inline() {
-        return f();
-    }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return f();
-    };
-    runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
-        path: path.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?
 }
 
 /// Runs a confined write on the blocking pool.

@@ -1493,6 +1493,44 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
     (failures, ran)
 }
 
+/// A thread that keeps exchanging `a` and `b` (`renameat2(RENAME_EXCHANGE)`)
+/// until its flag is set; it returns how many exchanges succeeded.
+fn exchanging(
+    a: PathBuf,
+    b: PathBuf,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&stop);
+    let handle = std::thread::spawn(move || {
+        let (a, b) = (
+            CString::new(a.as_os_str().as_bytes()).unwrap(),
+            CString::new(b.as_os_str().as_bytes()).unwrap(),
+        );
+        let mut swaps = 0u64;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: renameat2 on two paths of this test.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_renameat2,
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            if rc == 0 {
+                swaps += 1;
+            }
+        }
+        swaps
+    });
+    (stop, handle)
+}
+
 /// The editor's techniques (workspace-write), including the race that used
 /// to get a file created outside.
 async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
@@ -1724,36 +1762,7 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
     std::fs::create_dir_all(ws.join("x")).unwrap();
     write(&ws.join("x/status"), "inside\n");
     std::os::unix::fs::symlink("/proc/self", ws.join("y")).unwrap();
-    let swapper = {
-        let (x, y) = (ws.join("x"), ws.join("y"));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = std::sync::Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            let (x, y) = (
-                CString::new(x.as_os_str().as_bytes()).unwrap(),
-                CString::new(y.as_os_str().as_bytes()).unwrap(),
-            );
-            let mut swaps = 0u64;
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                // SAFETY: renameat2 on two paths of this test.
-                let rc = unsafe {
-                    libc::syscall(
-                        libc::SYS_renameat2,
-                        libc::AT_FDCWD,
-                        x.as_ptr(),
-                        libc::AT_FDCWD,
-                        y.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-                if rc == 0 {
-                    swaps += 1;
-                }
-            }
-            swaps
-        });
-        (stop, handle)
-    };
+    let swapper = exchanging(ws.join("x"), ws.join("y"));
     let (mut inside, mut other) = (0, Vec::new());
     for _ in 0..3000 {
         match editor
@@ -1791,31 +1800,7 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
     let fifo = CString::new(ws.join("f.fifo").as_os_str().as_bytes()).unwrap();
     // SAFETY: mkfifo of a path of this test.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-    let swapper = {
-        let (a, b) = (ws.join("f.txt"), ws.join("f.fifo"));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = std::sync::Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            let (a, b) = (
-                CString::new(a.as_os_str().as_bytes()).unwrap(),
-                CString::new(b.as_os_str().as_bytes()).unwrap(),
-            );
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                // SAFETY: renameat2 on two paths of this test.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_renameat2,
-                        libc::AT_FDCWD,
-                        a.as_ptr(),
-                        libc::AT_FDCWD,
-                        b.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-            }
-        });
-        (stop, handle)
-    };
+    let swapper = exchanging(ws.join("f.txt"), ws.join("f.fifo"));
     let (mut answered, mut not_regular) = (0, 0);
     for _ in 0..1000 {
         let args = json!({"command": "view", "path": ws.join("f.txt")});
@@ -1835,7 +1820,7 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
         }
     }
     swapper.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    swapper.1.join().unwrap();
+    let _ = swapper.1.join().unwrap();
     if answered < 1000 || not_regular == 0 {
         failures.push(format!(
             "[editor] the FIFO race: {answered} of 1000 views answered, {not_regular} saw the FIFO"

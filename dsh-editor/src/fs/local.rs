@@ -50,34 +50,7 @@ impl LocalFs {
     }
 }
 
-/// Runs `f` on tokio's blocking pool, or right here when this thread is
-/// already there for the whole call ([`super::inline`]) or no tokio runtime
-/// is running (a caller driving the future with another executor).
-async fn blocking<T: Send + 'static>(
-    path: &Path,
-    f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
-) -> Result<T, FsError> {
-    if super::is_inline() {
-        return f();
-    }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return f();
-    };
-    runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
-        path: path.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?
-}
-
-fn kind_of(ft: std::fs::FileType) -> FileKind {
-    if ft.is_file() {
-        FileKind::File
-    } else if ft.is_dir() {
-        FileKind::Directory
-    } else {
-        FileKind::Other
-    }
-}
+use super::blocking;
 
 #[cfg(unix)]
 fn version_of(meta: &std::fs::Metadata) -> Version {
@@ -139,7 +112,7 @@ fn stat_sync(path: &Path) -> Result<Metadata, FsError> {
         link
     };
     Ok(Metadata {
-        kind: kind_of(meta.file_type()),
+        kind: meta.file_type().into(),
         is_symlink,
         len: meta.len(),
         mode: mode_of(&meta),
@@ -347,9 +320,9 @@ impl Fs for LocalFs {
                 let is_symlink = ft.is_symlink();
                 let kind = if is_symlink {
                     std::fs::metadata(entry.path())
-                        .map_or(FileKind::Other, |m| kind_of(m.file_type()))
+                        .map_or(FileKind::Other, |m| m.file_type().into())
                 } else {
-                    kind_of(ft)
+                    ft.into()
                 };
                 out.push(DirEntry {
                     name: entry.file_name(),

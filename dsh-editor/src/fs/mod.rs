@@ -25,6 +25,20 @@ pub enum FileKind {
     Other,
 }
 
+impl From<std::fs::FileType> for FileKind {
+    /// What a file type of `std::fs` is (a symbolic link is
+    /// [`FileKind::Other`]: follow it first).
+    fn from(ft: std::fs::FileType) -> Self {
+        if ft.is_file() {
+            FileKind::File
+        } else if ft.is_dir() {
+            FileKind::Directory
+        } else {
+            FileKind::Other
+        }
+    }
+}
+
 /// A token that changes whenever a file's content may have changed.
 ///
 /// [`LocalFs`] builds it from device, inode, size, modification and status
@@ -221,6 +235,28 @@ pub(crate) async fn read_as_one_block<F: Fs + ?Sized>(
     let (bytes, version) = fs.read(path, limit).await?;
     each(&bytes);
     Ok(version)
+}
+
+/// Runs `f`, blocking work on this machine's filesystem, on tokio's
+/// blocking pool — or right here when this thread is already there for a
+/// whole call ([`inline`]) or no tokio runtime is running. For [`Fs`]
+/// implementations whose calls are system calls ([`LocalFs`], the
+/// sandbox's filesystem). A task that panicked is an [`FsError::Io`] on
+/// `path`.
+pub async fn blocking<T: Send + 'static>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
+) -> Result<T, FsError> {
+    if is_inline() {
+        return f();
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return f();
+    };
+    runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
+        path: path.to_owned(),
+        source: io::Error::other(e.to_string()),
+    })?
 }
 
 thread_local! {

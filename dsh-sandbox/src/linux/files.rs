@@ -288,9 +288,9 @@ impl Files {
                 self.open(&path.join(&name), libc::O_PATH)
                     .ok()
                     .and_then(|fd| std::fs::File::from(fd).metadata().ok())
-                    .map_or(FileKind::Other, |m| kind_of(m.file_type()))
+                    .map_or(FileKind::Other, |m| FileKind::from(m.file_type()))
             } else {
-                kind_of(ft)
+                FileKind::from(ft)
             };
             out.push(DirEntry {
                 name,
@@ -303,20 +303,10 @@ impl Files {
     }
 }
 
-fn kind_of(ft: std::fs::FileType) -> FileKind {
-    if ft.is_file() {
-        FileKind::File
-    } else if ft.is_dir() {
-        FileKind::Directory
-    } else {
-        FileKind::Other
-    }
-}
-
 fn metadata(meta: &std::fs::Metadata, is_symlink: bool) -> Metadata {
     use std::os::unix::fs::PermissionsExt;
     Metadata {
-        kind: kind_of(meta.file_type()),
+        kind: meta.file_type().into(),
         is_symlink,
         len: meta.len(),
         mode: Some(meta.permissions().mode() & 0o7777),

@@ -273,32 +273,7 @@ pub(crate) fn drop_capabilities() -> io::Result<()> {
             0,
             0,
         ))?;
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: c_int,
-        }
-        #[repr(C)]
-        #[derive(Clone, Copy)]
-        struct Data {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        let header = Header {
-            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-            pid: 0,
-        };
-        let data = [Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        check(libc::syscall(
-            libc::SYS_capset,
-            &header as *const Header,
-            data.as_ptr(),
-        ))?;
+        capset_thread(&[CapData::default(); 2])?;
     }
     Ok(())
 }
@@ -402,39 +377,6 @@ pub(crate) fn seccomp_listener(program: &[libc::sock_filter]) -> io::Result<c_in
     Ok(fd as c_int)
 }
 
-/// Keeps one capability, effective and permitted, and drops every other
-/// from those two sets and the inheritable one (the bounding set stays: a
-/// process that never `exec`s gains nothing from it).
-pub(crate) fn keep_only_capability(cap: u32) -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let header = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
-    let mut data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    let word = (cap / 32) as usize;
-    data[word].effective = 1 << (cap % 32);
-    data[word].permitted = 1 << (cap % 32);
-    // SAFETY: `header` and `data` live on this frame.
-    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })?;
-    Ok(())
-}
-
 /// One word of a capability set (`__user_cap_data_struct`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -479,6 +421,17 @@ pub(crate) fn capset_thread(data: &[CapData; 2]) -> io::Result<()> {
     // SAFETY: `header` and `data` live on this frame.
     check(unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) })?;
     Ok(())
+}
+
+/// Keeps one capability, effective and permitted, and drops every other
+/// from those two sets and the inheritable one (the bounding set stays: a
+/// process that never `exec`s gains nothing from it).
+pub(crate) fn keep_only_capability(cap: u32) -> io::Result<()> {
+    let mut data = [CapData::default(); 2];
+    let word = &mut data[(cap / 32) as usize];
+    word.effective = 1 << (cap % 32);
+    word.permitted = 1 << (cap % 32);
+    capset_thread(&data)
 }
 
 /// `pidfd_open(pid, 0)`.

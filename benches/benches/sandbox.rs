@@ -135,6 +135,26 @@ fn editor_view_cost(c: &mut Criterion) {
         b.iter(|| rt.block_on(confined.execute(&args)).unwrap())
     });
     group.finish();
+
+    // An edit and its undo (two str_replace calls), each a stat, a read and
+    // an atomic replace (fsync included).
+    let edit = |from: &str, to: &str| serde_json::json!({"command": "str_replace", "path": file, "old_str": from, "new_str": to});
+    let (there, back) = (edit("two", "TWO"), edit("TWO", "two"));
+    let mut group = c.benchmark_group("editor_str_replace_twice");
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("local_fs_baseline", |b| {
+        b.iter(|| {
+            rt.block_on(local.execute(&there)).unwrap();
+            rt.block_on(local.execute(&back)).unwrap();
+        })
+    });
+    group.bench_function("sandbox_fs_confined", |b| {
+        b.iter(|| {
+            rt.block_on(confined.execute(&there)).unwrap();
+            rt.block_on(confined.execute(&back)).unwrap();
+        })
+    });
+    group.finish();
 }
 
 /// 1,000 Unix-socket connections (connect, accept, close) made by one

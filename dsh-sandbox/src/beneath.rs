@@ -190,11 +190,27 @@ struct Place {
     protected: HashSet<Id>,
 }
 
-fn place(rules: &WriteRules, path: &Path, create: bool) -> Result<Place, Outcome> {
+/// Opens a writable root for a write beneath it: this process's view of
+/// it ([`ambient`]), or a descriptor of another view (the sandbox's
+/// confined reader opens it in the shell's, whose read-only mounts then
+/// hold for every step beneath).
+pub(crate) type OpenRoot<'a> = &'a (dyn Fn(&Path) -> Result<Dir, FsError> + Sync);
+
+/// Opens `root` in this process's view.
+pub(crate) fn ambient(root: &Path) -> Result<Dir, FsError> {
+    Dir::open_ambient_dir(root, ambient_authority()).map_err(|e| FsError::from_io(root, e))
+}
+
+fn place(
+    rules: &WriteRules,
+    path: &Path,
+    create: bool,
+    open_root: OpenRoot<'_>,
+) -> Result<Place, Outcome> {
     // `locate` resolves links, so a replaced file is the real one.
     let target = locate(rules, path)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
-    let root = Dir::open_ambient_dir(target.root, ambient_authority()).map_err(io)?;
+    let root = open_root(target.root)?;
     let root_id = fstat(&root).map_err(io)?;
     let protected = protected_ids(rules);
     let dir = open_parent(&root, &target.parent, create).map_err(io)?;
@@ -207,8 +223,13 @@ fn place(rules: &WriteRules, path: &Path, create: bool) -> Result<Place, Outcome
 }
 
 /// Creates a new file at `path` beneath a writable root.
-pub(crate) fn create_new(rules: &WriteRules, path: &Path, data: &[u8]) -> Result<(), Outcome> {
-    let Place { dir, name, .. } = place(rules, path, true)?;
+pub(crate) fn create_new(
+    rules: &WriteRules,
+    path: &Path,
+    data: &[u8],
+    open_root: OpenRoot<'_>,
+) -> Result<(), Outcome> {
+    let Place { dir, name, .. } = place(rules, path, true, open_root)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
     if dir.symlink_metadata(&name).is_ok() {
         return Err(FsError::AlreadyExists(path.to_owned()).into());
@@ -232,12 +253,13 @@ pub(crate) fn replace(
     path: &Path,
     data: &[u8],
     expected: &Version,
+    open_root: OpenRoot<'_>,
 ) -> Result<Version, Outcome> {
     let Place {
         dir,
         name,
         protected,
-    } = place(rules, path, false)?;
+    } = place(rules, path, false, open_root)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
     let version_now = || -> Result<std::fs::Metadata, Outcome> {
         if dir

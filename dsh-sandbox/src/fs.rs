@@ -34,7 +34,10 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 /// * `read-only`: every create and edit is refused;
 /// * `workspace-write`: the write runs on a thread whose capabilities are
 ///   out of effect (so, as root, it has the shell's file permissions: no
-///   `CAP_DAC_OVERRIDE`), and the path is resolved beneath an open directory of a
+///   `CAP_DAC_OVERRIDE`); the writable root is opened by the confined
+///   reader, in the shell's view, so that view's read-only mounts (`.git`,
+///   hidden paths) hold for every step beneath it (a write they stop is
+///   refused); and the path is resolved beneath that open directory of the
 ///   writable root, and every step of the write (missing directories, the
 ///   temporary file, the version check, the final link or rename) is made
 ///   relative to it, so that no rename or symlink swap made meanwhile can
@@ -158,6 +161,25 @@ impl SandboxFs {
     /// Switches the mode (the writable roots are resolved again).
     pub fn set_mode(&self, mode: SandboxMode) {
         *self.rules() = Arc::new(WriteRules::new(&self.policy, mode, &self.workspace));
+        // The confined reader's view is the mode's: the next call starts
+        // one for the new mode.
+        #[cfg(target_os = "linux")]
+        {
+            *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Reader::Unknown;
+        }
+    }
+
+    /// How a workspace-write write opens its root: in the confined reader,
+    /// so that the shell's view (read-only `.git`, hidden paths) holds for
+    /// every step beneath it, where the reader runs; else in this process.
+    #[cfg(unix)]
+    fn root_opener(&self, path: &Path) -> Result<RootOpener, FsError> {
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            return Ok(Arc::new(move |root: &Path| files.open_dir(root)));
+        }
+        let _ = path;
+        Ok(Arc::new(crate::beneath::ambient))
     }
 
     /// Refuses reads of this process's `/proc` in the restricted modes;
@@ -194,6 +216,10 @@ impl SandboxFs {
     }
 }
 
+/// Opens a writable root for [`crate::beneath`].
+#[cfg(unix)]
+type RootOpener = Arc<dyn Fn(&Path) -> Result<cap_std::fs::Dir, FsError> + Send + Sync>;
+
 /// Runs a confined write on the blocking pool.
 #[cfg(unix)]
 async fn confined<T: Send + 'static>(
@@ -215,6 +241,13 @@ async fn confined<T: Send + 'static>(
     .await;
     match joined {
         Ok((Ok(v), _)) => Ok(v),
+        // A read-only mount of the shell's view, or a rename across its
+        // mounts: what the shell would have been refused too.
+        Ok((Err(Outcome::Fs(FsError::Io { source, .. })), rules))
+            if matches!(source.raw_os_error(), Some(libc::EROFS | libc::EXDEV)) =>
+        {
+            Err(SandboxFs::refused(path, &rules))
+        }
         Ok((Err(Outcome::Fs(e)), _)) => Err(e),
         Ok((Err(Outcome::Refused), rules)) => Err(SandboxFs::refused(path, &rules)),
         Err(e) => Err(FsError::Io {
@@ -291,8 +324,9 @@ impl Fs for SandboxFs {
             #[cfg(unix)]
             SandboxMode::WorkspaceWrite => {
                 let p = path.to_owned();
+                let open_root = self.root_opener(path)?;
                 confined(rules, path, move |r| {
-                    crate::beneath::create_new(r, &p, &data)
+                    crate::beneath::create_new(r, &p, &data, &*open_root)
                 })
                 .await
             }
@@ -321,8 +355,9 @@ impl Fs for SandboxFs {
             SandboxMode::WorkspaceWrite => {
                 let p = path.to_owned();
                 let expected = expected.clone();
+                let open_root = self.root_opener(path)?;
                 confined(rules, path, move |r| {
-                    crate::beneath::replace(r, &p, &data, &expected)
+                    crate::beneath::replace(r, &p, &data, &expected, &*open_root)
                 })
                 .await
             }

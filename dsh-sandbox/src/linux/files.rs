@@ -187,6 +187,13 @@ impl Files {
         }
     }
 
+    /// The directory at `path`, opened in the shell's view: a write
+    /// beneath it meets that view's read-only mounts.
+    pub(crate) fn open_dir(&self, path: &Path) -> Result<cap_std::fs::Dir, FsError> {
+        let fd = self.open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        Ok(cap_std::fs::Dir::from_std_file(std::fs::File::from(fd)))
+    }
+
     /// What `stat` tells about `path`, as the shell would see it.
     pub(crate) fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         let link = self.open(path, libc::O_PATH | libc::O_NOFOLLOW)?;

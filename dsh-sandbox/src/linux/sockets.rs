@@ -67,6 +67,8 @@ pub(crate) struct Guard {
 const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
+#[cfg(target_arch = "riscv64")]
+const AUDIT_ARCH: u32 = 0xC000_00F3;
 
 /// `SECCOMP_IOCTL_NOTIF_ID_VALID` as first defined (`_IOR`), which every
 /// kernel with user notification accepts.

@@ -193,7 +193,7 @@ impl SandboxFs {
         if real.starts_with("/proc") || path.starts_with("/proc") {
             return Err(Self::refused(path, &rules));
         }
-        if rules.hides(path) {
+        if rules.hides_resolved(path, &real) {
             return Err(FsError::NotFound(path.to_owned()));
         }
         Ok(())

@@ -268,7 +268,14 @@ impl WriteRules {
         if self.mode == SandboxMode::DangerFullAccess || self.hidden.is_empty() {
             return false;
         }
-        let real = resolve(path).unwrap_or_else(|| path.to_owned());
+        self.hides_resolved(path, &resolve(path).unwrap_or_else(|| path.to_owned()))
+    }
+
+    /// [`WriteRules::hides`] for a `path` already resolved to `real`.
+    pub(crate) fn hides_resolved(&self, path: &Path, real: &Path) -> bool {
+        if self.mode == SandboxMode::DangerFullAccess {
+            return false;
+        }
         self.hidden.iter().any(|h| {
             (real.starts_with(h) || path.starts_with(h))
                 && !self

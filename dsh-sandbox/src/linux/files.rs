@@ -133,10 +133,16 @@ impl Files {
     /// weaker mode learns here whether the helper can run at all).
     pub(crate) fn ensure_started(&self) -> io::Result<()> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        self.running(&mut live).map(|_| ())
+    }
+
+    /// The running helper, started first if there is none.
+    fn running<'l>(&self, live: &'l mut Option<Live>) -> io::Result<&'l Live> {
         if live.is_none() {
             *live = Some(self.start()?);
         }
-        Ok(())
+        live.as_ref()
+            .ok_or_else(|| io::Error::other("the helper was not kept"))
     }
 
     /// Opens `path` in the helper with `flags`; the descriptor, or the
@@ -155,18 +161,12 @@ impl Files {
         request.extend_from_slice(bytes);
         request.push(0);
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if live.is_none() {
-            let started = self.start().map_err(|e| {
-                io_error(
-                    path,
-                    format!("the sandbox could not start its confined file reader: {e}"),
-                )
-            })?;
-            *live = Some(started);
-        }
-        let Some(helper) = live.as_ref() else {
-            return Err(io_error(path, "the sandbox's file reader is gone".into()));
-        };
+        let helper = self.running(&mut live).map_err(|e| {
+            io_error(
+                path,
+                format!("the sandbox could not start its confined file reader: {e}"),
+            )
+        })?;
         match exchange(helper.socket.as_raw_fd(), &request) {
             Ok((0, Some(fd))) => Ok(fd),
             Ok((0, None)) => Err(io_error(

@@ -178,18 +178,20 @@ impl Confinement {
             enforcement.filesystem = true;
             enforcement.network_isolated = !spec.network;
             enforcement.unix_sockets = UnixSocketGuard::Supervisor;
-            let mut reachable: Vec<PathBuf> = rules.roots.clone();
-            reachable.push(PathBuf::from("/tmp"));
-            reachable.push(PathBuf::from("/dev/shm"));
-            reachable.extend(spec.unix_sockets.iter().cloned());
+            let guard = || {
+                let mut reachable: Vec<PathBuf> = rules.roots.clone();
+                reachable.push(PathBuf::from("/tmp"));
+                reachable.push(PathBuf::from("/dev/shm"));
+                reachable.extend(spec.unix_sockets.iter().cloned());
+                sockets::Guard::new(&reachable, &protected, spec.network)
+            };
             Some(Namespaces {
                 flags,
                 uid_map: map(uid)?,
                 gid_map: map(gid)?,
                 view,
                 loopback: !spec.network && !spec.files,
-                sockets: (!spec.files)
-                    .then(|| sockets::Guard::new(&reachable, &protected, spec.network)),
+                sockets: (!spec.files).then(guard),
             })
         } else {
             enforcement.missing.push(

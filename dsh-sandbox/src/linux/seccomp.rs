@@ -159,38 +159,34 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
             .collect()
     };
 
-    // A set-user-ID or set-group-ID bit in a mode argument `arg` (with
-    // `when`: only if argument `flag_arg` has one of those bits, the way
-    // `open` reads its mode only to create).
-    let set_id = |arg: u8, when: Option<(u8, u64)>| -> Result<Vec<SeccompRule>, SandboxError> {
+    // A set-user-ID or set-group-ID bit in the mode argument `arg` (with
+    // `flags_arg`: only when that argument creates a file, `O_CREAT` or
+    // `O_TMPFILE`, the way `open` reads its mode only then).
+    let set_id = |arg: u8, flags_arg: Option<u8>| -> Result<Vec<SeccompRule>, SandboxError> {
         let mut out = Vec::new();
         for bit in [libc::S_ISUID, libc::S_ISGID] {
-            let flags: Vec<Option<u64>> = match when {
-                Some((_, mask)) => [libc::O_CREAT as u64, O_TMPFILE_BIT]
-                    .into_iter()
-                    .filter(|f| mask & f != 0)
-                    .map(Some)
-                    .collect(),
-                None => vec![None],
-            };
-            for flag in flags {
-                let mut conds = vec![cond(arg, Len::Dword, Op::MaskedEq(bit as u64), bit as u64)?];
-                if let (Some((flag_arg, _)), Some(flag)) = (when, flag) {
-                    conds.push(cond(flag_arg, Len::Dword, Op::MaskedEq(flag), flag)?);
+            let mode = cond(arg, Len::Dword, Op::MaskedEq(bit as u64), bit as u64)?;
+            match flags_arg {
+                None => out.push(rule(vec![mode])?),
+                Some(flags) => {
+                    for create in [libc::O_CREAT as u64, O_TMPFILE_BIT] {
+                        if create != 0 {
+                            let creates = cond(flags, Len::Dword, Op::MaskedEq(create), create)?;
+                            out.push(rule(vec![mode.clone(), creates])?);
+                        }
+                    }
                 }
-                out.push(rule(conds)?);
             }
         }
         Ok(out)
     };
-    let creating = Some(libc::O_CREAT as u64 | O_TMPFILE_BIT);
 
     let mut rules: Vec<(i64, Vec<SeccompRule>)> = vec![
         // Nothing planted for the host: no mode with a set-id bit.
         (libc::SYS_fchmod, set_id(1, None)?),
         (libc::SYS_fchmodat, set_id(2, None)?),
         (SYS_FCHMODAT2, set_id(2, None)?),
-        (libc::SYS_openat, set_id(3, creating.map(|m| (2, m)))?),
+        (libc::SYS_openat, set_id(3, Some(2))?),
         (libc::SYS_mknodat, {
             let mut r = device_node(2)?;
             r.extend(set_id(2, None)?);
@@ -227,7 +223,7 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
         mknod.extend(set_id(1, None)?);
         rules.push((libc::SYS_mknod, mknod));
         rules.push((libc::SYS_chmod, set_id(1, None)?));
-        rules.push((libc::SYS_open, set_id(2, creating.map(|m| (1, m)))?));
+        rules.push((libc::SYS_open, set_id(2, Some(1))?));
         rules.push((libc::SYS_creat, set_id(1, None)?));
     }
     for nr in [

@@ -137,14 +137,28 @@ impl PtyBackend for DockerBackend {
                 what: "pre-exec confinement hooks (the container is the confinement)",
             });
         }
+        let limits = spec.get_limits();
         let (container, owned) = match &self.placement {
+            Placement::Shared(_) if !limits.is_empty() && !limits.best_effort => {
+                return Err(PtyError::Unsupported {
+                    backend: "docker",
+                    what: "resource limits per session in a shared container (set them on the container, or use a container per session)",
+                });
+            }
             Placement::Shared(c) => (c.clone(), false),
-            Placement::PerSession { docker, template } => (
-                Container::create(docker.clone(), template)
-                    .await
-                    .map_err(|e| spawn_failed(&spec, e))?,
-                true,
-            ),
+            Placement::PerSession { docker, template } => {
+                // The spawn's limits, where it has any, else the template's.
+                let mut template = template.clone();
+                if !limits.is_empty() {
+                    template.limits = limits.clone();
+                }
+                (
+                    Container::create(docker.clone(), &template)
+                        .await
+                        .map_err(|e| spawn_failed(&spec, e))?,
+                    true,
+                )
+            }
         };
         let spawned = self.start(&spec, &container, owned).await;
         if spawned.is_err() && owned {

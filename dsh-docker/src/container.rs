@@ -58,10 +58,12 @@ pub struct ContainerTemplate {
     pub env: Vec<String>,
     /// No network inside (`--network none`).
     pub network_disabled: bool,
-    /// A memory limit in bytes.
-    pub memory: Option<i64>,
-    /// A limit on the number of processes.
-    pub pids_limit: Option<i64>,
+    /// The container's limits (the same knobs as a local shell's): memory
+    /// (swap off, as `--memory-swap` equal to `--memory`), processes, CPU
+    /// share, open files and file size (ulimits), and `/tmp` as a tmpfs of
+    /// the given size and inodes. Its cgroup parent and best-effort flag are
+    /// not used: the daemon keeps every limit or refuses the container.
+    pub limits: dsh_pty::ResourceLimits,
     /// Labels to put on the container (the crate adds `dsh-rs=1`).
     pub labels: Vec<(String, String)>,
 }
@@ -73,10 +75,48 @@ impl ContainerTemplate {
             image: image.into(),
             env: Vec::new(),
             network_disabled: false,
-            memory: None,
-            pids_limit: None,
+            limits: dsh_pty::ResourceLimits::default(),
             labels: Vec::new(),
         }
+    }
+}
+
+/// The part of a container's host config that keeps `limits`.
+pub(crate) fn host_limits(limits: &dsh_pty::ResourceLimits) -> HostConfig {
+    let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let ulimit = |name: &str, v: u64| bollard::models::ResourcesUlimits {
+        name: Some(name.to_owned()),
+        soft: Some(signed(v)),
+        hard: Some(signed(v)),
+    };
+    let ulimits: Vec<_> = [
+        limits.open_files.map(|v| ulimit("nofile", v)),
+        limits.file_size.map(|v| ulimit("fsize", v)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let tmpfs = (limits.tmp_size.is_some() || limits.tmp_inodes.is_some()).then(|| {
+        let mut options = vec![
+            "rw".to_owned(),
+            "nosuid".to_owned(),
+            "nodev".to_owned(),
+            "mode=1777".to_owned(),
+        ];
+        options.extend(limits.tmp_size.map(|v| format!("size={v}")));
+        options.extend(limits.tmp_inodes.map(|v| format!("nr_inodes={v}")));
+        std::collections::HashMap::from([("/tmp".to_owned(), options.join(","))])
+    });
+    HostConfig {
+        memory: limits.memory.map(signed),
+        memory_swap: limits.memory.map(signed),
+        pids_limit: limits.pids.map(signed),
+        nano_cpus: limits
+            .cpu_millis
+            .map(|m| signed(m.saturating_mul(1_000_000))),
+        ulimits: (!ulimits.is_empty()).then_some(ulimits),
+        tmpfs,
+        ..Default::default()
     }
 }
 
@@ -128,11 +168,9 @@ impl Container {
             labels: Some(labels),
             network_disabled: template.network_disabled.then_some(true),
             host_config: Some(HostConfig {
-                memory: template.memory,
-                pids_limit: template.pids_limit,
                 network_mode: template.network_disabled.then(|| "none".to_owned()),
                 init: Some(false),
-                ..Default::default()
+                ..host_limits(&template.limits)
             }),
             ..Default::default()
         };

@@ -136,6 +136,77 @@ struct Args {
     /// (unknown keys are refused). Default: `~/.ssh/known_hosts`.
     #[arg(long, env = "DSH_SSH_KNOWN_HOSTS", value_name = "FILE")]
     ssh_known_hosts: Option<PathBuf>,
+
+    /// Each shell's process tree may use this much memory (`256m`, `2g`;
+    /// Docker's syntax), tmpfs pages included, no swap; a process past it is
+    /// killed and the call says so. Locally this needs `--cgroup-parent`;
+    /// with `--backend docker`, `--image` (the container's limit).
+    #[arg(long, env = "DSH_MEMORY", value_name = "SIZE", value_parser = dsh_pty::parse_size)]
+    memory: Option<u64>,
+
+    /// Each shell's process tree may hold this many processes and threads;
+    /// a fork past it fails and the shell stays usable.
+    #[arg(long, env = "DSH_PIDS_LIMIT", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pids_limit: Option<u64>,
+
+    /// Each shell's process tree may use this many CPUs' time (`0.5`, `2`).
+    #[arg(long, env = "DSH_CPUS", value_name = "N", value_parser = parse_cpus)]
+    cpus: Option<f64>,
+
+    /// In the restricted modes, the private `/tmp` (and `/dev/shm`) holds at
+    /// most this much (`64m`); writing past it gets "No space left on device".
+    #[arg(long, env = "DSH_TMP_SIZE", value_name = "SIZE", value_parser = dsh_pty::parse_size)]
+    tmp_size: Option<u64>,
+
+    /// In the restricted modes, the private `/tmp` holds at most this many
+    /// files and directories.
+    #[arg(long, env = "DSH_TMP_INODES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    tmp_inodes: Option<u64>,
+
+    /// Each process may hold this many open descriptors (`RLIMIT_NOFILE`).
+    #[arg(long, env = "DSH_OPEN_FILES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    open_files: Option<u64>,
+
+    /// No process may write a file larger than this (`RLIMIT_FSIZE`).
+    #[arg(long, env = "DSH_FILE_SIZE", value_name = "SIZE", value_parser = dsh_pty::parse_size)]
+    file_size: Option<u64>,
+
+    /// The cgroup under which each local shell gets its own (a path inside
+    /// the hierarchy, as Docker's `--cgroup-parent`: `/dsh`, made if
+    /// missing). Needed for `--memory`, `--pids-limit` and `--cpus` locally.
+    #[arg(long, env = "DSH_CGROUP_PARENT", value_name = "PATH")]
+    cgroup_parent: Option<PathBuf>,
+
+    /// Run with the limits that can be kept here instead of refusing to start
+    /// when one cannot.
+    #[arg(long, env = "DSH_BEST_EFFORT_LIMITS")]
+    best_effort_limits: bool,
+}
+
+/// `--cpus`: a positive number of CPUs.
+fn parse_cpus(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.001 => Ok(n),
+        _ => Err(format!(
+            "{text:?} is not a number of CPUs of at least 0.001 (e.g. 0.5 or 2)"
+        )),
+    }
+}
+
+impl Args {
+    /// The resource limits the flags ask for.
+    fn limits(&self) -> dsh_pty::ResourceLimits {
+        dsh_pty::ResourceLimits::default()
+            .memory(self.memory)
+            .pids(self.pids_limit)
+            .cpus(self.cpus)
+            .tmp_size(self.tmp_size)
+            .tmp_inodes(self.tmp_inodes)
+            .open_files(self.open_files)
+            .file_size(self.file_size)
+            .cgroup_parent(self.cgroup_parent.clone())
+            .best_effort(self.best_effort_limits)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -269,6 +340,9 @@ impl Place {
     async fn ssh(args: &Args) -> Result<Place, String> {
         use dsh_ssh::{SftpFs, SshBackend, SshHost, SshTarget};
         Place::remote_sandbox(args, "ssh")?;
+        if !args.limits().is_empty() {
+            return Err("resource limits are not kept with --backend ssh (set them on the remote host, e.g. in the sshd's systemd unit)".to_owned());
+        }
         let Some(spec) = &args.ssh else {
             return Err("--backend ssh needs --ssh USER@HOST[:PORT]".to_owned());
         };
@@ -332,14 +406,18 @@ impl Place {
             .map_err(|e| e.to_string())?;
         let (container, made) = match (&args.container, &args.image) {
             (Some(name), _) => (Container::existing(docker, name).await, false),
-            (None, Some(image)) => (
-                Container::create(docker, &ContainerTemplate::new(image)).await,
-                true,
-            ),
+            (None, Some(image)) => {
+                let mut template = ContainerTemplate::new(image);
+                template.limits = args.limits();
+                (Container::create(docker, &template).await, true)
+            }
             (None, None) => {
                 return Err("--backend docker needs --container NAME or --image IMAGE".to_owned());
             }
         };
+        if !made && !args.limits().is_empty() {
+            return Err("resource limits with --backend docker need --image: they are set on the container dsh-mcp makes (set an existing container's own with `docker update`)".to_owned());
+        }
         let container = container.map_err(|e| e.to_string())?;
         let mut backend = DockerBackend::new(container.clone());
         let mut fs = DockerFs::new(container.clone());
@@ -397,9 +475,10 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
             Clip::Head => ClipMode::Head,
             Clip::HeadTail => ClipMode::HeadTail,
         });
+    // A remote backend's limits are the container's, set when it was made.
     let config = match &place.backend {
         Some(backend) => config.backend(Arc::clone(backend)),
-        None => config,
+        None => config.limits(args.limits()),
     };
     let policy = SandboxPolicy::default()
         .mode(match args.sandbox {
@@ -441,6 +520,11 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Limits that cannot be kept stop the server now, not at the first call.
+    if let Err(err @ dsh_sandbox::SandboxError::Limits(_)) = shell.enforcement(policy.mode) {
+        eprintln!("dsh-mcp: {err}");
+        return ExitCode::FAILURE;
+    }
     let fs: Arc<dyn Fs> = match &place.fs {
         Some(fs) => Arc::clone(fs),
         None => Arc::new(SandboxFs::new(policy, &workspace)),

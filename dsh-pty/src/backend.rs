@@ -128,6 +128,13 @@ pub trait PtySession: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The counters of the limits the session's tree met (see
+    /// [`ResourceLimits`](crate::ResourceLimits)): read from its cgroup, so
+    /// `None` for a session without one (the default).
+    fn limit_events(&self) -> Option<crate::LimitEvents> {
+        None
+    }
+
     /// Stores `data` as the file `name` in a scratch directory of this
     /// session *on the program's side*, and returns the path the program
     /// sees. The directory goes away with the session.

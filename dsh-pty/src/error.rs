@@ -67,6 +67,9 @@ pub enum PtyError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The session's resource limits cannot be kept or set up.
+    #[error(transparent)]
+    Limits(#[from] crate::LimitsError),
     /// The backend cannot do what was asked on this platform.
     #[error("the {backend} backend does not support {what}")]
     Unsupported {

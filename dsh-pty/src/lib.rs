@@ -80,6 +80,7 @@ mod error;
 mod exit;
 #[cfg(windows)]
 mod job;
+mod limits;
 mod output;
 mod plumbing;
 #[cfg(any(windows, feature = "portable"))]
@@ -96,6 +97,10 @@ mod unix;
 pub use backend::{Foreground, PtyBackend, PtySession, default_backend};
 pub use error::PtyError;
 pub use exit::ExitStatus;
+pub use limits::{
+    CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport, ResourceLimits,
+    format_bytes, parse_size,
+};
 pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(any(windows, feature = "portable"))]

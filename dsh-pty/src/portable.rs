@@ -57,6 +57,13 @@ impl PtyBackend for PortableBackend {
     }
 
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
+        let limits = spec.get_limits();
+        if !limits.is_empty() && !limits.best_effort {
+            return Err(PtyError::Unsupported {
+                backend: NAME,
+                what: "resource limits (the native backend keeps them)",
+            });
+        }
         if !spec.get_pre_exec().is_empty() {
             return Err(PtyError::Unsupported {
                 backend: NAME,

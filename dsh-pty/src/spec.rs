@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ScrollbackLimits;
+use crate::{ResourceLimits, ScrollbackLimits};
 
 /// The size of a terminal in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,6 +93,7 @@ pub struct SpawnSpec {
     drain_grace: Duration,
     scrollback: ScrollbackLimits,
     pre_exec: Vec<Arc<dyn PreExec>>,
+    limits: ResourceLimits,
 }
 
 impl SpawnSpec {
@@ -112,6 +113,7 @@ impl SpawnSpec {
             drain_grace: Duration::from_millis(200),
             scrollback: ScrollbackLimits::default(),
             pre_exec: Vec::new(),
+            limits: ResourceLimits::default(),
         }
     }
 
@@ -195,6 +197,19 @@ impl SpawnSpec {
     pub fn pre_exec(mut self, hook: Arc<dyn PreExec>) -> Self {
         self.pre_exec.push(hook);
         self
+    }
+
+    /// Sets the limits of the session's process tree (see
+    /// [`ResourceLimits`]); a backend that cannot keep one fails the spawn
+    /// unless [`ResourceLimits::best_effort`].
+    pub fn limits(mut self, limits: ResourceLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits of the session's process tree.
+    pub fn get_limits(&self) -> &ResourceLimits {
+        &self.limits
     }
 
     /// The program to run.

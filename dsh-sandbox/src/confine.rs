@@ -44,6 +44,20 @@ pub(crate) fn confine(
         .iter()
         .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
         .collect();
+    // With namespaces the shell has a private /tmp and /dev/shm, whose
+    // tmpfs keeps the /tmp limits; the rest are the shell's spawn's to keep.
+    let tmp = crate::linux::TmpLimits {
+        size: shell.limits.tmp_size,
+        inodes: shell.limits.tmp_inodes,
+    };
+    let limits = if namespaces {
+        shell.limits.tmp_size = None;
+        shell.limits.tmp_inodes = None;
+        let inodes_held = policy.bubblewrap.is_none();
+        with_tmp_limits(&shell.limits, tmp, inodes_held)?
+    } else {
+        shell.limits.check()?
+    };
     let spec = crate::linux::Spec {
         rules,
         workspace: &workspace,
@@ -52,10 +66,12 @@ pub(crate) fn confine(
         namespaces,
         unix_sockets: &unix_sockets,
         files: false,
+        tmp,
     };
     if let Some(bwrap) = &policy.bubblewrap {
-        let (argv, handoff, enforcement) =
+        let (argv, handoff, mut enforcement) =
             crate::linux::bubblewrap::command(bwrap, &spec, &shell.effective_argv())?;
+        enforcement.limits = limits;
         shell.argv = Some(argv);
         shell.pre_exec.push(Arc::new(handoff));
         shell.inherit_env = false;
@@ -63,7 +79,8 @@ pub(crate) fn confine(
         tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared (bubblewrap)");
         return Ok(enforcement);
     }
-    let (confinement, enforcement) = crate::linux::Confinement::build(&spec)?;
+    let (confinement, mut enforcement) = crate::linux::Confinement::build(&spec)?;
+    enforcement.limits = limits;
     if !enforcement.missing.is_empty() && !policy.degrade {
         return Err(SandboxError::NotEnforceable {
             missing: enforcement.missing.join(", "),
@@ -74,6 +91,38 @@ pub(crate) fn confine(
     shell.env = confined_env(&shell.env);
     tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared");
     Ok(enforcement)
+}
+
+/// What holds of the shell's `limits` (the /tmp ones taken out) with the
+/// private /tmp's tmpfs keeping `tmp` (its inodes only where `inodes_held`:
+/// bubblewrap cannot bound them); fails closed unless best effort.
+#[cfg(target_os = "linux")]
+fn with_tmp_limits(
+    limits: &dsh_pty::ResourceLimits,
+    tmp: crate::linux::TmpLimits,
+    inodes_held: bool,
+) -> Result<dsh_pty::LimitsReport, SandboxError> {
+    use dsh_pty::{Held, Limit, LimitsError};
+    let mut report = limits.check()?;
+    if tmp.size.is_some() {
+        report.limits.push((Limit::TmpSize, Held::Tmpfs));
+    }
+    if tmp.inodes.is_some() {
+        if !inodes_held && !limits.best_effort {
+            return Err(LimitsError::NotHeld {
+                limits: vec![Limit::TmpInodes],
+                why: "bubblewrap cannot bound a tmpfs's inodes".to_owned(),
+            }
+            .into());
+        }
+        let held = if inodes_held {
+            Held::Tmpfs
+        } else {
+            Held::NotHeld
+        };
+        report.limits.push((Limit::TmpInodes, held));
+    }
+    Ok(report)
 }
 
 #[cfg(target_os = "macos")]

@@ -77,6 +77,9 @@ pub enum SandboxError {
         /// What is missing.
         missing: String,
     },
+    /// A resource limit of the shell's config cannot be kept.
+    #[error("{0}; the command was not run.")]
+    Limits(#[from] dsh_pty::LimitsError),
     /// Restricted modes are not implemented on this platform.
     #[error("The {mode} sandbox mode is not supported on this platform; the command was not run.")]
     Unsupported {

@@ -228,6 +228,10 @@ pub struct Enforcement {
     pub unix_sockets: UnixSocketGuard,
     /// What was asked but could not be enforced (only with `degrade`).
     pub missing: Vec<&'static str>,
+    /// How each resource limit of the shell's config is kept (see
+    /// [`dsh_pty::ResourceLimits`]): the cgroup, rlimits, the private
+    /// `/tmp`'s tmpfs, or not at all (only with best-effort limits).
+    pub limits: dsh_pty::LimitsReport,
 }
 
 /// What confines the Unix sockets a sandboxed process reaches.

@@ -126,7 +126,10 @@ impl SandboxedShell {
     /// this reports the weaker mode.
     pub fn enforcement(&self, mode: SandboxMode) -> Result<Enforcement, SandboxError> {
         if mode == SandboxMode::DangerFullAccess {
-            return Ok(Enforcement::none());
+            return Ok(Enforcement {
+                limits: self.config.shell.limits.check()?,
+                ..Enforcement::none()
+            });
         }
         let mut shell = self.config.shell.clone();
         let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);

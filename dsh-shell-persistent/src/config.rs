@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_pty::{PreExec, PtyBackend, ScrollbackLimits, TermSize};
+use dsh_pty::{PreExec, PtyBackend, ResourceLimits, ScrollbackLimits, TermSize};
 
 use crate::{ClipMode, Dialect, NormalizeOptions};
 
@@ -95,6 +95,13 @@ pub struct ShellConfig {
     /// and [`ShellPool::close_all`](crate::ShellPool::close_all) do). For
     /// hosts that see many short-lived agents.
     pub idle_limit: Option<Duration>,
+    /// Limits on each shell's whole process tree: processes, memory, CPU,
+    /// open files, file size (see [`ResourceLimits`]; none by default). A
+    /// limit the backend cannot keep makes spawning fail, unless
+    /// [`ResourceLimits::best_effort`]. A call during which the kernel
+    /// killed a process at the memory limit, or refused new processes at the
+    /// process limit, says so in its result.
+    pub limits: ResourceLimits,
 }
 
 /// An invalid [`ShellConfig`].
@@ -154,6 +161,7 @@ setters! {
     persistent: bool,
     pre_exec: Vec<Arc<dyn PreExec>>,
     idle_limit: Option<Duration>,
+    limits: ResourceLimits,
 }
 
 impl ShellConfig {
@@ -186,6 +194,7 @@ impl ShellConfig {
             persistent: true,
             pre_exec: Vec::new(),
             idle_limit: None,
+            limits: ResourceLimits::default(),
         }
     }
 

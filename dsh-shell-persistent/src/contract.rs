@@ -2,7 +2,9 @@
 //! here, from a [`CallOutcome`]. Nothing else in the crate renders a result,
 //! and nothing parses one back.
 
-use crate::outcome::{BrokenReason, CallEnd, CallOutcome, Clip, Output, StreamsRepaired};
+use crate::outcome::{
+    BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
+};
 
 /// Appended, without a separator, to output cut at `max_output_chars` in
 /// [`ClipMode::Head`](crate::ClipMode::Head).
@@ -31,6 +33,7 @@ pub fn render(outcome: &CallOutcome) -> String {
     if !output.is_empty() {
         parts.push(output);
     }
+    parts.extend(limit_lines(outcome.limits_reached));
     match &outcome.end {
         CallEnd::Exited { code } => {
             if outcome.eofs_sent > 0 {
@@ -69,6 +72,23 @@ pub fn render(outcome: &CallOutcome) -> String {
         parts.push(outcome.dialect.reset_line());
     }
     parts.join("\n")
+}
+
+/// The lines for the limits a call reached:
+/// `[killed: memory limit of 256 MiB reached]` when the kernel killed a
+/// process of the shell's tree at the memory limit, and
+/// `[process limit of 64 reached: new processes were refused]`.
+fn limit_lines(reached: LimitsReached) -> impl Iterator<Item = String> {
+    let memory = reached.memory.map(|bytes| {
+        format!(
+            "[killed: memory limit of {} reached]",
+            dsh_pty::format_bytes(bytes)
+        )
+    });
+    let pids = reached
+        .pids
+        .map(|n| format!("[process limit of {n} reached: new processes were refused]"));
+    memory.into_iter().chain(pids)
 }
 
 /// The text of a command's output: as kept, with the clip note where it was

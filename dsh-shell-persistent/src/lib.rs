@@ -172,7 +172,9 @@ pub use contract::{CONTINUED_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE, OUTPUT_CLIP_NOT
 pub use dialect::Dialect;
 pub use error::ShellError;
 pub use normalize::NormalizeOptions;
-pub use outcome::{BrokenReason, CallEnd, CallOutcome, Clip, Output, StreamsRepaired};
+pub use outcome::{
+    BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
+};
 pub use output::ClipMode;
 pub use pool::ShellPool;
 pub use request::ShellRequest;

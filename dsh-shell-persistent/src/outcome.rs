@@ -47,6 +47,28 @@ pub struct CallOutcome {
     /// shell in the workspace. Always `false` for one-shot pools (there is
     /// no state to lose).
     pub shell_reset: bool,
+    /// Limits of the shell's process tree that the call reached.
+    pub limits_reached: LimitsReached,
+}
+
+/// Limits of [`ShellConfig::limits`](crate::ShellConfig::limits) that a
+/// call reached, read from the shell's cgroup (so only where it has one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LimitsReached {
+    /// The memory limit in bytes, when the kernel killed a process of the
+    /// tree at it during the call.
+    pub memory: Option<u64>,
+    /// The process limit, when new processes were refused at it during the
+    /// call.
+    pub pids: Option<u64>,
+}
+
+impl LimitsReached {
+    /// `true` when the call reached no limit.
+    pub fn is_empty(&self) -> bool {
+        self.memory.is_none() && self.pids.is_none()
+    }
 }
 
 impl CallOutcome {

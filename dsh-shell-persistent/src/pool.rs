@@ -12,7 +12,9 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::bash::{Fatal, strip_fatal_residue};
-use crate::outcome::{BrokenReason, CallEnd, CallOutcome, Clip, Output, StreamsRepaired};
+use crate::outcome::{
+    BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
+};
 use crate::shell::{Broken, Outcome, Shell};
 use crate::{ShellConfig, ShellConfigError, ShellError, contract};
 
@@ -272,6 +274,7 @@ impl ShellPool {
             }
         };
         let session = shell.session();
+        let limits_before = session.limit_events();
         let mut closed_during = false;
         let stop = async {
             tokio::select! {
@@ -289,6 +292,16 @@ impl ShellPool {
         // Between calls no command runs: input has nowhere to go.
         *owner_entry.live() = None;
         owner_entry.touch();
+        let met = shell
+            .session()
+            .limit_events()
+            .zip(limits_before)
+            .map(|(after, before)| after.since(before))
+            .unwrap_or_default();
+        let limits_reached = LimitsReached {
+            memory: config.limits.memory.filter(|_| met.oom_kills > 0),
+            pids: config.limits.pids.filter(|_| met.forks_refused > 0),
+        };
         let keep = config.persistent && matches!(outcome, Ok(Outcome::Completed { .. }));
         if keep {
             *slot = Some(shell);
@@ -302,7 +315,9 @@ impl ShellPool {
         if closed_during {
             return Err(ShellError::Closed);
         }
-        typed(config, outcome?)
+        let mut typed = typed(config, outcome?)?;
+        typed.limits_reached = limits_reached;
+        Ok(typed)
     }
 
     /// With an idle limit, starts (once) the task that closes idle owners.
@@ -460,6 +475,7 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
         continued: false,
         streams_repaired: StreamsRepaired::default(),
         shell_reset: persistent,
+        limits_reached: LimitsReached::default(),
     };
     Ok(match outcome {
         Outcome::Completed {

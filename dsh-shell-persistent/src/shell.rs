@@ -144,6 +144,7 @@ impl Shell {
         for hook in &config.pre_exec {
             spec = spec.pre_exec(Arc::clone(hook));
         }
+        let spec = spec.limits(config.limits.clone());
         let mut session = config
             .backend
             .spawn(spec)

@@ -88,6 +88,13 @@ impl PtyBackend for SshBackend {
     }
 
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
+        let limits = spec.get_limits();
+        if !limits.is_empty() && !limits.best_effort {
+            return Err(PtyError::Unsupported {
+                backend: "ssh",
+                what: "resource limits (a cgroup on the remote host is not made by this backend)",
+            });
+        }
         if !spec.get_pre_exec().is_empty() {
             return Err(PtyError::Unsupported {
                 backend: "ssh",

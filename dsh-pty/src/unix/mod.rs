@@ -3,6 +3,8 @@
 //! registered with tokio, and the child reaped by tokio's process driver.
 //! A session costs two tokio tasks (output pump, exit waiter) and no thread.
 
+#[cfg(target_os = "linux")]
+pub(crate) mod cgroup;
 pub(crate) mod procfs;
 mod pty;
 pub(crate) mod tree;
@@ -94,8 +96,74 @@ impl PtyBackend for NativeBackend {
     }
 }
 
+/// The rlimits the child sets: `(resource, value)`.
+type Rlimits = Vec<(libc::c_int, libc::rlim_t)>;
+
+/// What keeps the spec's limits: the session's cgroup (Linux) and the
+/// rlimits the child sets.
+struct Limiter {
+    #[cfg(target_os = "linux")]
+    cgroup: Option<cgroup::Cgroup>,
+    rlimits: Rlimits,
+    join_fds: Vec<std::os::fd::RawFd>,
+}
+
+impl Limiter {
+    fn new(limits: &crate::ResourceLimits) -> Result<Limiter, PtyError> {
+        use crate::{Held, Limit};
+        if limits.is_empty() && limits.cgroup_parent.is_none() {
+            return Ok(Limiter {
+                #[cfg(target_os = "linux")]
+                cgroup: None,
+                rlimits: Vec::new(),
+                join_fds: Vec::new(),
+            });
+        }
+        #[cfg(target_os = "linux")]
+        let (report, placement) = cgroup::plan(limits)?;
+        #[cfg(not(target_os = "linux"))]
+        let report = limits.check()?;
+        let mut rlimits: Rlimits = Vec::new();
+        let clamp = |v: u64| libc::rlim_t::try_from(v).unwrap_or(libc::RLIM_INFINITY);
+        if let Some(n) = limits.open_files {
+            rlimits.push((libc::RLIMIT_NOFILE as libc::c_int, clamp(n)));
+        }
+        if let Some(n) = limits.file_size {
+            rlimits.push((libc::RLIMIT_FSIZE as libc::c_int, clamp(n)));
+        }
+        if let (Some(n), Some(Held::Rlimit)) = (limits.memory, report.held(Limit::Memory)) {
+            rlimits.push((libc::RLIMIT_AS as libc::c_int, clamp(n)));
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let cgroup = placement
+                .map(|p| cgroup::Cgroup::create(&p, limits))
+                .transpose()?;
+            let join_fds = cgroup
+                .as_ref()
+                .map(cgroup::Cgroup::join_fds)
+                .unwrap_or_default();
+            Ok(Limiter {
+                cgroup,
+                rlimits,
+                join_fds,
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok(Limiter {
+            rlimits,
+            join_fds: Vec::new(),
+        })
+    }
+}
+
 fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
     spec.check_cwd()?;
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+    let mut limiter = Limiter::new(spec.get_limits())?;
+    let join_fds = limiter.join_fds.clone();
+    let rlimits = limiter.rlimits.clone();
+    let ignore_xfsz = spec.get_limits().file_size.is_some();
     let pair = pty::open(
         spec.get_size(),
         spec.get_echo(),
@@ -133,13 +201,36 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
     };
     let confine_tx = confine_pipe.as_ref().map(|(_, tx)| tx.as_raw_fd());
     // SAFETY: the closure runs between fork and exec. It only makes
-    // async-signal-safe calls (signal, sigprocmask, setsid, ioctl, write) and
-    // runs the hooks, whose `PreExec` contract requires the same of them. It
-    // allocates nothing: `hooks` was cloned before the fork.
+    // async-signal-safe calls (write, setrlimit, signal, sigprocmask, setsid,
+    // ioctl) and runs the hooks, whose `PreExec` contract requires the same
+    // of them. It allocates nothing: `hooks`, `join_fds` and `rlimits` were
+    // made before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            // Into the session's cgroup first, so everything after (the
+            // hooks' own forks included) is counted and killed with it.
+            for fd in &join_fds {
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (resource, value) in &rlimits {
+                let limit = libc::rlimit {
+                    rlim_cur: *value,
+                    rlim_max: *value,
+                };
+                #[allow(clippy::useless_conversion)]
+                if libc::setrlimit((*resource).try_into().unwrap_or_default(), &limit) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             for sig in RESET_SIGNALS {
                 libc::signal(sig, libc::SIG_DFL);
+            }
+            // A write past the file-size limit fails with EFBIG instead of
+            // killing the writer.
+            if ignore_xfsz {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
             }
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
@@ -230,9 +321,20 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
     ));
     tracing::debug!(pid, program = %spec.program_lossy(), "pty session spawned");
 
+    #[cfg(target_os = "linux")]
+    let tree = match limiter.cgroup.take() {
+        Some(mut cg) => {
+            cg.joined();
+            tree::Tree::in_cgroup(pid, cg)
+        }
+        None => tree::Tree::new(pid),
+    };
+    #[cfg(not(target_os = "linux"))]
+    let tree = tree::Tree::new(pid);
+    drop(limiter);
     Ok(NativeSession {
         pid,
-        tree: tree::Tree::new(pid),
+        tree,
         master,
         tty_path: pair.tty_path,
         status: status_rx,
@@ -360,6 +462,10 @@ impl PtySession for NativeSession {
         let st = self.tree.end(grace, &mut status).await;
         let _ = self.closed.send(true);
         Ok(st)
+    }
+
+    fn limit_events(&self) -> Option<crate::LimitEvents> {
+        self.tree.limit_events()
     }
 
     fn kill_now(&self) {

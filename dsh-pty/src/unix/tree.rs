@@ -44,10 +44,13 @@ fn session_alive(sid: i32) -> bool {
     }
 }
 
-/// A terminal session's process tree, ended at most once.
+/// A terminal session's process tree, ended at most once: the members of
+/// its cgroup when it has one, else of its terminal session.
 #[derive(Debug)]
 pub(crate) struct Tree {
     sid: i32,
+    #[cfg(target_os = "linux")]
+    cgroup: Option<std::sync::Mutex<super::cgroup::Cgroup>>,
     /// Set once [`Tree::end`] saw the session empty: nothing can join a
     /// session whose members are all gone, so a later [`Tree::kill_now`]
     /// has nothing to look for.
@@ -59,8 +62,78 @@ impl Tree {
     pub(crate) fn new(sid: i32) -> Tree {
         Tree {
             sid,
+            #[cfg(target_os = "linux")]
+            cgroup: None,
             emptied: AtomicBool::new(false),
         }
+    }
+
+    /// The tree of the processes in `cgroup`, led by `sid`.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn in_cgroup(sid: i32, cgroup: super::cgroup::Cgroup) -> Tree {
+        Tree {
+            sid,
+            cgroup: Some(std::sync::Mutex::new(cgroup)),
+            emptied: AtomicBool::new(false),
+        }
+    }
+
+    /// The limits the tree's cgroup met (`None`: it has none).
+    pub(crate) fn limit_events(&self) -> Option<crate::LimitEvents> {
+        #[cfg(target_os = "linux")]
+        if let Some(cg) = &self.cgroup {
+            return Some(lock(cg).events());
+        }
+        None
+    }
+
+    /// Runs `f` on the cgroup, if the tree has one.
+    #[cfg(target_os = "linux")]
+    fn with_cgroup<T>(&self, f: impl FnOnce(&mut super::cgroup::Cgroup) -> T) -> Option<T> {
+        self.cgroup.as_ref().map(|cg| f(&mut lock(cg)))
+    }
+
+    /// Ends a tree that has a cgroup: its members (read from the cgroup,
+    /// not `/proc`) get SIGTERM and SIGCONT and the leader SIGHUP, up to
+    /// `grace` for them to leave, then the cgroup is killed as one; the
+    /// cgroup is removed once empty.
+    #[cfg(target_os = "linux")]
+    async fn end_cgroup(
+        &self,
+        grace: Duration,
+        status: &mut watch::Receiver<Option<ExitStatus>>,
+    ) -> Option<ExitStatus> {
+        self.cgroup.as_ref()?;
+        let empty = || self.with_cgroup(|cg| cg.is_empty()).unwrap_or(true);
+        let exited = status.borrow().is_some();
+        let emptied = self.emptied.load(Ordering::Acquire)
+            || (exited && empty())
+            || {
+                if !grace.is_zero() {
+                    for pid in self.with_cgroup(|cg| cg.members()).unwrap_or_default() {
+                        let _ = kill(Pid::from_raw(pid), NixSignal::SIGTERM);
+                        let _ = kill(Pid::from_raw(pid), NixSignal::SIGCONT);
+                    }
+                    let _ = kill(Pid::from_raw(self.sid), NixSignal::SIGHUP);
+                }
+                wait_until(status, Instant::now() + grace, || {
+                    std::future::ready(empty())
+                })
+                .await
+            }
+            || {
+                self.with_cgroup(|cg| cg.kill());
+                wait_until(status, Instant::now() + Duration::from_secs(5), || {
+                    std::future::ready(empty())
+                })
+                .await
+            };
+        if emptied {
+            self.emptied.store(true, Ordering::Release);
+            self.with_cgroup(|cg| cg.remove());
+        }
+        let reaped = *status.borrow();
+        Some(reaped.unwrap_or_else(ExitStatus::unknown))
     }
 
     /// SIGTERM (and SIGHUP to the leader, with SIGCONT so stopped jobs can
@@ -72,6 +145,10 @@ impl Tree {
         grace: Duration,
         status: &mut watch::Receiver<Option<ExitStatus>>,
     ) -> ExitStatus {
+        #[cfg(target_os = "linux")]
+        if let Some(status) = self.end_cgroup(grace, status).await {
+            return status;
+        }
         let sid = self.sid;
         // Read apart, so that no borrow of the exit record lives across an await.
         let exited = status.borrow().is_some();
@@ -106,6 +183,10 @@ impl Tree {
         if self.emptied.load(Ordering::Acquire) {
             return;
         }
+        #[cfg(target_os = "linux")]
+        if self.with_cgroup(|cg| cg.kill()).is_some() {
+            return;
+        }
         if status.borrow().is_none() || session_alive(self.sid) {
             signal_session(self.sid, NixSignal::SIGKILL);
         }
@@ -129,13 +210,27 @@ async fn wait_empty(
     status: &mut watch::Receiver<Option<ExitStatus>>,
     until: Instant,
 ) -> bool {
+    wait_until(status, until, || off_runtime(move || !session_alive(sid))).await
+}
+
+/// Waits until the leader is reaped and `gone` says the rest left too
+/// (`true`), or until `until` (`false`).
+async fn wait_until<F, Fut>(
+    status: &mut watch::Receiver<Option<ExitStatus>>,
+    until: Instant,
+    mut gone: F,
+) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     // The leader's exit is an event; the other members' exits are not (they
     // are not our children), so they are checked every few milliseconds. This
     // only runs while a session is being torn down.
     let mut step = Duration::from_millis(1);
     loop {
         let leader_done = status.borrow().is_some();
-        if leader_done && !off_runtime(move || session_alive(sid)).await {
+        if leader_done && gone().await {
             return true;
         }
         let now = Instant::now();
@@ -150,4 +245,12 @@ async fn wait_empty(
         }
         step = (step * 2).min(Duration::from_millis(20));
     }
+}
+
+/// The cgroup, whoever panicked while holding it.
+#[cfg(target_os = "linux")]
+fn lock(
+    cg: &std::sync::Mutex<super::cgroup::Cgroup>,
+) -> std::sync::MutexGuard<'_, super::cgroup::Cgroup> {
+    cg.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -70,9 +70,12 @@ pub(crate) fn command(
         "--ro-bind",
         "/",
         "/",
-        "--tmpfs",
-        "/tmp",
     ]);
+    let tmp_size = spec.tmp.size.map(|n| n.to_string());
+    if let Some(size) = &tmp_size {
+        push(&["--size", size]);
+    }
+    push(&["--tmpfs", "/tmp"]);
     if !spec.network {
         push(&["--unshare-net"]);
     }
@@ -195,6 +198,7 @@ mod tests {
             namespaces: true,
             unix_sockets: &[],
             files: false,
+            tmp: crate::linux::TmpLimits::default(),
         };
         let (argv, handoff, enforcement) =
             command(Path::new("bwrap"), &spec, &["bash".to_owned()]).unwrap();

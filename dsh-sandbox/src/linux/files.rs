@@ -95,6 +95,7 @@ impl Files {
             namespaces: true,
             unix_sockets: &[],
             files: true,
+            tmp: super::TmpLimits::default(),
         };
         let (confinement, _) = Confinement::build(&spec)?;
         Ok(Files {

@@ -78,6 +78,30 @@ pub(crate) struct Spec<'a> {
     /// in the view (the helper is a fork of the host's process, whose
     /// memory and environment `/proc/self` would show) and no socket guard.
     pub(crate) files: bool,
+    /// The private `/tmp`'s (and `/dev/shm`'s) tmpfs size and inodes.
+    pub(crate) tmp: TmpLimits,
+}
+
+/// The size bounds of the private `/tmp` and `/dev/shm` tmpfs (`None`: the
+/// kernel's default, half the host's memory).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TmpLimits {
+    pub(crate) size: Option<u64>,
+    pub(crate) inodes: Option<u64>,
+}
+
+impl TmpLimits {
+    /// The tmpfs options: `mode=1777` and the bounds.
+    pub(crate) fn options(self) -> String {
+        let mut options = "mode=1777".to_owned();
+        if let Some(size) = self.size {
+            options.push_str(&format!(",size={size}"));
+        }
+        if let Some(inodes) = self.inodes {
+            options.push_str(&format!(",nr_inodes={inodes}"));
+        }
+        options
+    }
 }
 
 #[derive(Debug)]
@@ -150,6 +174,7 @@ impl Confinement {
                 &rules.hidden,
                 rules.tmp,
                 writable,
+                &spec.tmp.options(),
                 !spec.files,
                 spec.cwd,
             )?;

@@ -116,7 +116,7 @@ impl View {
     /// The plan for `roots` (the workspace and writable roots, in any
     /// order), `protected` paths (read-only over the roots; each must exist),
     /// `hidden` paths, a private `/tmp` (writable or not), a private
-    /// `/dev/shm`, a fresh `/proc` (or, without `proc`, an empty one), and
+    /// `/dev/shm` (both tmpfs with `tmp_options`), a fresh `/proc` (or, without `proc`, an empty one), and
     /// `cwd`.
     pub(crate) fn plan(
         roots: &[Attachment],
@@ -124,6 +124,7 @@ impl View {
         hidden: &[PathBuf],
         tmp_writable: bool,
         shm_writable: bool,
+        tmp_options: &str,
         proc: bool,
         cwd: &Path,
     ) -> Result<View, SandboxError> {
@@ -141,7 +142,7 @@ impl View {
         // after, on directories made in the tmpfs).
         steps.push(Step::Tmpfs {
             target: cs("/tmp"),
-            options: cs("mode=1777"),
+            options: c(Path::new(tmp_options))?,
             read_only: false,
         });
         // Socket directories: empty and read-only.
@@ -181,7 +182,7 @@ impl View {
         steps.push(Step::Mkdir(cs("/dev/shm")));
         steps.push(Step::Tmpfs {
             target: cs("/dev/shm"),
-            options: cs("mode=1777"),
+            options: c(Path::new(tmp_options))?,
             read_only: !shm_writable,
         });
         for (target, link) in [

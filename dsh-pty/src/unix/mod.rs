@@ -214,16 +214,6 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            for (resource, value) in &rlimits {
-                let limit = libc::rlimit {
-                    rlim_cur: *value,
-                    rlim_max: *value,
-                };
-                #[allow(clippy::useless_conversion)]
-                if libc::setrlimit((*resource).try_into().unwrap_or_default(), &limit) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
             for sig in RESET_SIGNALS {
                 libc::signal(sig, libc::SIG_DFL);
             }
@@ -248,6 +238,19 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
                         libc::write(fd, b"!".as_ptr().cast(), 1);
                     }
                     return Err(err);
+                }
+            }
+            // Last, in the process that goes on to exec (a hook may have
+            // forked): an address-space limit would fail this copy of a
+            // large process at its next mapping.
+            for (resource, value) in &rlimits {
+                let limit = libc::rlimit {
+                    rlim_cur: *value,
+                    rlim_max: *value,
+                };
+                #[allow(clippy::useless_conversion)]
+                if libc::setrlimit((*resource).try_into().unwrap_or_default(), &limit) == -1 {
+                    return Err(std::io::Error::last_os_error());
                 }
             }
             Ok(())

@@ -1,0 +1,429 @@
+//! Resource limits on a shell's whole process tree, in every mode: rlimits
+//! and the private `/tmp`'s bounds here, on this host; the cgroup limits
+//! (processes, memory, CPU, the cgroup as the tree) in `cgroup::`, which
+//! only run in a VM with a fresh kernel (`.ci/vm`): this host's cgroup
+//! hierarchies belong to the system that runs it and are never touched.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use dsh_pty::{Held, Limit, ResourceLimits};
+use dsh_sandbox::{SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
+use dsh_shell_persistent::ShellConfig;
+use serde_json::json;
+
+fn shell(ws: &Path, mode: SandboxMode, limits: ResourceLimits) -> SandboxedShell {
+    SandboxedShell::new(SandboxConfig::new(
+        SandboxPolicy::default().mode(mode),
+        ShellConfig::new(ws).limits(limits),
+    ))
+    .unwrap()
+}
+
+async fn run(s: &SandboxedShell, cmd: &str) -> String {
+    match s.execute("agent", &json!({ "command": cmd })).await {
+        Ok(text) => text,
+        Err(err) => format!("error: {err}"),
+    }
+}
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir_in(common::visible_tmp()).unwrap();
+    let path = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, path)
+}
+
+const MODES: [SandboxMode; 2] = [SandboxMode::DangerFullAccess, SandboxMode::WorkspaceWrite];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_files_and_file_size_hold_for_the_whole_tree_in_every_mode() {
+    let limited = ResourceLimits::default()
+        .open_files(Some(64))
+        .file_size(Some(1 << 20));
+    for mode in MODES {
+        let (_dir, ws) = workspace();
+        for limits in [limited.clone(), ResourceLimits::default()] {
+            let on = !limits.is_empty();
+            let s = shell(&ws, mode, limits);
+            let out = run(
+                &s,
+                "ulimit -n; sh -c 'head -c 3000000 /dev/zero > big; echo rc=$?'; stat -c %s big",
+            )
+            .await;
+            if on {
+                assert!(out.starts_with("64\n"), "{mode}: {out}");
+                assert!(out.contains("File too large"), "{mode}: {out}");
+                assert!(out.ends_with("rc=1\n1048576"), "{mode}: {out}");
+            } else {
+                assert!(!out.starts_with("64\n"), "{mode}: {out}");
+                assert!(out.ends_with("rc=0\n3000000"), "{mode}: {out}");
+            }
+            // The shell itself lives on.
+            assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");
+            s.close_all().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_private_tmp_holds_its_size_and_inodes() {
+    let (_dir, ws) = workspace();
+    let limited = ResourceLimits::default()
+        .tmp_size(Some(64 << 20))
+        .tmp_inodes(Some(200));
+    for limits in [limited, ResourceLimits::default()] {
+        let on = !limits.is_empty();
+        let s = shell(&ws, SandboxMode::WorkspaceWrite, limits);
+        let enforcement = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
+        let out = run(
+            &s,
+            "head -c 200000000 /dev/zero > /tmp/big; echo rc=$?; stat -c %s /tmp/big; rm /tmp/big",
+        )
+        .await;
+        let files = run(
+            &s,
+            "mkdir /tmp/many && for i in $(seq 400); do : > /tmp/many/$i || break; done 2>&1 | tail -1; ls /tmp/many | wc -l",
+        )
+        .await;
+        if on {
+            assert_eq!(enforcement.limits.held(Limit::TmpSize), Some(Held::Tmpfs));
+            assert_eq!(enforcement.limits.held(Limit::TmpInodes), Some(Held::Tmpfs));
+            assert!(out.contains("No space left on device"), "{out}");
+            let size: u64 = out.lines().last().unwrap().parse().unwrap();
+            assert!(size <= 64 << 20, "{out}");
+            assert!(files.contains("No space left on device"), "{files}");
+            let made: u64 = files.lines().last().unwrap().trim().parse().unwrap();
+            assert!(made < 200, "{files}");
+        } else {
+            assert!(out.ends_with("rc=0\n200000000"), "{out}");
+            assert!(files.ends_with("400"), "{files}");
+        }
+        assert_eq!(run(&s, "echo alive").await, "alive");
+        s.close_all().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
+    let (_dir, ws) = workspace();
+    // No cgroup parent: memory, processes and CPU cannot be kept.
+    let wanted = ResourceLimits::default()
+        .memory(Some(256 << 20))
+        .pids(Some(64))
+        .cpus(Some(0.5));
+    for mode in MODES {
+        let s = shell(&ws, mode, wanted.clone());
+        let err = s.enforcement(mode).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "the process limit, the memory limit and the CPU limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`); the command was not run.",
+            "{mode}"
+        );
+        let out = run(&s, "echo ran > ran").await;
+        assert!(out.contains("cannot be enforced"), "{mode}: {out}");
+        assert!(!ws.join("ran").exists(), "{mode}: nothing ran");
+    }
+    // A private /tmp exists only in the restricted modes.
+    let tmp = ResourceLimits::default().tmp_size(Some(64 << 20));
+    let s = shell(&ws, SandboxMode::DangerFullAccess, tmp);
+    let err = s.enforcement(SandboxMode::DangerFullAccess).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "the /tmp size limit cannot be enforced: only the sandbox's restricted modes make a private /tmp"
+        ),
+        "{err}"
+    );
+    // Best effort: the shell runs with what holds, and says which.
+    for mode in MODES {
+        let s = shell(&ws, mode, wanted.clone().best_effort(true));
+        let enforcement = s.enforcement(mode).unwrap();
+        assert_eq!(enforcement.limits.held(Limit::Memory), Some(Held::Rlimit));
+        assert_eq!(enforcement.limits.held(Limit::Pids), Some(Held::NotHeld));
+        assert_eq!(enforcement.limits.held(Limit::Cpu), Some(Held::NotHeld));
+        assert_eq!(run(&s, "ulimit -v").await, "262144", "{mode}");
+        s.close_all().await;
+    }
+}
+
+/// The cgroup limits. Each test makes cgroups beneath
+/// `DSH_TEST_CGROUP_PARENT`, which only `.ci/vm` sets, inside a VM of its
+/// own; each refuses to run anywhere else.
+mod cgroup {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// The parent to make cgroups beneath, once it is sure this is the VM.
+    fn parent() -> PathBuf {
+        let parent = std::env::var_os("DSH_TEST_CGROUP_PARENT")
+            .expect("DSH_TEST_CGROUP_PARENT: these tests run in the VM of .ci/vm");
+        let marker = std::env::var_os("DSH_TEST_VM_MARKER").expect("DSH_TEST_VM_MARKER");
+        // `.ci/vm` writes this file inside the guest only (its /run is the guest's own).
+        assert!(
+            Path::new(&marker).starts_with("/run") && Path::new(&marker).exists(),
+            "not in the VM of .ci/vm: refusing to make cgroups on this host"
+        );
+        PathBuf::from(parent)
+    }
+
+    fn limits() -> ResourceLimits {
+        ResourceLimits::default().cgroup_parent(Some(parent()))
+    }
+
+    /// The shell's own cgroup directory (danger-full-access: it sees the
+    /// host's cgroup namespace).
+    async fn cgroup_dir(s: &SandboxedShell) -> PathBuf {
+        let line = run(s, "cat /proc/self/cgroup").await;
+        let rel = line
+            .trim()
+            .strip_prefix("0::")
+            .unwrap()
+            .trim_start_matches('/');
+        PathBuf::from("/sys/fs/cgroup").join(rel)
+    }
+
+    fn alive(pid: &str) -> bool {
+        Path::new("/proc").join(pid.trim()).exists()
+    }
+
+    /// Waits (bounded) until none of `pids` is alive.
+    async fn gone(pids: &[String]) -> bool {
+        for _ in 0..500 {
+            if !pids.iter().any(|p| alive(p)) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
+    async fn a_fork_bomb_stops_at_the_process_limit_and_the_shell_answers() {
+        for mode in MODES {
+            for pids in [Some(64), None] {
+                let (_dir, ws) = workspace();
+                let s = shell(&ws, mode, limits().pids(pids));
+                let out = run(
+                    &s,
+                    "for i in $(seq 200); do sleep 1000 & done 2>/dev/null; jobs -p > pids; wc -l < pids",
+                )
+                .await;
+                let started: usize = out.lines().last().unwrap().trim().parse().unwrap();
+                let pids_list: Vec<String> = std::fs::read_to_string(ws.join("pids"))
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+                eprintln!("{mode} pids {pids:?}: {started} of 200 sleeps started");
+                if pids.is_some() {
+                    assert!(started < 64 && started > 0, "{mode}: {out}");
+                    assert!(
+                        out.contains("[process limit of 64 reached: new processes were refused]"),
+                        "{mode}: {out}"
+                    );
+                } else {
+                    assert_eq!(started, 200, "{mode}: {out}");
+                    assert!(!out.contains("process limit"), "{mode}: {out}");
+                }
+                assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");
+                s.close_all().await;
+                assert!(gone(&pids_list).await, "{mode}: a sleep outlived the close");
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
+    async fn a_process_past_the_memory_limit_is_killed_and_the_result_says_so() {
+        let one_gib = "python3 -c \"b = b'x' * (1 << 30); print('allocated', len(b))\"";
+        for mode in MODES {
+            for memory in [Some(256 << 20), None] {
+                let (_dir, ws) = workspace();
+                let s = shell(&ws, mode, limits().memory(memory));
+                let out = run(&s, one_gib).await;
+                eprintln!("{mode} memory {memory:?}: {out:?}");
+                if memory.is_some() {
+                    assert!(!out.contains("allocated"), "{mode}: {out}");
+                    assert!(
+                        out.contains("[killed: memory limit of 256 MiB reached]"),
+                        "{mode}: {out}"
+                    );
+                } else {
+                    assert!(out.contains("allocated 1073741824"), "{mode}: {out}");
+                    assert!(!out.contains("memory limit"), "{mode}: {out}");
+                }
+                assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");
+                s.close_all().await;
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
+    async fn processes_each_small_but_together_too_big_meet_the_tree_limit() {
+        // Four processes of 100 MiB each: every one is under a per-process
+        // bound of 256 MiB, the four together are not.
+        let four = "for i in 1 2 3 4; do python3 -c \"import time; b = b'x' * (100 << 20); time.sleep(3)\" & done; ok=0; for j in $(jobs -p); do wait $j && ok=$((ok+1)); done; echo ok=$ok";
+        for memory in [Some(256 << 20), None] {
+            let (_dir, ws) = workspace();
+            let s = shell(&ws, SandboxMode::DangerFullAccess, limits().memory(memory));
+            let out = run(&s, four).await;
+            eprintln!("memory {memory:?}: {out:?}");
+            if memory.is_some() {
+                assert!(!out.contains("ok=4"), "{out}");
+                assert!(
+                    out.contains("[killed: memory limit of 256 MiB reached]"),
+                    "{out}"
+                );
+            } else {
+                assert!(out.ends_with("ok=4"), "{out}");
+            }
+            s.close_all().await;
+        }
+    }
+
+    /// `usage_usec` and `nr_throttled` of a cgroup's `cpu.stat`.
+    fn cpu_stat(dir: &Path) -> (u64, u64) {
+        let text = std::fs::read_to_string(dir.join("cpu.stat")).unwrap();
+        let get = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (get("usage_usec "), get("nr_throttled "))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
+    async fn a_busy_loop_gets_about_its_cpu_share() {
+        for cpus in [Some(0.5), None] {
+            let (_dir, ws) = workspace();
+            let s = shell(&ws, SandboxMode::DangerFullAccess, limits().cpus(cpus));
+            let dir = cgroup_dir(&s).await;
+            let (used_before, throttled_before) = cpu_stat(&dir);
+            let started = Instant::now();
+            run(&s, "timeout 3 sh -c 'while :; do :; done'").await;
+            let elapsed = started.elapsed().as_micros() as f64;
+            let (used, throttled) = cpu_stat(&dir);
+            let share = (used - used_before) as f64 / elapsed;
+            eprintln!(
+                "cpus {cpus:?}: {share:.2} of a CPU, throttled {} times",
+                throttled - throttled_before
+            );
+            if cpus.is_some() {
+                assert!(throttled > throttled_before, "never throttled");
+                assert!((0.2..0.75).contains(&share), "share {share:.2}");
+            } else {
+                assert!(share > 0.75, "share {share:.2}");
+            }
+            s.close_all().await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
+    async fn closing_ends_a_tree_that_left_the_session_and_ignores_sigterm() {
+        let escape = "setsid sh -c 'trap \"\" TERM HUP INT; (trap \"\" TERM HUP; sleep 1000 & echo $! > far) & wait' </dev/null >/dev/null 2>&1 & for i in $(seq 100); do [ -s far ] && break; sleep 0.05; done; cat far";
+        for mode in MODES {
+            for with_cgroup in [true, false] {
+                let (_dir, ws) = workspace();
+                let limits = if with_cgroup {
+                    limits()
+                } else {
+                    ResourceLimits::default()
+                };
+                let s = shell(&ws, mode, limits);
+                let pid = run(&s, escape).await;
+                let pid = pid.trim().to_owned();
+                assert!(alive(&pid), "{mode}: {pid}");
+                s.close_all().await;
+                let ended = gone(&[pid.clone()]).await;
+                eprintln!("{mode} cgroup {with_cgroup}: the escaped sleep ended: {ended}");
+                if with_cgroup {
+                    assert!(ended, "{mode}: the escaped sleep outlived the close");
+                } else {
+                    // Without a cgroup it leaves the terminal session (and,
+                    // confined, dies with the PID namespace).
+                    assert_eq!(ended, mode != SandboxMode::DangerFullAccess, "{mode}");
+                    // It is this test's own process: end it.
+                    if !ended {
+                        let pid: i32 = pid.parse().unwrap();
+                        // SAFETY: kill(2) of the process this test started.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
+    async fn the_enforcement_names_the_cgroup_and_nothing_is_left_behind() {
+        let (_dir, ws) = workspace();
+        let wanted = limits()
+            .memory(Some(256 << 20))
+            .pids(Some(64))
+            .cpus(Some(1.0));
+        for mode in MODES {
+            let s = shell(&ws, mode, wanted.clone());
+            let enforcement = s.enforcement(mode).unwrap();
+            for limit in [Limit::Memory, Limit::Pids, Limit::Cpu] {
+                assert!(
+                    matches!(enforcement.limits.held(limit), Some(Held::Cgroup(_))),
+                    "{mode} {limit}: {:?}",
+                    enforcement.limits
+                );
+            }
+            assert_eq!(run(&s, "echo alive").await, "alive");
+            s.close_all().await;
+        }
+        // Every session's cgroup was removed with it.
+        let root =
+            PathBuf::from("/sys/fs/cgroup").join(parent().strip_prefix("/").unwrap_or(&parent()));
+        let left: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("dsh-"))
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
+    async fn measure_spawn_with_and_without_limits_and_closing_a_thousand() {
+        let (_dir, ws) = workspace();
+        for (name, limits) in [
+            ("no limits", ResourceLimits::default()),
+            (
+                "cgroup limits",
+                limits()
+                    .memory(Some(256 << 20))
+                    .pids(Some(64))
+                    .cpus(Some(1.0)),
+            ),
+        ] {
+            let pool =
+                dsh_shell_persistent::ShellPool::new(ShellConfig::new(&ws).limits(limits)).unwrap();
+            let n = 1000;
+            let started = Instant::now();
+            for i in 0..n {
+                pool.call(&format!("a{i}"), "true").await.unwrap();
+            }
+            let spawned = started.elapsed();
+            let started = Instant::now();
+            pool.close_all().await;
+            let closed = started.elapsed();
+            eprintln!(
+                "MEASURE {name}: spawn + one call {:.2} ms a shell ({n} shells, {:.2} s); close {n} idle shells {:.0} ms",
+                spawned.as_secs_f64() * 1000.0 / f64::from(n),
+                spawned.as_secs_f64(),
+                closed.as_secs_f64() * 1000.0
+            );
+        }
+    }
+}

@@ -241,6 +241,78 @@ mod docker {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_container_per_session_carries_the_shells_limits() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let limits = dsh_pty::ResourceLimits::default()
+            .memory(Some(64 << 20))
+            .pids(Some(64))
+            .cpus(Some(0.5))
+            .tmp_size(Some(32 << 20))
+            .open_files(Some(100));
+        let grow = "bash -c 'x=$(head -c 200000000 /dev/zero | tr \"\\0\" a); echo grew ${#x}'; echo rc=$?";
+        for limited in [true, false] {
+            let mut config = ShellConfig::new("/tmp");
+            if limited {
+                config.limits = limits.clone();
+            }
+            config.backend = Arc::new(DockerBackend::per_session(
+                docker.clone(),
+                ContainerTemplate::new(test_image()),
+            ));
+            let pool = ShellPool::new(config).unwrap();
+            let host = pool.run("a", "echo $HOSTNAME").await.unwrap();
+            let info = docker.inspect_container(host.trim(), None).await.unwrap();
+            let hc = info.host_config.unwrap();
+            let grew = pool.run("a", grow).await.unwrap();
+            let tmp = pool
+                .run(
+                    "a",
+                    "head -c 50000000 /dev/zero > /tmp/f 2>/dev/null; echo rc=$?; stat -c %s /tmp/f; ulimit -n",
+                )
+                .await
+                .unwrap();
+            if limited {
+                assert_eq!(hc.memory, Some(64 << 20));
+                assert_eq!(hc.memory_swap, Some(64 << 20));
+                assert_eq!(hc.pids_limit, Some(64));
+                assert_eq!(hc.nano_cpus, Some(500_000_000));
+                let tmpfs = hc.tmpfs.unwrap();
+                assert!(tmpfs["/tmp"].contains("size=33554432"), "{tmpfs:?}");
+                assert!(!grew.contains("grew"), "{grew}");
+                assert!(grew.ends_with("rc=137"), "{grew}");
+                let lines: Vec<&str> = tmp.lines().collect();
+                assert_eq!(lines[0], "rc=1", "{tmp}");
+                assert!(lines[1].parse::<u64>().unwrap() <= 32 << 20, "{tmp}");
+                assert_eq!(lines[2], "100", "{tmp}");
+            } else {
+                assert_eq!(hc.memory.unwrap_or(0), 0);
+                assert!(hc.pids_limit.unwrap_or(0) <= 0);
+                assert!(grew.ends_with("grew 200000000\nrc=0"), "{grew}");
+                assert!(tmp.starts_with("rc=0\n50000000\n"), "{tmp}");
+            }
+            // The shell answers after the kill.
+            assert_eq!(pool.run("a", "echo alive").await.unwrap(), "alive");
+            pool.close_all().await;
+        }
+        // A shared container cannot take one session's limits.
+        let bed = Testbed::docker().await;
+        let mut config = ShellConfig::new("/tmp");
+        config.limits = limits;
+        config.backend = bed.backend.clone();
+        let err = ShellPool::new(config)
+            .unwrap()
+            .run("a", "true")
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("resource limits per session in a shared container"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
     async fn a_container_removed_mid_call_is_reported() {
         let bed = Testbed::docker().await;
         let c = bed.container().unwrap().clone();

@@ -974,3 +974,71 @@ async fn files_as_stdio_work_too() {
         "{answers:?}"
     );
 }
+
+/// The limit flags reach the local shell in every mode (rlimits and the
+/// private `/tmp` here; the cgroup ones are the VM's tests), and a limit
+/// that cannot be kept stops the server before it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_flags_reach_the_shell_and_unkeepable_ones_stop_the_server() {
+    let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
+    for mode in ["danger-full-access", "workspace-write"] {
+        let mut c = Client::start(
+            ws.path(),
+            &["--sandbox", mode, "--open-files", "77", "--file-size", "1m"],
+        )
+        .await;
+        let (text, _) = c
+            .call(
+                2,
+                "bash",
+                json!({"command": "ulimit -n; head -c 2000000 /dev/zero > big; stat -c %s big"}),
+            )
+            .await;
+        assert!(text.starts_with("77\n"), "{mode}: {text}");
+        assert!(text.contains("File too large"), "{mode}: {text}");
+        assert!(text.contains("1048576"), "{mode}: {text}");
+    }
+    let mut c = Client::start(
+        ws.path(),
+        &["--sandbox", "workspace-write", "--tmp-size", "16m"],
+    )
+    .await;
+    let (text, _) = c
+        .call(
+            2,
+            "bash",
+            json!({"command": "head -c 40000000 /dev/zero > /tmp/f; echo rc=$?"}),
+        )
+        .await;
+    assert!(text.contains("No space left on device"), "{text}");
+    assert!(text.contains("rc=1"), "{text}");
+    for (args, want) in [
+        (
+            vec!["--memory", "256m"],
+            "dsh-mcp: the memory limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`); the command was not run.\n",
+        ),
+        (
+            vec!["--tmp-size", "64m"],
+            "dsh-mcp: the /tmp size limit cannot be enforced: only the sandbox's restricted modes make a private /tmp; the command was not run.\n",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .args(&args)
+            .arg("--workspace")
+            .arg(ws.path())
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        .args(["--memory", "lots"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"lots\" is not a size"), "{err}");
+}

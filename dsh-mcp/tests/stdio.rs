@@ -654,7 +654,7 @@ async fn sockets_hidden_paths_and_fifos_through_the_server() {
         .call(
             7,
             "bash",
-            json!({"command": "echo regular > f.txt; mkfifo f.fifo; (python3 -c 'import os,ctypes\nlibc=ctypes.CDLL(None)\nwhile True: libc.renameat2(-100,b\"f.txt\",-100,b\"f.fifo\",2)' >/dev/null 2>&1 &); echo started"}),
+            json!({"command": "echo regular > f.txt; mkfifo f.fifo; (python3 -c 'import os,ctypes\nlibc=ctypes.CDLL(None)\nlibc.renameat2(-100,b\"f.txt\",-100,b\"f.fifo\",2)\nopen(\"swapping\",\"w\").close()\nwhile True: libc.renameat2(-100,b\"f.txt\",-100,b\"f.fifo\",2)' >/dev/null 2>&1 &); for i in $(seq 400); do [ -e swapping ] && break; sleep 0.05; done; [ -e swapping ] && echo started"}),
         )
         .await;
     assert_eq!(text, "started");

@@ -235,43 +235,47 @@ fn write_file(path: &Path, value: &str) -> Result<(), LimitsError> {
         .map_err(cg_err("writing", path))
 }
 
-/// Turns `controllers` on for the children of every cgroup from the v2
-/// mount down to `dir`'s parent (a cgroup only offers its children what its
-/// own parent enabled for it).
-fn enable_down_to(root: &Path, dir: &Path, controllers: &[Controller]) -> Result<(), LimitsError> {
+/// Makes `parent` (and the cgroups above it) if missing, with `controllers`
+/// turned on for the children of every cgroup from the v2 mount down to
+/// `parent` itself (a cgroup only offers its children what its own parent
+/// enabled for it).
+fn prepare_parent(
+    root: &Path,
+    parent: &Path,
+    controllers: &[Controller],
+) -> Result<(), LimitsError> {
+    let rel = parent.strip_prefix(root).unwrap_or(Path::new(""));
+    let mut level = root.to_path_buf();
+    enable(&level, controllers)?;
+    for part in rel.components() {
+        level.push(part);
+        match fs::create_dir(&level) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(cg_err("making the cgroup", &level)(e)),
+        }
+        enable(&level, controllers)?;
+    }
+    Ok(())
+}
+
+/// Turns `controllers` on in `dir`'s `cgroup.subtree_control`.
+fn enable(dir: &Path, controllers: &[Controller]) -> Result<(), LimitsError> {
     if controllers.is_empty() {
         return Ok(());
     }
-    let Ok(rel) = dir.strip_prefix(root) else {
+    let control = dir.join("cgroup.subtree_control");
+    let on = fs::read_to_string(&control).map_err(cg_err("reading", &control))?;
+    let on: Vec<&str> = on.split_whitespace().collect();
+    let missing: Vec<String> = controllers
+        .iter()
+        .filter(|c| !on.contains(&c.name()))
+        .map(|c| format!("+{}", c.name()))
+        .collect();
+    if missing.is_empty() {
         return Ok(());
-    };
-    let mut level = root.to_path_buf();
-    for part in rel.components() {
-        let control = level.join("cgroup.subtree_control");
-        let on = fs::read_to_string(&control).map_err(cg_err("reading", &control))?;
-        let on: Vec<&str> = on.split_whitespace().collect();
-        let missing: Vec<String> = controllers
-            .iter()
-            .filter(|c| !on.contains(&c.name()))
-            .map(|c| format!("+{}", c.name()))
-            .collect();
-        if !missing.is_empty() {
-            write_file(&control, &missing.join(" "))?;
-        }
-        level.push(part);
-        if !level.exists() {
-            fs::create_dir(&level)
-                .or_else(|e| {
-                    if e.kind() == io::ErrorKind::AlreadyExists {
-                        Ok(())
-                    } else {
-                        Err(e)
-                    }
-                })
-                .map_err(cg_err("making the cgroup", &level))?;
-        }
     }
-    Ok(())
+    write_file(&control, &missing.join(" "))
 }
 
 impl Cgroup {
@@ -293,7 +297,7 @@ impl Cgroup {
         for (controllers, parent) in &placement.parents {
             let dir = parent.join(&name);
             match placement.version {
-                CgroupVersion::V2 => enable_down_to(&placement.root, &dir, &placement.needed)?,
+                CgroupVersion::V2 => prepare_parent(&placement.root, parent, &placement.needed)?,
                 CgroupVersion::V1 => {
                     fs::create_dir_all(parent).map_err(cg_err("making the cgroup", parent))?
                 }

@@ -4,7 +4,7 @@
 //! only run in a VM with a fresh kernel (`.ci/vm`): this host's cgroup
 //! hierarchies belong to the system that runs it and are never touched.
 #![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::print_stderr)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
 

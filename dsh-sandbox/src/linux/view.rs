@@ -116,14 +116,14 @@ impl View {
     /// The plan for `roots` (the workspace and writable roots, in any
     /// order), `protected` paths (read-only over the roots; each must exist),
     /// `hidden` paths, a private `/tmp` (writable or not), a private
-    /// `/dev/shm` (both tmpfs with `tmp_options`), a fresh `/proc` (or, without `proc`, an empty one), and
+    /// `/dev/shm` (whether each is writable; both tmpfs with `tmp_options`),
+    /// a fresh `/proc` (or, without `proc`, an empty one), and
     /// `cwd`.
     pub(crate) fn plan(
         roots: &[Attachment],
         protected: &[PathBuf],
         hidden: &[PathBuf],
-        tmp_writable: bool,
-        shm_writable: bool,
+        (tmp_writable, shm_writable): (bool, bool),
         tmp_options: &str,
         proc: bool,
         cwd: &Path,

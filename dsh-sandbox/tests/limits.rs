@@ -169,6 +169,14 @@ mod cgroup {
         PathBuf::from(parent)
     }
 
+    /// The hierarchy the VM set up: `DSH_TEST_CGROUP_VERSION` 1 or 2.
+    fn version() -> dsh_pty::CgroupVersion {
+        match std::env::var("DSH_TEST_CGROUP_VERSION").as_deref() {
+            Ok("1") => dsh_pty::CgroupVersion::V1,
+            _ => dsh_pty::CgroupVersion::V2,
+        }
+    }
+
     fn limits() -> ResourceLimits {
         ResourceLimits::default().cgroup_parent(Some(parent()))
     }
@@ -270,6 +278,17 @@ mod cgroup {
                     assert!(!out.contains("memory limit"), "{mode}: {out}");
                 }
                 assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");
+                if memory.is_some() {
+                    // The shell itself the largest: it is the one killed,
+                    // and reset.
+                    let out = run(&s, "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}").await;
+                    eprintln!("{mode} the shell past the limit: {out:?}");
+                    assert!(
+                        out.contains("[killed: memory limit of 256 MiB reached]\n[shell killed by signal: SIGKILL]\nThe persistent bash shell was reset"),
+                        "{mode}: {out}"
+                    );
+                    assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");
+                }
                 s.close_all().await;
             }
         }
@@ -382,25 +401,36 @@ mod cgroup {
             let s = shell(&ws, mode, wanted.clone());
             let enforcement = s.enforcement(mode).unwrap();
             for limit in [Limit::Memory, Limit::Pids, Limit::Cpu] {
-                assert!(
-                    matches!(enforcement.limits.held(limit), Some(Held::Cgroup(_))),
-                    "{mode} {limit}: {:?}",
-                    enforcement.limits
+                assert_eq!(
+                    enforcement.limits.held(limit),
+                    Some(Held::Cgroup(version())),
+                    "{mode} {limit}"
                 );
             }
             assert_eq!(run(&s, "echo alive").await, "alive");
             s.close_all().await;
         }
-        // Every session's cgroup was removed with it.
-        let root =
-            PathBuf::from("/sys/fs/cgroup").join(parent().strip_prefix("/").unwrap_or(&parent()));
-        let left: Vec<_> = std::fs::read_dir(&root)
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().starts_with("dsh-"))
-            .map(|e| e.path())
-            .collect();
-        assert!(left.is_empty(), "left behind: {left:?}");
+        // Every session's cgroup was removed with it, in every hierarchy.
+        let rel = parent();
+        let rel = rel.strip_prefix("/").unwrap();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mut looked = 0;
+        for line in mountinfo.lines() {
+            let (left, right) = line.split_once(" - ").unwrap();
+            if !right.starts_with("cgroup") {
+                continue;
+            }
+            let dir = Path::new(left.split(' ').nth(4).unwrap()).join(rel);
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            looked += 1;
+            let left: Vec<_> = entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("dsh-"))
+                .map(|e| e.path())
+                .collect();
+            assert!(left.is_empty(), "left behind: {left:?}");
+        }
+        assert!(looked > 0, "no hierarchy holds {}", rel.display());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

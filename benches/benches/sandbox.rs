@@ -27,6 +27,20 @@ fn spawn_cost(c: &mut Criterion) {
     group.bench_function("unconfined_baseline", |b| {
         b.iter(|| rt.block_on(unconfined.run("bench", "true")).unwrap())
     });
+    // Resource limits: the rlimits here (a cgroup is never made on this
+    // host; the cgroup path is measured in the VM of `.ci/vm-tests`).
+    let rlimits = dsh_pty::ResourceLimits::default()
+        .open_files(Some(1024))
+        .file_size(Some(1 << 30));
+    let limited = ShellPool::new(
+        ShellConfig::new(ws.path())
+            .persistent(false)
+            .limits(rlimits),
+    )
+    .unwrap();
+    group.bench_function("unconfined_with_rlimits", |b| {
+        b.iter(|| rt.block_on(limited.run("bench", "true")).unwrap())
+    });
 
     let confined = |bubblewrap: Option<PathBuf>| {
         let mut config = SandboxConfig::new(
@@ -53,6 +67,20 @@ fn spawn_cost(c: &mut Criterion) {
     let net = SandboxedShell::new(net).unwrap();
     group.bench_function("confined_with_network", |b| {
         b.iter(|| rt.block_on(net.execute("bench", &args)).unwrap())
+    });
+    let mut bounded = SandboxConfig::new(
+        SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite),
+        ShellConfig::new(ws.path()).limits(
+            dsh_pty::ResourceLimits::default()
+                .tmp_size(Some(64 << 20))
+                .tmp_inodes(Some(10_000))
+                .open_files(Some(1024)),
+        ),
+    );
+    bounded.restricted = Persistence::OneShot;
+    let bounded = SandboxedShell::new(bounded).unwrap();
+    group.bench_function("confined_with_tmp_bounds_and_rlimits", |b| {
+        b.iter(|| rt.block_on(bounded.execute("bench", &args)).unwrap())
     });
     if std::process::Command::new("bwrap")
         .arg("--version")

@@ -16,6 +16,11 @@
 //!   bounded [`Scrollback`] addressed by absolute byte offsets from the start
 //!   of the session; pages can be read backwards from any offset, and a
 //!   request for bytes that were dropped says so instead of returning others.
+//! * **Limits on the whole tree.** [`ResourceLimits`] on a [`SpawnSpec`]
+//!   bounds processes, memory and CPU through a cgroup per session (which is
+//!   then also what ending the session kills), and open files and file size
+//!   through rlimits; a limit that cannot be kept fails the spawn unless the
+//!   host asked for best effort.
 //! * **A hook for confinement.** [`PreExec`] actions run in the child between
 //!   `fork` and `exec`, which is how the sandbox crate applies Landlock.
 //!

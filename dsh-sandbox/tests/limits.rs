@@ -281,7 +281,11 @@ mod cgroup {
                 if memory.is_some() {
                     // The shell itself the largest: it is the one killed,
                     // and reset.
-                    let out = run(&s, "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}").await;
+                    let out = run(
+                        &s,
+                        "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}",
+                    )
+                    .await;
                     eprintln!("{mode} the shell past the limit: {out:?}");
                     assert!(
                         out.contains("[killed: memory limit of 256 MiB reached]\n[shell killed by signal: SIGKILL]\nThe persistent bash shell was reset"),
@@ -421,7 +425,9 @@ mod cgroup {
                 continue;
             }
             let dir = Path::new(left.split(' ').nth(4).unwrap()).join(rel);
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             looked += 1;
             let left: Vec<_> = entries
                 .filter_map(Result::ok)

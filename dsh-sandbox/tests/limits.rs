@@ -30,8 +30,13 @@ async fn run(s: &SandboxedShell, cmd: &str) -> String {
     }
 }
 
+/// A fresh workspace: beneath `DSH_TEST_WORKSPACES` when set (the VM's
+/// unprivileged run, which cannot write the checkout), else where a confined
+/// shell sees it.
 fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir_in(common::visible_tmp()).unwrap();
+    let base =
+        std::env::var_os("DSH_TEST_WORKSPACES").map_or_else(common::visible_tmp, PathBuf::from);
+    let dir = tempfile::tempdir_in(base).unwrap();
     let path = std::fs::canonicalize(dir.path()).unwrap();
     (dir, path)
 }
@@ -474,7 +479,9 @@ mod cgroup {
                     let pool = std::sync::Arc::clone(&pool);
                     set.spawn(async move { pool.call(&format!("a{i}"), "true").await.unwrap() });
                 }
-                while set.join_next().await.is_some() {}
+                while let Some(done) = set.join_next().await {
+                    done.unwrap();
+                }
             }
             let started = Instant::now();
             pool.close_all().await;

@@ -46,11 +46,10 @@ struct Mount {
 }
 
 /// The cgroup mounts of this process's mount namespace.
-fn mounts() -> Vec<Mount> {
-    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    text.lines().filter_map(parse_mountinfo_line).collect()
+fn mounts() -> Result<Vec<Mount>, String> {
+    let text = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("the mount table (/proc/self/mountinfo) could not be read: {e}"))?;
+    Ok(text.lines().filter_map(parse_mountinfo_line).collect())
 }
 
 /// One line of `/proc/self/mountinfo`: `id parent dev root point opts
@@ -141,7 +140,7 @@ fn place(limits: &ResourceLimits) -> Result<Placement, String> {
         return Err("no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`)".to_owned());
     };
     let needed = needed(limits);
-    let mounts = mounts();
+    let mounts = mounts()?;
     if let Some(v2) = mounts.iter().find(|m| m.v2) {
         let offered = fs::read_to_string(v2.point.join("cgroup.controllers")).unwrap_or_default();
         let offered: Vec<&str> = offered.split_whitespace().collect();

@@ -483,6 +483,15 @@ mod cgroup {
                     done.unwrap();
                 }
             }
+            let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+            let limit = std::fs::read_to_string("/proc/self/limits").unwrap();
+            let limit = limit
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .unwrap_or("");
+            eprintln!(
+                "MEASURE {name}: {n} shells hold {fds} descriptors of this process ({limit})"
+            );
             let started = Instant::now();
             pool.close_all().await;
             let closed = started.elapsed();

@@ -105,7 +105,6 @@ struct Limiter {
     #[cfg(target_os = "linux")]
     cgroup: Option<cgroup::Cgroup>,
     rlimits: Rlimits,
-    join_fds: Vec<std::os::fd::RawFd>,
 }
 
 impl Limiter {
@@ -116,7 +115,6 @@ impl Limiter {
                 #[cfg(target_os = "linux")]
                 cgroup: None,
                 rlimits: Vec::new(),
-                join_fds: Vec::new(),
             });
         }
         #[cfg(target_os = "linux")]
@@ -139,21 +137,19 @@ impl Limiter {
             let cgroup = placement
                 .map(|p| cgroup::Cgroup::create(&p, limits))
                 .transpose()?;
-            let join_fds = cgroup
-                .as_ref()
-                .map(cgroup::Cgroup::join_fds)
-                .unwrap_or_default();
-            Ok(Limiter {
-                cgroup,
-                rlimits,
-                join_fds,
-            })
+            Ok(Limiter { cgroup, rlimits })
         }
         #[cfg(not(target_os = "linux"))]
-        Ok(Limiter {
-            rlimits,
-            join_fds: Vec::new(),
-        })
+        Ok(Limiter { rlimits })
+    }
+
+    /// The descriptors the child joins the session's cgroup through.
+    fn join_fds(&self) -> Vec<std::os::fd::RawFd> {
+        #[cfg(target_os = "linux")]
+        if let Some(cgroup) = &self.cgroup {
+            return cgroup.join_fds();
+        }
+        Vec::new()
     }
 }
 
@@ -161,7 +157,7 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
     spec.check_cwd()?;
     #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut limiter = Limiter::new(spec.get_limits())?;
-    let join_fds = limiter.join_fds.clone();
+    let join_fds = limiter.join_fds();
     let rlimits = limiter.rlimits.clone();
     let ignore_xfsz = spec.get_limits().file_size.is_some();
     let pair = pty::open(

@@ -15,8 +15,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let editor = Editor::new(LocalFs::new());
 
     // What a model sees, and the three tool-definition shapes.
-    println!("{}", pool.anthropic_schema());
-    println!("{}", editor.mcp_schema()["name"]);
+    println!("{}", pool.spec().anthropic());
+    println!("{}", editor.spec().mcp()["name"]);
 
     // JSON in, text out.
     let text = pool

@@ -141,9 +141,9 @@ async fn editor_outcomes_are_data_and_render_to_the_contract() {
     );
 
     for (shape, key) in [
-        (editor.schema(), "parameters"),
-        (editor.anthropic_schema(), "input_schema"),
-        (editor.mcp_schema(), "inputSchema"),
+        (editor.spec().openai(), "parameters"),
+        (editor.spec().anthropic(), "input_schema"),
+        (editor.spec().mcp(), "inputSchema"),
     ] {
         assert_eq!(shape["name"], "str_replace_editor");
         assert_eq!(shape[key]["required"], json!(["command", "path"]));

@@ -4,7 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use dsh_tool::{Kind, Parameter, ToolSpec};
+use serde_json::Value;
 use tracing::Instrument;
 
 use crate::args::{self, Parsed};
@@ -185,35 +186,18 @@ impl<F: Fs + 'static> Editor<F> {
         &self.fs
     }
 
-    /// The tool's definition in the OpenAI function shape:
-    /// `{"name", "description", "parameters"}`, where `parameters` is the
-    /// JSON Schema of the arguments.
-    pub fn schema(&self) -> Value {
-        json!({
-            "name": TOOL_NAME,
-            "description": self.config.description,
-            "parameters": parameters_schema(),
-        })
-    }
-
-    /// The tool's definition in the Anthropic Messages API shape:
-    /// `{"name", "description", "input_schema"}`.
-    pub fn anthropic_schema(&self) -> Value {
-        json!({
-            "name": TOOL_NAME,
-            "description": self.config.description,
-            "input_schema": parameters_schema(),
-        })
-    }
-
-    /// The tool's definition in the MCP `tools/list` shape:
-    /// `{"name", "description", "inputSchema"}`.
-    pub fn mcp_schema(&self) -> Value {
-        json!({
-            "name": TOOL_NAME,
-            "description": self.config.description,
-            "inputSchema": parameters_schema(),
-        })
+    /// The tool's definition: its name, the configured description and
+    /// the parameters of [`EditorRequest`]. Render it for a host with
+    /// [`ToolSpec::openai`], [`ToolSpec::anthropic`] or [`ToolSpec::mcp`].
+    ///
+    /// ```
+    /// use dsh_editor::{Editor, fs::MemFs};
+    /// let spec = Editor::new(MemFs::new()).spec();
+    /// assert_eq!(spec.name, "str_replace_editor");
+    /// assert_eq!(spec.mcp()["inputSchema"]["required"], serde_json::json!(["command", "path"]));
+    /// ```
+    pub fn spec(&self) -> ToolSpec {
+        tool_spec(&self.config.description)
     }
 
     /// Runs one tool call given as the model's JSON arguments. `Ok` holds
@@ -648,42 +632,42 @@ fn fs_error(e: FsError, display: &str) -> EditorError {
     }
 }
 
-/// The JSON Schema of the tool's arguments.
-pub fn parameters_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "command": {
-                "type": "string",
-                "enum": ["view", "create", "str_replace", "insert"],
-                "description": "The command to run: `view`, `create`, `str_replace` or `insert`."
-            },
-            "path": {
-                "type": "string",
-                "description": "Absolute path to a file or directory, e.g. `/repo/file.py` or `/repo`."
-            },
-            "file_text": {
-                "type": "string",
-                "description": "Required for `create`: the content of the new file."
-            },
-            "insert_line": {
-                "type": "integer",
-                "description": "Required for `insert`: `new_str` is inserted after this line (0 inserts at the top)."
-            },
-            "new_str": {
-                "type": "string",
-                "description": "For `str_replace`: the replacement text (omit it to delete `old_str`). For `insert`: the text to insert (required)."
-            },
-            "old_str": {
-                "type": "string",
-                "description": "Required for `str_replace`: the exact text to replace. It must occur exactly once in the file."
-            },
-            "view_range": {
-                "type": "array",
-                "items": {"type": "integer"},
-                "description": "Optional for `view` of a file: [first, last] line numbers, 1-based and inclusive; last = -1 means to the end of the file."
-            }
-        },
-        "required": ["command", "path"]
-    })
+/// The editor's definition with `description`.
+fn tool_spec(description: &str) -> ToolSpec {
+    ToolSpec::new(TOOL_NAME, description)
+        .parameter(Parameter::required(
+            "command",
+            Kind::one_of(["view", "create", "str_replace", "insert"]),
+            "The command to run: `view`, `create`, `str_replace` or `insert`.",
+        ))
+        .parameter(Parameter::required(
+            "path",
+            Kind::String,
+            "Absolute path to a file or directory, e.g. `/repo/file.py` or `/repo`.",
+        ))
+        .parameter(Parameter::optional(
+            "file_text",
+            Kind::String,
+            "Required for `create`: the content of the new file.",
+        ))
+        .parameter(Parameter::optional(
+            "insert_line",
+            Kind::Integer,
+            "Required for `insert`: `new_str` is inserted after this line (0 inserts at the top).",
+        ))
+        .parameter(Parameter::optional(
+            "new_str",
+            Kind::String,
+            "For `str_replace`: the replacement text (omit it to delete `old_str`). For `insert`: the text to insert (required).",
+        ))
+        .parameter(Parameter::optional(
+            "old_str",
+            Kind::String,
+            "Required for `str_replace`: the exact text to replace. It must occur exactly once in the file.",
+        ))
+        .parameter(Parameter::optional(
+            "view_range",
+            Kind::array_of(Kind::Integer),
+            "Optional for `view` of a file: [first, last] line numbers, 1-based and inclusive; last = -1 means to the end of the file.",
+        ))
 }

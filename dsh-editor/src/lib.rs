@@ -11,9 +11,9 @@
 //! A host hands over the model's JSON ([`Editor::execute`]: text out), or
 //! calls with an [`EditorRequest`] ([`Editor::call`]) and gets an
 //! [`EditorOutcome`] — what was viewed or changed, as data — which
-//! [`contract::render`] turns into the same text. The tool definition comes
-//! in three shapes: [`Editor::schema`] (OpenAI), [`Editor::anthropic_schema`],
-//! [`Editor::mcp_schema`].
+//! [`contract::render`] turns into the same text. The tool definition is
+//! [`Editor::spec`], a [`ToolSpec`] rendered in the OpenAI, Anthropic or
+//! MCP shape.
 //!
 //! # Example
 //!
@@ -102,12 +102,13 @@ pub mod text;
 pub use contract::VIEW_CLIP_NOTE;
 pub use editor::{
     DEFAULT_DESCRIPTION, Editor, EditorConfig, EditorConfigError, MAX_LISTED_MATCHES, TOOL_NAME,
-    parameters_schema,
 };
 pub use error::EditorError;
 pub use outcome::{DirectoryView, EditorOutcome, FileView};
 pub use request::EditorRequest;
 
+/// The tool definition type of [`Editor::spec`].
+pub use dsh_tool::{self, ToolSpec};
 /// The JSON crate of [`Editor::execute`]'s arguments and the schemas,
 /// re-exported so a host needs no matching version of its own.
 pub use serde_json;

@@ -570,7 +570,7 @@ async fn files_above_the_size_bound_are_refused() {
 #[tokio::test]
 async fn schema_is_the_contract() {
     let editor = Editor::new(MemFs::new());
-    let schema = editor.schema();
+    let schema = editor.spec().openai();
     assert_eq!(schema["name"], "str_replace_editor");
     let params = &schema["parameters"];
     assert_eq!(params["required"], json!(["command", "path"]));
@@ -602,6 +602,47 @@ async fn schema_is_the_contract() {
         "integer"
     );
     assert_eq!(params["properties"]["insert_line"]["type"], "integer");
+    // The definition as models have been offered it, member for member.
+    assert_eq!(
+        params,
+        &json!({
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "enum": ["view", "create", "str_replace", "insert"],
+                    "description": "The command to run: `view`, `create`, `str_replace` or `insert`."
+                },
+                "path": {
+                    "type": "string",
+                    "description": "Absolute path to a file or directory, e.g. `/repo/file.py` or `/repo`."
+                },
+                "file_text": {
+                    "type": "string",
+                    "description": "Required for `create`: the content of the new file."
+                },
+                "insert_line": {
+                    "type": "integer",
+                    "description": "Required for `insert`: `new_str` is inserted after this line (0 inserts at the top)."
+                },
+                "new_str": {
+                    "type": "string",
+                    "description": "For `str_replace`: the replacement text (omit it to delete `old_str`). For `insert`: the text to insert (required)."
+                },
+                "old_str": {
+                    "type": "string",
+                    "description": "Required for `str_replace`: the exact text to replace. It must occur exactly once in the file."
+                },
+                "view_range": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "description": "Optional for `view` of a file: [first, last] line numbers, 1-based and inclusive; last = -1 means to the end of the file."
+                }
+            },
+            "required": ["command", "path"]
+        })
+    );
+    assert_eq!(schema["description"], editor.config().description);
 }
 
 suite!(

@@ -11,8 +11,8 @@ use dsh_editor::fs::Fs;
 use dsh_editor::{Editor, EditorConfig};
 use dsh_mcp::{DshServer, ElicitApprover, SessionLog};
 use dsh_sandbox::{
-    Approval, Approver, FixedApprover, ModeChange, Persistence, SandboxConfig, SandboxFs,
-    SandboxMode, SandboxPolicy, SandboxedShell,
+    Approval, Approver, FixedApprover, ModeChange, Persistence, SandboxConfig, SandboxMode,
+    SandboxPolicy, SandboxedShell,
 };
 use dsh_shell_persistent::{ClipMode, Dialect, ShellConfig};
 use rmcp::ServiceExt;
@@ -527,7 +527,7 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
     }
     let fs: Arc<dyn Fs> = match &place.fs {
         Some(fs) => Arc::clone(fs),
-        None => Arc::new(SandboxFs::new(policy, &workspace)),
+        None => shell.editor_fs(dsh_mcp::OWNER),
     };
     let editor = match Editor::with_config(
         fs,

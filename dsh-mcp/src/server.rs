@@ -12,7 +12,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::{ElicitApprover, SessionLog};
 
@@ -26,9 +26,6 @@ pub struct DshServer {
     editor: Arc<Editor<Arc<dyn Fs>>>,
     log: Option<Arc<SessionLog>>,
     elicit: Option<Arc<ElicitApprover>>,
-    /// One call at a time, in arrival order (a fair lock, taken before
-    /// anything else awaits, on a single-threaded runtime).
-    turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for DshServer {
@@ -54,7 +51,6 @@ impl DshServer {
             editor: Arc::new(editor),
             log: log.map(Arc::new),
             elicit,
-            turn: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -65,25 +61,19 @@ impl DshServer {
 
     /// The two tool definitions, as MCP lists them.
     pub fn tools(&self) -> Vec<Tool> {
-        [self.shell.mcp_schema(OWNER), self.editor.mcp_schema()]
+        [self.shell.spec(OWNER), self.editor.spec()]
             .into_iter()
-            .map(|schema| {
-                let name = schema["name"].as_str().unwrap_or_default().to_owned();
-                let description = schema["description"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                let input = match &schema["inputSchema"] {
-                    Value::Object(map) => map.clone(),
-                    _ => Map::new(),
-                };
-                Tool::new(name, description, Arc::new(input))
+            .map(|spec| {
+                let input = spec.json_schema();
+                Tool::new(spec.name, spec.description, Arc::new(input))
             })
             .collect()
     }
 
     /// Runs one call of a tool that exists (`call_tool` refuses the others);
-    /// `Err` holds the model-visible error text.
+    /// `Err` holds the model-visible error text. Both tools run in the
+    /// owner's turn, so calls run one at a time in arrival order: the turn
+    /// is a fair lock, and it is the first thing a call waits for.
     async fn dispatch(
         &self,
         name: &str,
@@ -96,8 +86,8 @@ impl DshServer {
                 .await
                 .map_err(|e| e.to_string())
         } else {
-            self.editor
-                .execute(arguments)
+            self.shell
+                .in_turn(OWNER, self.editor.execute(arguments))
                 .await
                 .map_err(|e| e.to_string())
         }
@@ -124,7 +114,6 @@ impl ServerHandler for DshServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let _turn = self.turn.lock().await;
         let started = Instant::now();
         if let Some(elicit) = &self.elicit {
             elicit.set_peer(context.peer.clone());

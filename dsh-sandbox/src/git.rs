@@ -9,7 +9,7 @@
 //! make the root itself look like a bare repository to a host's `git`
 //! (which takes a directory with `HEAD`, `objects/` and `refs/` for one and
 //! would run its `config`'s `core.fsmonitor`): git accepts no directory as
-//! `HEAD`. Both are removed when the shell's pool is dropped, if still
+//! `HEAD`. Both are removed when the confined shell is dropped, if still
 //! empty (a repository the user created meanwhile is left alone), so what
 //! the shell left there is no repository afterwards either, and a host's
 //! `git init` there does what it always does. Git treats an empty `.git`
@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use crate::{SandboxMode, WriteRules};
 
-/// The empty `.git` directories made for one confined pool.
+/// The empty `.git` directories made for one confined shell.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders(Vec<PathBuf>);
 

@@ -1,41 +1,49 @@
-//! The shell tool under the sandbox: modes per owner, a persistent confined
-//! shell per owner, the rules for changing a mode, and the schema.
+//! The shell tool under the sandbox: per owner, its mode, its shell and
+//! what confines it, behind one turn; the rules for changing a mode; the
+//! tool's definition.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
-use dsh_shell_persistent::{ShellConfig, ShellError, ShellPool};
-use serde_json::{Value, json};
+use dsh_shell_persistent::{Shell, ShellConfig, ShellError, ShellHandle, ToolSpec};
+use dsh_tool::{Kind, Parameter};
+use serde_json::Value;
 
 use crate::contract::{Denial, SandboxOutcome};
 use crate::git::Placeholders;
 use crate::{
-    Enforcement, ModeChange, Persistence, SandboxConfig, SandboxError, SandboxMode, SandboxRequest,
-    WriteRules,
+    Enforcement, ModeChange, Persistence, SandboxConfig, SandboxError, SandboxFs, SandboxMode,
+    SandboxRequest, WriteRules,
 };
 
 /// The shell tool with sandbox modes.
 ///
-/// * `danger-full-access`: the owner's persistent shell, unconfined.
+/// * `danger-full-access`: the owner's shell, unconfined (persistent unless
+///   the shell config says `persistent(false)`).
 /// * `read-only`, `workspace-write`: the owner's persistent shell, confined
 ///   when it is created (or a fresh confined shell per call with
 ///   [`Persistence::OneShot`]).
 /// * An approved `sandbox_permissions` runs that one call wider, in a fresh
 ///   shell; the owner's persistent shell stays as it was.
 ///
-/// Calls of one owner, and changes of its mode, run one at a time in arrival
-/// order.
+/// Each owner has one turn: its calls, the changes of its mode (which its
+/// editor's filesystem, [`SandboxedShell::editor_fs`], follows) and whatever
+/// a host runs in it ([`SandboxedShell::in_turn`]) happen one at a time in
+/// arrival order.
 #[derive(Debug)]
 pub struct SandboxedShell {
     config: SandboxConfig,
-    unconfined: ShellPool,
-    owners: Mutex<HashMap<String, Arc<Owner>>>,
+    owners: Arc<Mutex<HashMap<String, Arc<Owner>>>>,
+    /// Whether the idle sweeper runs (started by the first call).
+    sweeping: AtomicBool,
     /// Namespaces failed and the policy allows the weaker mode.
     weaker: AtomicBool,
     /// The size of `owners` at which the next new owner prunes it.
     prune_at: AtomicUsize,
+    closed: AtomicBool,
 }
 
 /// The smallest owner map that is ever pruned.
@@ -43,49 +51,115 @@ const PRUNE_FLOOR: usize = 1024;
 
 #[derive(Debug, Default)]
 struct Owner {
-    /// The owner's turn: calls and mode changes, in arrival order.
-    turn: tokio::sync::Mutex<()>,
-    state: Mutex<OwnerState>,
+    /// The owner's turn, holding its persistent shell.
+    turn: tokio::sync::Mutex<Option<Current>>,
+    /// The owner's own mode; written only in its turn, read at any time.
+    mode: Mutex<Option<SandboxMode>>,
+    /// The shell a call of the owner runs in, else its persistent shell:
+    /// what closing the owner ends.
+    live: Mutex<Option<ShellHandle>>,
+    /// The owner's editor filesystem, once a host asked for it.
+    fs: OnceLock<Arc<SandboxFs>>,
+    /// The owner was closed: calls still waiting for its turn are refused.
+    closed: AtomicBool,
+    /// When the owner's last call ended (or its first began).
+    last_used: Mutex<Option<Instant>>,
 }
 
-#[derive(Debug, Default)]
-struct OwnerState {
-    mode: Option<SandboxMode>,
-    confined: Option<Arc<Confined>>,
-}
-
-/// A pool of confined shells and what the kernel enforces for it.
+/// A shell, the mode it runs under and what the kernel enforces for it.
 #[derive(Debug)]
-struct Confined {
+struct Current {
     mode: SandboxMode,
-    // Dropped before the placeholders: the shells are killed first.
-    pool: ShellPool,
+    // Dropped before the placeholders: the shell is killed first.
+    shell: Shell,
     enforcement: Enforcement,
-    _placeholders: Placeholders,
+    _placeholders: Option<Placeholders>,
 }
 
 impl Owner {
-    fn state(&self) -> MutexGuard<'_, OwnerState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn mode(&self) -> MutexGuard<'_, Option<SandboxMode>> {
+        self.mode.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn live(&self) -> MutexGuard<'_, Option<ShellHandle>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map_or(Duration::ZERO, |t| t.elapsed())
     }
 }
 
 impl SandboxedShell {
-    /// The tool. No shell starts until a call; a restricted call whose
-    /// confinement cannot be enforced fails closed with the reason.
+    /// The tool, once its shell settings are validated. No shell starts
+    /// until a call; a restricted call whose confinement cannot be enforced
+    /// fails closed with the reason.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
-        let unconfined = ShellPool::new(config.shell.clone().persistent(true))?;
+        config.shell.validate()?;
         Ok(SandboxedShell {
-            unconfined,
-            owners: Mutex::new(HashMap::new()),
+            owners: Arc::new(Mutex::new(HashMap::new())),
+            sweeping: AtomicBool::new(false),
             weaker: AtomicBool::new(false),
             prune_at: AtomicUsize::new(PRUNE_FLOOR),
+            closed: AtomicBool::new(false),
             config,
         })
     }
 
+    fn owners_map(&self) -> MutexGuard<'_, HashMap<String, Arc<Owner>>> {
+        lock_owners(&self.owners)
+    }
+
+    /// With the shell config's idle limit, starts (once) the task that ends
+    /// the shells of owners idle that long. The owners stay, with their
+    /// modes: an idle owner's next call starts a fresh shell in the mode it
+    /// had. The task holds the owners weakly and ends with the tool.
+    fn start_sweeper(&self) {
+        let Some(limit) = self.config.shell.idle_limit else {
+            return;
+        };
+        if self.sweeping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let owners = Arc::downgrade(&self.owners);
+        let period = (limit / 4).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let Some(owners) = owners.upgrade() else {
+                    return;
+                };
+                let idle: Vec<Arc<Owner>> = lock_owners(&owners)
+                    .values()
+                    .filter(|o| o.idle_for() >= limit)
+                    .cloned()
+                    .collect();
+                drop(owners);
+                let mut closing = tokio::task::JoinSet::new();
+                for entry in idle {
+                    // A call under way (or waiting its turn) holds the turn.
+                    let Ok(mut current) = entry.turn.try_lock() else {
+                        continue;
+                    };
+                    if let Some(mut c) = current.take() {
+                        *entry.live() = None;
+                        closing.spawn(async move { c.shell.close().await });
+                    }
+                }
+                while closing.join_next().await.is_some() {}
+            }
+        });
+    }
+
     fn owner(&self, owner: &str) -> Arc<Owner> {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let mut owners = self.owners_map();
         if !owners.contains_key(owner) && owners.len() >= self.prune_at.load(Ordering::Relaxed) {
             self.prune(&mut owners);
         }
@@ -93,20 +167,19 @@ impl SandboxedShell {
     }
 
     /// Forgets the owners that hold nothing: no call under way or waiting,
-    /// no mode of their own, and no shell (closed, or closed by the shell
-    /// pool's idle limit). Run when the map has doubled since the last
-    /// pruning, so its cost is amortized and the map stays within twice the
-    /// owners that hold something.
+    /// no mode of their own, no editor filesystem handed out, and no shell
+    /// (closed, or ended by the shell's idle limit). Run when the map has
+    /// doubled since the last pruning, so its cost is amortized and the map
+    /// stays within twice the owners that hold something.
     fn prune(&self, owners: &mut HashMap<String, Arc<Owner>>) {
-        owners.retain(|name, entry| {
-            let busy = Arc::strong_count(entry) > 1 || entry.turn.try_lock().is_err();
-            let state = entry.state();
-            let holds = state.mode.is_some()
-                || self.unconfined.has_shell(name)
-                || state
-                    .confined
-                    .as_ref()
-                    .is_some_and(|c| c.pool.has_shell(name));
+        owners.retain(|_, entry| {
+            let Ok(current) = entry.turn.try_lock() else {
+                return true;
+            };
+            let busy = Arc::strong_count(entry) > 1;
+            let holds = entry.mode().is_some()
+                || entry.fs.get().is_some()
+                || current.as_ref().is_some_and(|c| c.shell.is_running());
             busy || holds
         });
         self.prune_at
@@ -115,9 +188,9 @@ impl SandboxedShell {
 
     /// The owner's mode: its own, else the policy's default.
     pub fn mode(&self, owner: &str) -> SandboxMode {
-        self.owner(owner)
-            .state()
-            .mode
+        self.owners_map()
+            .get(owner)
+            .and_then(|o| *o.mode())
             .unwrap_or(self.config.policy.mode)
     }
 
@@ -144,18 +217,16 @@ impl SandboxedShell {
     /// Changes `owner`'s mode, following the [`ModeChange`] rule when it has
     /// a persistent shell. The change waits for the owner's turn, so a call
     /// that already started finishes under the old mode and every later one
-    /// runs under the new one. The same mode keeps the shell.
+    /// runs under the new one; the owner's editor filesystem changes with
+    /// it. The same mode keeps the shell.
     pub async fn set_mode(&self, owner: &str, mode: SandboxMode) -> Result<(), SandboxError> {
         let entry = self.owner(owner);
-        let _turn = entry.turn.lock().await;
-        let from = entry.state().mode.unwrap_or(self.config.policy.mode);
+        let mut current = entry.turn.lock().await;
+        let from = entry.mode().unwrap_or(self.config.policy.mode);
         if from == mode {
             return Ok(());
         }
-        let confined = entry.state().confined.clone();
-        let has_shell = self.unconfined.has_shell(owner)
-            || confined.as_ref().is_some_and(|c| c.pool.has_shell(owner));
-        if has_shell {
+        if current.as_ref().is_some_and(|c| c.shell.is_running()) {
             match self.config.mode_change {
                 ModeChange::Reject => {
                     return Err(SandboxError::ShellOpen {
@@ -165,84 +236,83 @@ impl SandboxedShell {
                     });
                 }
                 ModeChange::Reset => {
-                    self.unconfined.close_owner(owner).await;
-                    if let Some(c) = confined {
-                        c.pool.close_all().await;
+                    if let Some(mut c) = current.take() {
+                        c.shell.close().await;
                     }
-                    entry.state().confined = None;
+                    *entry.live() = None;
                 }
             }
         }
-        entry.state().mode = Some(mode);
+        *entry.mode() = Some(mode);
+        if let Some(fs) = entry.fs.get() {
+            fs.set_mode(mode);
+        }
         tracing::info!(owner, %from, to = %mode, "sandbox mode changed");
         Ok(())
     }
 
+    /// The editor's filesystem for `owner` ([`SandboxFs`]), in the owner's
+    /// mode now and following every later [`SandboxedShell::set_mode`]:
+    /// the same one on every ask.
+    pub fn editor_fs(&self, owner: &str) -> Arc<SandboxFs> {
+        let entry = self.owner(owner);
+        let fs = entry.fs.get_or_init(|| {
+            let fs = SandboxFs::new(self.config.policy.clone(), &self.config.shell.start_dir);
+            if let Some(mode) = *entry.mode() {
+                fs.set_mode(mode);
+            }
+            Arc::new(fs)
+        });
+        Arc::clone(fs)
+    }
+
+    /// Runs `work` in `owner`'s turn: after the owner's calls and mode
+    /// changes that came before, and before those that come after. A host
+    /// runs its other tools for the owner so (an MCP server its editor), so
+    /// that they see the shell's effects in the order the model asked.
+    pub async fn in_turn<T>(&self, owner: &str, work: impl Future<Output = T>) -> T {
+        let entry = self.owner(owner);
+        let _turn = entry.turn.lock().await;
+        work.await
+    }
+
     /// Closes `owner`'s shells and forgets the owner (its mode included):
     /// everything it held is freed, and its next call starts as a new owner.
+    /// A call of the owner under way or waiting ends with
+    /// [`ShellError::Closed`].
     pub async fn close_owner(&self, owner: &str) {
-        let entry = self
-            .owners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(owner);
-        self.unconfined.close_owner(owner).await;
-        let confined = entry.and_then(|e| e.state().confined.take());
-        if let Some(c) = confined {
-            c.pool.close_all().await;
+        let entry = self.owners_map().remove(owner);
+        if let Some(entry) = entry {
+            close_together(vec![entry]).await;
         }
     }
 
     /// The owners this tool holds state for (a mode, a shell, a turn).
     pub fn owners(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .owners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        for name in self.unconfined.owners() {
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-        names
+        self.owners_map().keys().cloned().collect()
     }
 
     /// The tool's name: `bash`, `sh` or `pwsh`.
     pub fn tool_name(&self) -> &'static str {
-        self.unconfined.tool_name()
+        self.config.shell.dialect.tool_name()
     }
 
-    /// Closes every shell, all at once, and forgets every owner.
+    /// Closes every shell, all at once, forgets every owner and refuses
+    /// every later call with [`ShellError::Closed`].
     pub async fn close_all(&self) {
-        let owners: Vec<Arc<Owner>> = self
-            .owners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, o)| o)
-            .collect();
-        let mut closing = tokio::task::JoinSet::new();
-        for entry in owners {
-            let confined = entry.state().confined.take();
-            if let Some(c) = confined {
-                closing.spawn(async move { c.pool.close_all().await });
-            }
-        }
-        self.unconfined.close_all().await;
-        while closing.join_next().await.is_some() {}
+        self.closed.store(true, Ordering::Release);
+        let owners: Vec<Arc<Owner>> = self.owners_map().drain().map(|(_, o)| o).collect();
+        close_together(owners).await;
     }
 
     /// The shell settings for `mode` before confinement: persistence and a
     /// description that says what the mode allows.
     fn shell_config(&self, mode: SandboxMode, persistent: bool) -> ShellConfig {
-        let dialect = self.config.shell.dialect;
+        let shell = &self.config.shell;
         let base = if persistent {
-            self.config.shell.effective_description()
+            shell.clone().persistent(true).effective_description()
         } else {
-            dialect.one_shot_description()
+            shell.dialect.one_shot_description()
         };
         let description = match mode {
             SandboxMode::DangerFullAccess => base,
@@ -256,16 +326,32 @@ impl SandboxedShell {
                 }
             ),
         };
-        self.config
-            .shell
+        shell
             .clone()
             .persistent(persistent)
             .description(Some(description))
     }
 
-    /// A pool of shells confined to `mode` (resolved now).
-    fn confined(&self, mode: SandboxMode, persistent: bool) -> Result<Confined, SandboxError> {
+    /// Whether calls under `mode` (not escalated) keep a shell.
+    fn persistent(&self, mode: SandboxMode) -> bool {
+        match mode {
+            SandboxMode::DangerFullAccess => self.config.shell.persistent,
+            _ => self.config.restricted == Persistence::Persistent,
+        }
+    }
+
+    /// A new shell for `mode`, confined (resolved now) unless the mode is
+    /// danger-full-access.
+    fn make(&self, mode: SandboxMode, persistent: bool) -> Result<Current, SandboxError> {
         let mut shell = self.shell_config(mode, persistent);
+        if mode == SandboxMode::DangerFullAccess {
+            return Ok(Current {
+                mode,
+                shell: Shell::new(shell)?,
+                enforcement: Enforcement::none(),
+                _placeholders: None,
+            });
+        }
         let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);
         let placeholders = Placeholders::create(&rules);
         let enforcement = crate::confine::confine(
@@ -274,59 +360,36 @@ impl SandboxedShell {
             &self.config.policy,
             !self.weaker.load(Ordering::Relaxed),
         )?;
-        let pool = ShellPool::new(shell)?;
-        Ok(Confined {
+        Ok(Current {
             mode,
-            pool,
+            shell: Shell::new(shell)?,
             enforcement,
-            _placeholders: placeholders,
+            _placeholders: Some(placeholders),
         })
     }
 
-    /// [`SandboxedShell::schema`] in the Anthropic Messages API shape:
-    /// `{"name", "description", "input_schema"}`.
-    pub fn anthropic_schema(&self, owner: &str) -> Value {
-        reshape(self.schema(owner), "input_schema")
-    }
-
-    /// [`SandboxedShell::schema`] in the MCP `tools/list` shape:
-    /// `{"name", "description", "inputSchema"}`.
-    pub fn mcp_schema(&self, owner: &str) -> Value {
-        reshape(self.schema(owner), "inputSchema")
-    }
-
-    /// The tool's definition for `owner`'s current mode, in the OpenAI
-    /// function shape (`{"name", "description", "parameters"}`): in
-    /// restricted modes it says which sandbox runs the commands (and,
-    /// one-shot, that nothing persists), and offers `sandbox_permissions` and
-    /// `justification` when an approver is configured.
-    pub fn schema(&self, owner: &str) -> Value {
+    /// The tool's definition for `owner`'s current mode: in restricted
+    /// modes it says which sandbox runs the commands (and, one-shot, that
+    /// nothing persists), and offers `sandbox_permissions` and
+    /// `justification` when an approver is configured. Nothing is confined
+    /// or started to make it.
+    pub fn spec(&self, owner: &str) -> ToolSpec {
         let mode = self.mode(owner);
-        // The definition needs no confinement: listing tools must not build
-        // a ruleset and a seccomp program.
-        let mut schema = match mode {
-            SandboxMode::DangerFullAccess => self.unconfined.schema(),
-            _ => {
-                let persistent = self.config.restricted == Persistence::Persistent;
-                match ShellPool::new(self.shell_config(mode, persistent)) {
-                    Ok(pool) => pool.schema(),
-                    Err(_) => self.unconfined.schema(),
-                }
-            }
-        };
-        if mode != SandboxMode::DangerFullAccess && self.config.approver.is_some() {
-            let props = &mut schema["parameters"]["properties"];
-            props["sandbox_permissions"] = json!({
-                "type": "string",
-                "enum": crate::escalation::wider_than(mode).iter().map(|m| m.name()).collect::<Vec<_>>(),
-                "description": "Only to retry a command the sandbox blocked: run this one call with more access, after the user approves.",
-            });
-            props["justification"] = json!({
-                "type": "string",
-                "description": "Required with `sandbox_permissions`: why this command needs the extra access, in one sentence for the user.",
-            });
+        let spec = self.shell_config(mode, self.persistent(mode)).spec();
+        if mode == SandboxMode::DangerFullAccess || self.config.approver.is_none() {
+            return spec;
         }
-        schema
+        let wider = crate::escalation::wider_than(mode);
+        spec.parameter(Parameter::optional(
+            "sandbox_permissions",
+            Kind::one_of(wider.iter().map(|m| m.name())),
+            "Only to retry a command the sandbox blocked: run this one call with more access, after the user approves.",
+        ))
+        .parameter(Parameter::optional(
+            "justification",
+            Kind::String,
+            "Required with `sandbox_permissions`: why this command needs the extra access, in one sentence for the user.",
+        ))
     }
 
     /// Runs one tool call (`{"command", "sandbox_permissions"?, "justification"?}`)
@@ -367,72 +430,86 @@ impl SandboxedShell {
         request: SandboxRequest,
         cancel: impl Future<Output = ()>,
     ) -> Result<SandboxOutcome, SandboxError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SandboxError::Shell(ShellError::Closed));
+        }
+        self.start_sweeper();
         let entry = self.owner(owner);
-        let _turn = entry.turn.lock().await;
+        entry.touch();
+        let mut current = entry.turn.lock().await;
+        if entry.closed.load(Ordering::Acquire) {
+            return Err(SandboxError::Shell(ShellError::Closed));
+        }
+        let result = self
+            .call_in_turn(&entry, &mut current, owner, request, cancel)
+            .await;
+        entry.touch();
+        result
+    }
+
+    /// [`SandboxedShell::call_with_cancel`] once the owner's turn came.
+    async fn call_in_turn(
+        &self,
+        entry: &Owner,
+        current: &mut Option<Current>,
+        owner: &str,
+        request: SandboxRequest,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<SandboxOutcome, SandboxError> {
         let command = request.command.as_str();
         if command.is_empty() {
             return Err(SandboxError::Shell(ShellError::EmptyCommand));
         }
-        let current = entry.state().mode.unwrap_or(self.config.policy.mode);
+        let owner_mode = entry.mode().unwrap_or(self.config.policy.mode);
         let (mode, escalated) =
-            crate::escalation::escalation(&self.config, owner, &request, current).await?;
-        let outcome = |call, denial| SandboxOutcome {
-            call,
-            mode,
-            escalated,
-            denial,
-        };
-        if mode == SandboxMode::DangerFullAccess {
-            let call = if escalated {
-                let pool = ShellPool::new(self.shell_config(mode, false))?;
-                pool.call_with_cancel(owner, command, cancel).await?
-            } else {
-                self.unconfined
-                    .call_with_cancel(owner, command, cancel)
-                    .await?
-            };
-            return Ok(outcome(call, None));
-        }
-        let persistent = !escalated && self.config.restricted == Persistence::Persistent;
+            crate::escalation::escalation(&self.config, owner, &request, owner_mode).await?;
+        let persistent = !escalated && self.persistent(mode);
         let mut cancel = std::pin::pin!(cancel);
         loop {
-            let confined = if persistent {
-                self.persistent_confined(&entry, owner, mode)?
+            let mut fresh = None;
+            let used = if persistent {
+                self.persistent_current(current, mode)?
             } else {
-                Arc::new(self.confined(mode, false)?)
+                fresh.insert(self.make(mode, false)?)
             };
-            tracing::debug!(owner, %mode, persistent, enforcement = ?confined.enforcement, "confined call");
-            match confined
-                .pool
-                .call_with_cancel(owner, command, cancel.as_mut())
-                .await
-            {
+            tracing::debug!(owner, %mode, persistent, enforcement = ?used.enforcement, "sandboxed call");
+            *entry.live() = Some(used.shell.handle());
+            let result = used.shell.call_with_cancel(command, cancel.as_mut()).await;
+            let namespaces = used.enforcement.namespaces;
+            drop(fresh);
+            *entry.live() = current.as_ref().map(|c| c.shell.handle());
+            match result {
                 Ok(call) => {
                     let denial =
-                        crate::contract::failed_on_denial(&call, confined.enforcement.namespaces)
-                            .then(|| Denial {
-                                wider: if self.config.approver.is_some() {
-                                    crate::escalation::wider_than(mode)
-                                } else {
-                                    Vec::new()
-                                },
-                            });
-                    return Ok(outcome(call, denial));
+                        crate::contract::failed_on_denial(&call, namespaces).then(|| Denial {
+                            wider: if self.config.approver.is_some() {
+                                crate::escalation::wider_than(mode)
+                            } else {
+                                Vec::new()
+                            },
+                        });
+                    return Ok(SandboxOutcome {
+                        call,
+                        mode,
+                        escalated,
+                        denial,
+                    });
                 }
                 Err(ShellError::Spawn {
                     source: dsh_pty::PtyError::Confine(err),
                     ..
                 }) => {
                     if persistent {
-                        entry.state().confined = None;
+                        *current = None;
+                        *entry.live() = None;
                     }
-                    if confined.enforcement.namespaces && self.config.policy.degrade {
+                    if namespaces && self.config.policy.degrade {
                         tracing::warn!(%err, "namespaces unavailable; the policy allows the weaker mode");
                         self.weaker.store(true, Ordering::Relaxed);
                         continue;
                     }
                     return Err(SandboxError::NotEnforceable {
-                        missing: if confined.enforcement.namespaces {
+                        missing: if namespaces {
                             format!("namespaces and a private filesystem view for the shell: {err}")
                         } else {
                             format!("the shell's confinement: {err}")
@@ -444,35 +521,45 @@ impl SandboxedShell {
         }
     }
 
-    /// The owner's persistent confined shell pool for `mode`: the current
-    /// one while its shell lives, else a new one resolved now.
-    fn persistent_confined(
+    /// The owner's persistent shell for `mode`: the current one while its
+    /// process lives (a reset makes the next call resolve the confinement
+    /// again), else a new one.
+    fn persistent_current<'a>(
         &self,
-        entry: &Owner,
-        owner: &str,
+        current: &'a mut Option<Current>,
         mode: SandboxMode,
-    ) -> Result<Arc<Confined>, SandboxError> {
-        let mut state = entry.state();
-        if let Some(c) = &state.confined
-            && c.mode == mode
-            && c.pool.has_shell(owner)
-        {
-            return Ok(Arc::clone(c));
+    ) -> Result<&'a mut Current, SandboxError> {
+        let reusable = current
+            .as_ref()
+            .is_some_and(|c| c.mode == mode && c.shell.is_running());
+        if !reusable {
+            // Drop the old shell (and its placeholders) before making new ones.
+            *current = None;
+            *current = Some(self.make(mode, true)?);
         }
-        // Drop the old pool (and its placeholders) before making new ones.
-        state.confined = None;
-        let confined = Arc::new(self.confined(mode, true)?);
-        state.confined = Some(Arc::clone(&confined));
-        Ok(confined)
+        current
+            .as_mut()
+            .ok_or(SandboxError::Shell(ShellError::Closed))
     }
 }
 
-/// An OpenAI-shaped definition with its `parameters` under `key` instead.
-fn reshape(mut schema: Value, key: &str) -> Value {
-    if let Some(map) = schema.as_object_mut()
-        && let Some(parameters) = map.remove("parameters")
-    {
-        map.insert(key.to_owned(), parameters);
+fn lock_owners(
+    owners: &Mutex<HashMap<String, Arc<Owner>>>,
+) -> MutexGuard<'_, HashMap<String, Arc<Owner>>> {
+    owners.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Closes the owners' shells at once (one grace period), refusing the calls
+/// that still wait for their turns.
+async fn close_together(owners: Vec<Arc<Owner>>) {
+    let _shared = dsh_pty::SharedScans::new();
+    let mut closing = tokio::task::JoinSet::new();
+    for entry in owners {
+        entry.closed.store(true, Ordering::Release);
+        let live = entry.live().take();
+        if let Some(handle) = live {
+            closing.spawn(async move { handle.close().await });
+        }
     }
-    schema
+    while closing.join_next().await.is_some() {}
 }

@@ -507,7 +507,7 @@ async fn restricted_schemas_say_nothing_persists_and_offer_escalation() {
         Some(Approval::AllowedOnce),
         ModeChange::Reject,
     );
-    let schema = s.schema("agent");
+    let schema = s.spec("agent").openai();
     let description = schema["description"].as_str().unwrap();
     assert!(
         description.contains("Nothing persists between calls"),
@@ -526,7 +526,7 @@ async fn restricted_schemas_say_nothing_persists_and_offer_escalation() {
 
     let no_approver = shell(&d, SandboxPolicy::default(), None, ModeChange::Reject);
     assert!(
-        no_approver.schema("agent")["parameters"]["properties"]
+        no_approver.spec("agent").openai()["parameters"]["properties"]
             .get("sandbox_permissions")
             .is_none()
     );
@@ -536,7 +536,7 @@ async fn restricted_schemas_say_nothing_persists_and_offer_escalation() {
         Some(Approval::AllowedOnce),
         ModeChange::Reject,
     );
-    let schema = full.schema("agent");
+    let schema = full.spec("agent").openai();
     assert!(
         schema["description"]
             .as_str()
@@ -569,7 +569,7 @@ async fn restricted_shells_persist_like_the_unconfined_one() {
     std::fs::create_dir(d.ws.join("sub")).unwrap();
     for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
         let s = persistent(&d, ww().mode(mode));
-        let description = s.schema("agent")["description"]
+        let description = s.spec("agent").openai()["description"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -868,6 +868,113 @@ async fn closed_owners_are_forgotten() {
     assert_eq!(owners, ["b", "c"]);
     s.close_all().await;
     assert!(s.owners().is_empty(), "{:?}", s.owners());
+}
+
+/// With an idle limit, an idle owner's confined shell (and all it started)
+/// ends, but the owner keeps its mode: its next call starts a fresh shell
+/// in that mode, never in the policy's wider default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_shells_end_and_their_owners_keep_their_modes() {
+    let d = dirs();
+    let s = SandboxedShell::new(
+        SandboxConfig::new(
+            ww().mode(SandboxMode::DangerFullAccess),
+            ShellConfig::new(&d.ws).idle_limit(Some(std::time::Duration::from_millis(300))),
+        )
+        .mode_change(ModeChange::Reject),
+    )
+    .unwrap();
+    s.set_mode("agent", SandboxMode::ReadOnly).await.unwrap();
+    let mark = format!("dsh-idle-{}", std::process::id());
+    assert_eq!(
+        run(
+            &s,
+            &format!("export KEEP=1; (exec -a {mark} sleep 1000 &); echo ok")
+        )
+        .await,
+        "ok"
+    );
+    let alive = || {
+        std::fs::read_dir("/proc").unwrap().any(|e| {
+            std::fs::read(e.unwrap().path().join("cmdline"))
+                .is_ok_and(|c| c.starts_with(mark.as_bytes()))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !alive() && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert!(alive(), "the background process did not start");
+    while alive() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!alive(), "the idle shell's tree was not ended");
+    assert_eq!(s.mode("agent"), SandboxMode::ReadOnly);
+    assert_eq!(run(&s, "echo ${KEEP-fresh}").await, "fresh");
+    let out = run(&s, "touch made").await;
+    assert!(out.contains("read-only mode]"), "{out}");
+    assert!(!d.ws.join("made").exists());
+    s.close_all().await;
+}
+
+/// The owner's editor filesystem is one per owner and changes mode with the
+/// owner's shell, in the owner's turn; `in_turn` work waits for a call
+/// under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_follows_the_owners_mode_in_its_turn() {
+    let d = dirs();
+    let s = shell(&d, ww(), None, ModeChange::Reset);
+    let fs = s.editor_fs("agent");
+    assert!(Arc::ptr_eq(&fs, &s.editor_fs("agent")));
+    assert_eq!(fs.mode(), SandboxMode::WorkspaceWrite);
+    let editor = Editor::new(Arc::clone(&fs));
+    let create = |name: &str| {
+        let path = d.ws.join(name).display().to_string();
+        json!({"command": "create", "path": path, "file_text": "one\n"})
+    };
+    editor.execute(&create("a.txt")).await.unwrap();
+    s.set_mode("agent", SandboxMode::ReadOnly).await.unwrap();
+    assert_eq!(fs.mode(), SandboxMode::ReadOnly);
+    let err = editor.execute(&create("b.txt")).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[sandbox: file access denied under read-only mode]"
+    );
+    assert!(!d.ws.join("b.txt").exists());
+    // Another owner's editor is its own, in the policy's mode.
+    assert_eq!(s.editor_fs("other").mode(), SandboxMode::WorkspaceWrite);
+
+    // Work in the owner's turn runs after the call that holds it.
+    let fifo = d.ws.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let args = json!({"command": "cat fifo"});
+    let call = s.execute("agent", &args);
+    tokio::pin!(call);
+    let opened = tokio::task::spawn_blocking({
+        let fifo = fifo.clone();
+        move || std::fs::OpenOptions::new().write(true).open(fifo).unwrap()
+    });
+    let mut writer = tokio::select! {
+        w = opened => w.unwrap(),
+        r = &mut call => panic!("the call ended first: {r:?}"),
+    };
+    let later = s.in_turn("agent", async { "in turn" });
+    tokio::pin!(later);
+    tokio::select! {
+        biased;
+        r = &mut later => panic!("ran during the call: {r:?}"),
+        () = std::future::ready(()) => {}
+    }
+    std::io::Write::write_all(&mut writer, b"x\n").unwrap();
+    drop(writer);
+    assert_eq!(call.await.unwrap(), "x");
+    assert_eq!(later.await, "in turn");
 }
 
 /// A denial is decided from typed facts (the exit status and the command's

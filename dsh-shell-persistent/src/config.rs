@@ -90,10 +90,13 @@ pub struct ShellConfig {
     /// the sandbox crate confines shells this way. Only backends that fork
     /// run them; others refuse to spawn.
     pub pre_exec: Vec<Arc<dyn PreExec>>,
-    /// Owners without a call for this long are closed and forgotten, shell
-    /// and all (`None`, the default: only [`ShellPool::close_owner`](crate::ShellPool::close_owner)
-    /// and [`ShellPool::close_all`](crate::ShellPool::close_all) do). For
-    /// hosts that see many short-lived agents.
+    /// A [`ShellPool`](crate::ShellPool)'s owners without a call for this
+    /// long are closed and forgotten, shell and all (`None`, the default:
+    /// only [`ShellPool::close_owner`](crate::ShellPool::close_owner) and
+    /// [`ShellPool::close_all`](crate::ShellPool::close_all) do). For hosts
+    /// that see many short-lived agents. A single [`Shell`](crate::Shell)
+    /// has no owner to forget and ignores it; the sandbox's tool ends idle
+    /// owners' shells but keeps their modes.
     pub idle_limit: Option<Duration>,
     /// Limits on each shell's whole process tree: processes, memory, CPU,
     /// open files, file size (see [`ResourceLimits`]; none by default). A
@@ -251,7 +254,24 @@ impl ShellConfig {
             .unwrap_or_else(|| self.dialect.default_argv(self.rc_files))
     }
 
-    /// The tool description used in the schema.
+    /// The tool's definition under this configuration: the dialect's name
+    /// (`bash`, `sh`, `pwsh`), [`ShellConfig::effective_description`] and
+    /// the one parameter `command` ([`ShellRequest`](crate::ShellRequest)).
+    /// Nothing is started or checked to make it.
+    ///
+    /// ```
+    /// let spec = dsh_shell_persistent::ShellConfig::new("/tmp").spec();
+    /// assert_eq!(spec.name, "bash");
+    /// assert_eq!(spec.openai()["parameters"]["required"], serde_json::json!(["command"]));
+    /// ```
+    pub fn spec(&self) -> dsh_tool::ToolSpec {
+        use dsh_tool::{Kind, Parameter, ToolSpec};
+        ToolSpec::new(self.dialect.tool_name(), self.effective_description()).parameter(
+            Parameter::required("command", Kind::String, self.dialect.command_description()),
+        )
+    }
+
+    /// The tool description used in the definition ([`ShellConfig::spec`]).
     pub fn effective_description(&self) -> String {
         match (&self.description, self.persistent) {
             (Some(d), _) => d.clone(),

@@ -1,11 +1,12 @@
 //! The persistent `bash(command)` tool for LLM agents.
 //!
 //! One call is one command string; the answer is what the command printed and
-//! how it ended, as exact text. Each owner (agent) gets its own interactive
-//! shell in a real pseudo-terminal (through `dsh-pty`), created on its first
-//! call; the working directory, exported variables, functions, aliases, an
-//! activated virtualenv and background jobs persist between its calls. Calls
-//! of one owner run one at a time in arrival order; owners run in parallel.
+//! how it ended, as exact text. A [`Shell`] is one interactive shell in a
+//! real pseudo-terminal (through `dsh-pty`), started by its first call; the
+//! working directory, exported variables, functions, aliases, an activated
+//! virtualenv and background jobs persist between its calls, which run one at
+//! a time. A [`ShellPool`] gives each owner (agent) a shell of its own:
+//! calls of one owner run in arrival order, owners in parallel.
 //!
 //! # A host
 //!
@@ -29,8 +30,9 @@
 //!         .max_output_chars(16_000),
 //! )?; // fails here, not on the first call, if /workspace is not a directory
 //!
-//! // The tool definition for the model (also `anthropic_schema`, `mcp_schema`).
-//! let schema = pool.schema();
+//! // The tool definition for the model, in the shape the host's API takes
+//! // (`openai()`, `anthropic()`, `mcp()`).
+//! let schema = pool.spec().openai();
 //! assert_eq!(schema["name"], "bash");
 //!
 //! // Each tool call of agent "a1", as the model sent it; the result is the
@@ -163,6 +165,7 @@ pub mod outcome;
 pub mod output;
 mod pool;
 mod probe;
+mod process;
 pub mod quote;
 mod request;
 mod shell;
@@ -178,9 +181,12 @@ pub use outcome::{
 pub use output::ClipMode;
 pub use pool::ShellPool;
 pub use request::ShellRequest;
+pub use shell::{Shell, ShellHandle};
 
 /// The crates this one's signatures use, re-exported so a host needs no
 /// matching versions of its own: [`dsh_pty`] (backends, terminal sizes, exit
 /// statuses) and [`serde_json`] (the tool's JSON arguments and schema).
 pub use dsh_pty;
+/// The tool definition type of [`ShellConfig::spec`].
+pub use dsh_tool::{self, ToolSpec};
 pub use serde_json;

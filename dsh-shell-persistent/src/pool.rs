@@ -3,49 +3,26 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use dsh_pty::PtySession;
-use serde_json::{Value, json};
-use tokio::sync::watch;
-use tracing::Instrument;
+use serde_json::Value;
 
-use crate::bash::{Fatal, strip_fatal_residue};
-use crate::outcome::{
-    BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
-};
-use crate::shell::{Broken, Outcome, Shell};
-use crate::{ShellConfig, ShellConfigError, ShellError, contract};
-
-/// How long a closed shell's processes get between `SIGTERM` and `SIGKILL`.
-const KILL_GRACE: Duration = Duration::from_millis(200);
+use crate::outcome::CallOutcome;
+use crate::shell::{Shell, ShellHandle};
+use crate::{ShellConfig, ShellConfigError, ShellError};
 
 #[derive(Debug)]
 struct Owner {
-    /// The owner's shell; the lock serialises its calls in arrival order.
-    slot: tokio::sync::Mutex<Option<Shell>>,
-    /// The running shell's terminal, reachable while a call holds `slot`.
-    live: Mutex<Option<Arc<dyn PtySession>>>,
+    /// The owner's shell; the lock is its turn (calls in arrival order).
+    turn: tokio::sync::Mutex<Shell>,
+    handle: ShellHandle,
     /// When the owner's last call ended (or its first began).
     last_used: Mutex<Instant>,
 }
 
-impl Default for Owner {
-    fn default() -> Self {
-        Owner {
-            slot: tokio::sync::Mutex::new(None),
-            live: Mutex::new(None),
-            last_used: Mutex::new(Instant::now()),
-        }
-    }
-}
-
 impl Owner {
-    fn live(&self) -> MutexGuard<'_, Option<Arc<dyn PtySession>>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
@@ -60,11 +37,11 @@ impl Owner {
 
 #[derive(Debug)]
 struct Inner {
-    config: ShellConfig,
+    config: Arc<ShellConfig>,
     owners: Mutex<HashMap<String, Arc<Owner>>>,
-    closed: watch::Sender<bool>,
+    closed: AtomicBool,
     /// Whether the idle sweeper runs (started by the first call).
-    sweeping: std::sync::atomic::AtomicBool,
+    sweeping: AtomicBool,
 }
 
 impl Inner {
@@ -73,17 +50,10 @@ impl Inner {
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        for owner in self.owners().values() {
-            if let Some(session) = owner.live().take() {
-                session.kill_now();
-            }
-        }
-    }
-}
-
-/// The persistent shell tool: one shell per owner (agent).
+/// The persistent shell tool for many agents: a map of owners to
+/// [`Shell`]s, each made by its owner's first call. An owner's calls run one
+/// at a time in arrival order (the owner's shell is its turn); owners run in
+/// parallel.
 ///
 /// Cloning a pool is cheap and shares its shells. When the last clone is
 /// dropped, every shell's process tree is killed.
@@ -116,10 +86,10 @@ impl ShellPool {
         config.validate()?;
         Ok(ShellPool {
             inner: Arc::new(Inner {
-                config,
+                config: Arc::new(config),
                 owners: Mutex::new(HashMap::new()),
-                closed: watch::channel(false).0,
-                sweeping: std::sync::atomic::AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+                sweeping: AtomicBool::new(false),
             }),
         })
     }
@@ -134,48 +104,9 @@ impl ShellPool {
         self.inner.config.dialect.tool_name()
     }
 
-    /// The tool's definition in the OpenAI function shape:
-    /// `{"name", "description", "parameters"}`.
-    pub fn schema(&self) -> Value {
-        json!({
-            "name": self.tool_name(),
-            "description": self.inner.config.effective_description(),
-            "parameters": self.parameters_schema(),
-        })
-    }
-
-    /// The tool's definition in the Anthropic Messages API shape:
-    /// `{"name", "description", "input_schema"}`.
-    pub fn anthropic_schema(&self) -> Value {
-        json!({
-            "name": self.tool_name(),
-            "description": self.inner.config.effective_description(),
-            "input_schema": self.parameters_schema(),
-        })
-    }
-
-    /// The tool's definition in the MCP `tools/list` shape:
-    /// `{"name", "description", "inputSchema"}`.
-    pub fn mcp_schema(&self) -> Value {
-        json!({
-            "name": self.tool_name(),
-            "description": self.inner.config.effective_description(),
-            "inputSchema": self.parameters_schema(),
-        })
-    }
-
-    /// The JSON Schema of the arguments ([`ShellRequest`](crate::ShellRequest)).
-    pub fn parameters_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {
-                    "type": "string",
-                    "description": self.inner.config.dialect.command_description(),
-                }
-            },
-            "required": ["command"],
-        })
+    /// The tool's definition ([`ShellConfig::spec`]).
+    pub fn spec(&self) -> dsh_tool::ToolSpec {
+        self.inner.config.spec()
     }
 
     /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`)
@@ -185,7 +116,7 @@ impl ShellPool {
     }
 
     /// Runs `command` in `owner`'s shell and returns the model-visible text
-    /// ([`contract::render`] of [`ShellPool::call`]).
+    /// ([`Shell::run`]).
     pub async fn run(&self, owner: &str, command: &str) -> Result<String, ShellError> {
         self.run_with_cancel(owner, command, std::future::pending())
             .await
@@ -201,7 +132,7 @@ impl ShellPool {
         cancel: impl Future<Output = ()>,
     ) -> Result<String, ShellError> {
         let outcome = self.call_with_cancel(owner, command, cancel).await?;
-        Ok(contract::render(&outcome))
+        Ok(crate::contract::render(&outcome))
     }
 
     /// Runs `command` in `owner`'s shell and returns what happened as data.
@@ -218,106 +149,16 @@ impl ShellPool {
         command: &str,
         cancel: impl Future<Output = ()>,
     ) -> Result<CallOutcome, ShellError> {
-        let started = Instant::now();
-        let span = tracing::info_span!("shell_call", owner, tool = self.tool_name());
-        let result = self
-            .call_inner(owner, command, cancel)
-            .instrument(span.clone())
-            .await;
-        let _enter = span.enter();
-        tracing::info!(
-            duration_us = started.elapsed().as_micros() as u64,
-            outcome = match &result {
-                Ok(o) => match o.end {
-                    CallEnd::Exited { code: 0 } => "ok",
-                    CallEnd::Exited { .. } => "failed",
-                    CallEnd::TimedOut { .. } => "timed out",
-                    _ => "shell reset",
-                },
-                Err(ShellError::Cancelled { .. }) => "cancelled",
-                Err(_) => "error",
-            },
-            "tool call finished"
-        );
-        result
-    }
-
-    async fn call_inner(
-        &self,
-        owner: &str,
-        command: &str,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<CallOutcome, ShellError> {
         if command.is_empty() {
             return Err(ShellError::EmptyCommand);
         }
-        let config = &self.inner.config;
         self.start_sweeper();
-        let owner_entry = self.owner(owner)?;
-        owner_entry.touch();
-        let mut slot = owner_entry.slot.lock().await;
-        let mut closed = self.inner.closed.subscribe();
-        if *closed.borrow() {
-            return Err(ShellError::Closed);
-        }
-        let mut shell = match slot.take() {
-            Some(shell) => shell,
-            None => {
-                // A spawn still pending when the pool closes is dropped,
-                // which kills what it had started.
-                let shell = tokio::select! {
-                    shell = Shell::spawn(config) => shell?,
-                    _ = closed.wait_for(|c| *c) => return Err(ShellError::Closed),
-                };
-                tracing::debug!(owner, "shell started");
-                shell
-            }
-        };
-        let session = shell.session();
-        let limits_before = session.limit_events();
-        let mut closed_during = false;
-        let stop = async {
-            tokio::select! {
-                () = cancel => {},
-                _ = closed.wait_for(|c| *c) => closed_during = true,
-            }
-        };
-        // Input may be typed once the call's line is on the terminal: earlier,
-        // bash would read it as a command.
-        let outcome = shell
-            .call(config, command, stop, || {
-                *owner_entry.live() = Some(session)
-            })
-            .await;
-        // Between calls no command runs: input has nowhere to go.
-        *owner_entry.live() = None;
-        owner_entry.touch();
-        let met = shell
-            .session()
-            .limit_events()
-            .zip(limits_before)
-            .map(|(after, before)| after.since(before))
-            .unwrap_or_default();
-        let limits_reached = LimitsReached {
-            memory: config.limits.memory.filter(|_| met.oom_kills > 0),
-            pids: config.limits.pids.filter(|_| met.forks_refused > 0),
-        };
-        let keep = config.persistent && matches!(outcome, Ok(Outcome::Completed { .. }));
-        if keep {
-            *slot = Some(shell);
-        } else {
-            // SIGKILL to the whole tree at once, as dropping the shell would;
-            // a local backend reads `/proc` on the blocking pool and returns
-            // once the tree is gone.
-            shell.session().end_now().await;
-            drop(shell);
-        }
-        if closed_during {
-            return Err(ShellError::Closed);
-        }
-        let mut typed = typed(config, outcome?)?;
-        typed.limits_reached = limits_reached;
-        Ok(typed)
+        let entry = self.owner(owner)?;
+        entry.touch();
+        let mut shell = entry.turn.lock().await;
+        let result = shell.call_with_cancel(command, cancel).await;
+        entry.touch();
+        result
     }
 
     /// With an idle limit, starts (once) the task that closes idle owners.
@@ -326,11 +167,7 @@ impl ShellPool {
         let Some(limit) = self.inner.config.idle_limit else {
             return;
         };
-        if self
-            .inner
-            .sweeping
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
+        if self.inner.sweeping.swap(true, Ordering::AcqRel) {
             return;
         }
         let weak = Arc::downgrade(&self.inner);
@@ -339,7 +176,7 @@ impl ShellPool {
             loop {
                 tokio::time::sleep(period).await;
                 let Some(inner) = weak.upgrade() else { return };
-                if *inner.closed.borrow() {
+                if inner.closed.load(Ordering::Acquire) {
                     return;
                 }
                 ShellPool { inner }.close_idle(limit).await;
@@ -350,89 +187,75 @@ impl ShellPool {
     /// Closes and forgets the owners idle for at least `limit` whose shell
     /// is not in a call.
     async fn close_idle(&self, limit: Duration) {
-        let idle: Vec<Shell> = {
+        let idle: Vec<ShellHandle> = {
             let mut owners = self.inner.owners();
-            let names: Vec<String> = owners
-                .iter()
-                .filter(|(_, o)| o.idle_for() >= limit && Arc::strong_count(o) == 1)
-                .map(|(name, _)| name.clone())
-                .collect();
-            let mut shells = Vec::new();
-            for name in names {
-                let Some(owner) = owners.get(&name) else {
-                    continue;
-                };
-                // A call under way (or waiting its turn) holds the slot.
-                let Ok(mut slot) = owner.slot.try_lock() else {
-                    continue;
-                };
-                let shell = slot.take();
-                drop(slot);
-                owners.remove(&name);
-                tracing::debug!(owner = name, "idle owner closed");
-                shells.extend(shell);
-            }
-            shells
+            let mut handles = Vec::new();
+            owners.retain(|name, owner| {
+                // A call under way (or waiting its turn) holds the owner.
+                let idle = owner.idle_for() >= limit
+                    && Arc::strong_count(owner) == 1
+                    && owner.turn.try_lock().is_ok();
+                if idle {
+                    tracing::debug!(owner = name, "idle owner closed");
+                    handles.push(owner.handle.clone());
+                }
+                !idle
+            });
+            handles
         };
-        end_trees(idle.into_iter().map(|shell| (shell.session(), Some(shell)))).await;
+        close_together(idle).await;
     }
 
     fn owner(&self, owner: &str) -> Result<Arc<Owner>, ShellError> {
-        if *self.inner.closed.borrow() {
+        if self.inner.closed.load(Ordering::Acquire) {
             return Err(ShellError::Closed);
         }
-        Ok(Arc::clone(
-            self.inner.owners().entry(owner.to_owned()).or_default(),
-        ))
+        let mut owners = self.inner.owners();
+        let entry = owners.entry(owner.to_owned()).or_insert_with(|| {
+            let shell = Shell::shared(Arc::clone(&self.inner.config), Some(Arc::from(owner)));
+            Arc::new(Owner {
+                handle: shell.handle(),
+                turn: tokio::sync::Mutex::new(shell),
+                last_used: Mutex::new(Instant::now()),
+            })
+        });
+        Ok(Arc::clone(entry))
     }
 
-    /// Writes `input` to the terminal of `owner`'s shell, for hosts that let
-    /// the model (or a human) answer a command that reads the terminal.
-    /// Pair it with [`InputWait::Wait`](crate::InputWait::Wait). Fails with
-    /// [`ShellError::NotRunning`], writing nothing, unless a call of `owner`
-    /// is under way (input typed at an idle prompt would run as a command).
+    /// Writes `input` to the terminal of `owner`'s shell
+    /// ([`ShellHandle::send_input`]): [`ShellError::NotRunning`], writing
+    /// nothing, unless a call of `owner` is under way.
     pub async fn send_input(&self, owner: &str, input: &[u8]) -> Result<(), ShellError> {
-        let session = self
+        let handle = self
             .inner
             .owners()
             .get(owner)
-            .and_then(|o| o.live().clone())
+            .map(|o| o.handle.clone())
             .ok_or(ShellError::NotRunning)?;
-        session
-            .write_all(input)
-            .await
-            .map_err(|source| ShellError::Terminal {
-                shell: self.tool_name(),
-                source,
-            })
+        handle.send_input(input).await
     }
 
     /// Kills `owner`'s shell (its whole process tree) and forgets it; the
-    /// owner's next call starts a fresh shell.
+    /// owner's next call starts a fresh shell. A call of `owner` under way
+    /// ends with [`ShellError::Closed`].
     pub async fn close_owner(&self, owner: &str) {
         let entry = self.inner.owners().remove(owner);
         if let Some(entry) = entry {
-            let live = entry.live().take();
-            if let Some(session) = live {
-                let _ = session.kill_tree(KILL_GRACE).await;
-            }
+            entry.handle.close().await;
         }
     }
 
     /// Closes the pool: kills every shell and refuses further calls. All
     /// process trees are ended at once, sharing one grace period.
     pub async fn close_all(&self) {
-        self.inner.closed.send_replace(true);
-        let owners: Vec<Arc<Owner>> = self.inner.owners().drain().map(|(_, o)| o).collect();
-        let trees = owners.into_iter().filter_map(|owner| {
-            // A running call's shell (its call sees the pool close and
-            // drops it), or an idle one taken out of its slot.
-            let live = owner.live().take();
-            let idle = owner.slot.try_lock().ok().and_then(|mut slot| slot.take());
-            let session = live.or_else(|| idle.as_ref().map(Shell::session))?;
-            Some((session, idle))
-        });
-        end_trees(trees).await;
+        self.inner.closed.store(true, Ordering::Release);
+        let handles: Vec<ShellHandle> = self
+            .inner
+            .owners()
+            .drain()
+            .map(|(_, o)| o.handle.clone())
+            .collect();
+        close_together(handles).await;
     }
 
     /// The owners that currently have a shell.
@@ -446,106 +269,17 @@ impl ShellPool {
         self.inner
             .owners()
             .get(owner)
-            .is_some_and(|o| o.slot.try_lock().map_or(true, |slot| slot.is_some()))
+            .is_some_and(|o| o.turn.try_lock().map_or(true, |shell| shell.is_running()))
     }
 }
 
-/// Ends every tree at once, sharing one grace period and `/proc` readings,
-/// then drops the shells (whose `Drop` finds nothing left to kill).
-async fn end_trees(trees: impl Iterator<Item = (Arc<dyn PtySession>, Option<Shell>)>) {
+/// Closes every shell at once, sharing one grace period and `/proc`
+/// readings.
+async fn close_together(handles: Vec<ShellHandle>) {
     let _shared = dsh_pty::SharedScans::new();
-    let mut ending = tokio::task::JoinSet::new();
-    for (session, shell) in trees {
-        ending.spawn(async move {
-            let _ = session.kill_tree(KILL_GRACE).await;
-            drop(shell);
-        });
+    let mut closing = tokio::task::JoinSet::new();
+    for handle in handles {
+        closing.spawn(async move { handle.close().await });
     }
-    while ending.join_next().await.is_some() {}
-}
-
-/// The typed outcome of a call that ran.
-fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellError> {
-    let persistent = config.persistent;
-    let base = |output: Output, end: CallEnd| CallOutcome {
-        dialect: config.dialect,
-        output,
-        end,
-        eofs_sent: 0,
-        continued: false,
-        streams_repaired: StreamsRepaired::default(),
-        shell_reset: persistent,
-        limits_reached: LimitsReached::default(),
-    };
-    Ok(match outcome {
-        Outcome::Completed {
-            output,
-            status,
-            eofs_sent,
-            repairs,
-            continued,
-        } => CallOutcome {
-            eofs_sent,
-            continued,
-            streams_repaired: StreamsRepaired {
-                stdin: repairs.stdin,
-                stdout: repairs.stdout,
-                stderr: repairs.stderr,
-            },
-            shell_reset: false,
-            ..base(output.finish(), CallEnd::Exited { code: status })
-        },
-        // A one-shot shell ending is the command ending.
-        Outcome::ShellEnded { output, exit, .. } if !persistent => {
-            let code = match (exit.code(), exit.signal()) {
-                (Some(code), _) => code,
-                (None, Some(sig)) => 128 + sig,
-                (None, None) => 1,
-            };
-            base(output.finish(), CallEnd::Exited { code })
-        }
-        Outcome::ShellEnded {
-            output,
-            exit,
-            errexit,
-        } => base(
-            output.finish(),
-            CallEnd::ShellEnded {
-                status: exit,
-                errexit,
-            },
-        ),
-        Outcome::Lost { output, error } => base(output.finish(), CallEnd::ConnectionLost { error }),
-        Outcome::Broken { output, why } => {
-            let mut output = output.finish();
-            if matches!(why, Broken::Fatal(_)) {
-                match &mut output.clip {
-                    None => strip_fatal_residue(&mut output.text),
-                    Some(Clip::HeadTail { tail, .. }) => strip_fatal_residue(tail),
-                    Some(_) => {}
-                }
-            }
-            let reason = match why {
-                Broken::Fatal(Fatal::Builtins) => BrokenReason::BuiltinDisabled,
-                Broken::Fatal(Fatal::ReadOnly) => BrokenReason::ReadOnlyVariable,
-                Broken::Fatal(Fatal::Epilogue) => BrokenReason::StreamsUnrecoverable,
-                Broken::Stale => BrokenReason::WrapperDidNotRun,
-                Broken::NoPromptExpansion => BrokenReason::PromptExpansionOff,
-                Broken::Replaced => BrokenReason::Replaced,
-            };
-            base(output, CallEnd::ShellBroken { reason })
-        }
-        Outcome::TimedOut { output } => base(
-            output.finish(),
-            CallEnd::TimedOut {
-                after: config.timeout,
-            },
-        ),
-        Outcome::Cancelled => {
-            return Err(ShellError::Cancelled {
-                dialect: config.dialect,
-                shell_reset: persistent,
-            });
-        }
-    })
+    while closing.join_next().await.is_some() {}
 }

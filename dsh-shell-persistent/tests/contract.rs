@@ -519,7 +519,7 @@ async fn invalid_calls_and_schema(w: Where) {
             .unwrap(),
         "ok"
     );
-    let schema = f.pool.schema();
+    let schema = f.pool.spec().openai();
     assert_eq!(
         schema,
         json!({

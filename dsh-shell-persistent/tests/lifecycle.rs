@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use dsh_shell_persistent::{Dialect, ShellConfig, ShellError, ShellPool};
+use std::sync::Arc;
+
+use dsh_shell_persistent::{Dialect, InputWait, Shell, ShellConfig, ShellError, ShellPool};
 
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -157,9 +159,69 @@ async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
     ));
 }
 
+/// A host that holds one `Shell` itself, shared between tasks behind a
+/// mutex: its state persists, its handle answers the running command and
+/// closes it mid-call, and a closed shell refuses calls and leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shell_held_by_a_host_is_reached_through_its_handle() {
+    let config = ShellConfig::new(std::env::temp_dir()).on_input_wait(InputWait::Wait);
+    let shell = Shell::new(config).unwrap();
+    assert_eq!(shell.spec().name, "bash");
+    assert!(!shell.is_running());
+    let handle = shell.handle();
+    let shell = Arc::new(tokio::sync::Mutex::new(shell));
+    let run = |command: &'static str| {
+        let shell = Arc::clone(&shell);
+        async move { shell.lock().await.run(command).await }
+    };
+    assert_eq!(run("cd / && export X=1").await.unwrap(), "");
+    assert_eq!(
+        run("echo $PWD $X; echo $$").await.unwrap().lines().next(),
+        Some("/ 1")
+    );
+    assert!(shell.lock().await.is_running());
+    assert!(matches!(
+        handle.send_input(b"x\n").await,
+        Err(ShellError::NotRunning)
+    ));
+    let answered = tokio::spawn(run("read -r a; echo \"got $a\""));
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while matches!(
+        handle.send_input(b"42\n").await,
+        Err(ShellError::NotRunning)
+    ) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never took input"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let out = tokio::time::timeout(BOUND, answered)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.unwrap(), "got 42");
+    let sid: i32 = run("echo $$").await.unwrap().parse().unwrap();
+    let busy = tokio::spawn(run("sleep 1000"));
+    while session_members(sid).len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "sleep never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    handle.close().await;
+    let result = tokio::time::timeout(BOUND, busy).await.unwrap().unwrap();
+    assert!(matches!(result, Err(ShellError::Closed)), "{result:?}");
+    assert_eq!(wait_until_empty(sid).await, Vec::<i32>::new());
+    assert!(handle.is_closed());
+    assert!(matches!(run("echo again").await, Err(ShellError::Closed)));
+    assert!(!shell.lock().await.is_running());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interactive_hosts_can_answer_a_command() {
-    let pool = pool(|c| c.on_input_wait(dsh_shell_persistent::InputWait::Wait));
+    let pool = pool(|c| c.on_input_wait(InputWait::Wait));
     run(&pool, "a", "true").await;
     let call = tokio::spawn({
         let pool = pool.clone();
@@ -192,7 +254,7 @@ async fn interactive_hosts_can_answer_a_command() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sh_dialect_keeps_the_same_contract() {
     let pool = pool(|c| c.dialect(Dialect::Sh).timeout(Duration::from_secs(2)));
-    assert_eq!(pool.schema()["name"], "sh");
+    assert_eq!(pool.spec().openai()["name"], "sh");
     assert_eq!(run(&pool, "a", "echo hi").await, "hi");
     assert_eq!(run(&pool, "a", "cd / && X=1; export Y=2").await, "");
     assert_eq!(run(&pool, "a", "echo $PWD $X $Y").await, "/ 1 2");
@@ -231,7 +293,7 @@ async fn pwsh_dialect_where_pwsh_exists() {
 async fn one_shot_shells_keep_nothing_and_never_print_the_reset_line() {
     let pool = pool(|c| c.persistent(false).timeout(Duration::from_secs(2)));
     assert_eq!(
-        pool.schema()["description"],
+        pool.spec().openai()["description"],
         "Run commands in a fresh bash shell. Nothing persists between calls: each call starts in the workspace with a fresh current directory and environment."
     );
     let first = run(&pool, "a", "export X=1; cd /; echo $$").await;

@@ -126,8 +126,8 @@ impl Agent {
     pub fn tools(&self) -> Value {
         let function = |schema: Value| json!({"type": "function", "function": schema});
         json!([
-            function(self.shell.schema()),
-            function(self.editor.schema())
+            function(self.shell.spec().openai()),
+            function(self.editor.spec().openai())
         ])
     }
 

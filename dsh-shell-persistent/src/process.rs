@@ -1,0 +1,577 @@
+//! One shell process and the protocol of one call.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use dsh_pty::{ExitStatus, OutputStream, PtySession, Signal, SpawnSpec};
+use tokio::time::Instant;
+
+use crate::bash::{Fatal, Protocol, Repairs};
+use crate::dialect::{CallIds, CommandSource, Dialect};
+use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Prompt, Search, random_hex};
+use crate::normalize::Normalizer;
+use crate::notice::NoticeFilter;
+use crate::output::Collector;
+use crate::probe;
+use crate::{InputWait, ShellConfig, ShellError};
+
+/// How long `kill_tree` waits after SIGTERM/SIGHUP before SIGKILL.
+pub(crate) const KILL_GRACE: Duration = Duration::from_millis(200);
+/// How often the foreground is inspected while a command runs.
+const INPUT_CHECK: Duration = Duration::from_millis(250);
+/// How long a command must wait for input before end-of-file is sent.
+const INPUT_PATIENCE: Duration = Duration::from_millis(750);
+/// How many times end-of-file is sent in one call.
+const MAX_EOFS: u32 = 3;
+/// How long an abandoned-line prompt may take to be confirmed (bash prints
+/// it, then blocks reading the terminal within microseconds).
+const CONFIRM_WITHIN: Duration = Duration::from_millis(100);
+// An abandoned-line prompt not confirmed in time (a loaded machine) is
+// confirmed again by each periodic check.
+
+/// How one call ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The end prompt (or bash's abandoned-line prompt) and status were seen;
+    /// the shell is at its prompt with its state.
+    Completed {
+        output: Collector,
+        status: i32,
+        eofs_sent: u32,
+        repairs: Repairs,
+        continued: bool,
+    },
+    /// The shell ended before the end marker.
+    ShellEnded {
+        output: Collector,
+        exit: ExitStatus,
+        errexit: bool,
+    },
+    /// The connection to a shell running elsewhere broke; its fate is unknown.
+    Lost {
+        output: Collector,
+        error: Arc<dsh_pty::PtyError>,
+    },
+    /// The shell is alive but can no longer run the protocol: it must be reset.
+    Broken { output: Collector, why: Broken },
+    /// The timeout passed; the shell's process tree was killed.
+    TimedOut { output: Collector },
+    /// The cancel signal fired; the caller ends the shell (it is not reused).
+    Cancelled,
+}
+
+/// Why a shell can no longer be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Broken {
+    /// A stop the protocol reported itself.
+    Fatal(Fatal),
+    /// The previous call's prompt came back: none of this call's wrapper ran.
+    Stale,
+    /// Prompt expansion is off (`shopt -u promptvars`).
+    NoPromptExpansion,
+    /// Another program replaced the shell (`exec`).
+    Replaced,
+}
+
+/// What one look at the terminal's foreground found ([`Process::look`]).
+#[derive(Debug)]
+struct Look {
+    fg: Option<dsh_pty::Foreground>,
+    /// The shell is in front, but another program took its place (`exec`).
+    replaced: bool,
+    /// The shell is in front and stopped.
+    stopped: bool,
+}
+
+/// A live shell.
+#[derive(Debug)]
+pub(crate) struct Process {
+    session: Arc<dyn PtySession>,
+    output: OutputStream,
+    proto: Protocol,
+    next_start: String,
+    /// The id of the last end prompt shown, to recognise it if it comes again.
+    last_end: Option<String>,
+    /// The shell's own process group (the foreground while it is at its
+    /// prompt) and its program, learned once it is ready.
+    home: Option<probe::Home>,
+    /// `set -e` was on after the last call.
+    errexit: bool,
+    /// The last call's status.
+    last_status: i32,
+    scratch: Option<tempfile::TempDir>,
+}
+
+/// A fresh id of `len` hex digits.
+fn id(len: usize) -> Result<String, ShellError> {
+    random_hex(len).map_err(ShellError::Random)
+}
+
+impl Process {
+    /// Spawns a shell and waits for its first controlled prompt.
+    pub(crate) async fn spawn(config: &ShellConfig) -> Result<Process, ShellError> {
+        let shell = config.dialect.tool_name();
+        let argv = config.effective_argv();
+        let ready = id(ID_LEN)?;
+        let first_start = id(ID_LEN)?;
+        let proto = Protocol::new(&id(ID_LEN)?, &id(ID_LEN)?, &id(8)?);
+        let mut spec = SpawnSpec::new(&argv[0]);
+        if !config.inherit_env {
+            spec = spec.env_clear();
+        }
+        let mut spec = spec
+            .args(&argv[1..])
+            .cwd(&config.start_dir)
+            .size(config.term_size)
+            .scrollback(config.scrollback)
+            .echo(false)
+            .output_processing(false)
+            .env("TERM", "dumb")
+            .env("PAGER", "cat")
+            .env("GIT_PAGER", "cat")
+            .env("PS1", "")
+            .env("PS2", "")
+            .env("HISTFILE", "/dev/null")
+            .env_remove("PROMPT_COMMAND")
+            .env_remove("ENV")
+            .env_remove("BASH_ENV");
+        for (k, v) in &config.env {
+            spec = spec.env(k, v);
+        }
+        for hook in &config.pre_exec {
+            spec = spec.pre_exec(Arc::clone(hook));
+        }
+        let spec = spec.limits(config.limits.clone());
+        let mut session = config
+            .backend
+            .spawn(spec)
+            .await
+            .map_err(|source| ShellError::Spawn { shell, source })?;
+        let output = session.take_output().ok_or(ShellError::Spawn {
+            shell,
+            source: dsh_pty::PtyError::Closed,
+        })?;
+        // From here on, `Shell`'s `Drop` kills the process on any early return.
+        let mut shell_obj = Process {
+            session: Arc::from(session),
+            output,
+            proto,
+            next_start: first_start.clone(),
+            last_end: None,
+            home: None,
+            errexit: false,
+            last_status: 0,
+            scratch: None,
+        };
+        let init = config
+            .dialect
+            .init_line(&shell_obj.proto, &ready, &first_start);
+        shell_obj
+            .session
+            .write_all(init.as_bytes())
+            .await
+            .map_err(|source| ShellError::Terminal { shell, source })?;
+        let mut search = Search::new(&shell_obj.proto.marker(&ready));
+        let wait_ready = async {
+            while let Some(chunk) = shell_obj.output.recv().await {
+                if search.feed(&chunk, &mut |_| {}).is_some() {
+                    return true;
+                }
+            }
+            false
+        };
+        match tokio::time::timeout(config.start_timeout, wait_ready).await {
+            Ok(true) => {
+                // At its prompt, the terminal's foreground is the shell itself
+                // (`pids_are_local` is known once the look refreshed it).
+                let fg = shell_obj.look().await.fg;
+                let local = shell_obj.session.pids_are_local();
+                shell_obj.home = fg.map(|fg| probe::Home::new(fg.pgid, local));
+                Ok(shell_obj)
+            }
+            Ok(false) => Err(ShellError::Spawn {
+                shell,
+                source: dsh_pty::PtyError::Closed,
+            }),
+            Err(_) => Err(ShellError::NotReady {
+                shell,
+                seconds: config.start_timeout.as_secs(),
+            }),
+        }
+    }
+
+    /// The session, for input and inspection from outside the call.
+    pub(crate) fn session(&self) -> Arc<dyn PtySession> {
+        Arc::clone(&self.session)
+    }
+
+    /// Runs one command; `cancel` resolving means cancellation.
+    /// Runs `command`; `line_written` is told once the call's line is on the
+    /// terminal (from then on, typed input reaches the command, not bash's
+    /// command reader).
+    pub(crate) async fn call(
+        &mut self,
+        config: &ShellConfig,
+        command: &str,
+        cancel: impl Future<Output = ()>,
+        line_written: impl FnOnce(),
+    ) -> Result<Outcome, ShellError> {
+        let dialect = config.dialect;
+        let shell = dialect.tool_name();
+        // One request for randomness per call: the call's tag, its end and
+        // the next call's start.
+        let hex = id(8 + 2 * ID_LEN)?;
+        let (call, ends) = hex.split_at(8);
+        let (end, next_start) = ends.split_at(ID_LEN);
+        let ids = CallIds {
+            call: call.to_owned(),
+            start: if dialect.start_is_preset() {
+                std::mem::take(&mut self.next_start)
+            } else {
+                id(ID_LEN)?
+            },
+            end: end.to_owned(),
+            next_start: next_start.to_owned(),
+            after_syntax_error: self.last_status == 2,
+        };
+        let (file, local_file) = if dialect.needs_file(command) {
+            match self.put_command_file(command, shell).await? {
+                (path, true) => (Some(path.clone()), Some(path)),
+                (path, false) => (Some(path), None),
+            }
+        } else {
+            (None, None)
+        };
+        let source = match &file {
+            Some(path) => CommandSource::File(path),
+            None => CommandSource::Inline(command),
+        };
+        let line = dialect.call_line(&self.proto, &source, &ids);
+        self.next_start.clone_from(&ids.next_start);
+        let bash = dialect == Dialect::Bash;
+
+        // Drop what arrived between calls (background output, notices):
+        // the start marker separates it anyway, this only saves scanning.
+        while self.output.try_recv().is_some() {}
+
+        let mut scanner = CallScanner::new(Markers {
+            prefix: self.proto.prefix().to_owned(),
+            start: ids.start.clone(),
+            end: ids.end.clone(),
+            abandon: bash.then(|| self.proto.abandon_id().to_owned()),
+            stale: if bash { self.last_end.take() } else { None },
+        });
+        let mut text = Text {
+            normalizer: Normalizer::new(config.normalize),
+            notices: (dialect != Dialect::Pwsh).then(NoticeFilter::new),
+            collector: Collector::new(config.max_output_chars, config.clip),
+        };
+        let deadline = Instant::now() + config.timeout;
+        let mut cancel = pin!(cancel);
+        // The first look at the foreground comes after one period: most
+        // calls end long before, and inspecting /proc is not free.
+        let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
+        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut waiting_since: Option<Instant> = None;
+        let mut eofs_sent = 0u32;
+        let mut continued = false;
+        // This call's abandoned-line prompt, seen but not yet confirmed.
+        let mut unconfirmed: Option<Option<i32>> = None;
+        let abandon_tag = Protocol::abandon_tag(&ids.call);
+
+        let write = self.session.write_all(line.as_bytes());
+        tokio::select! {
+            biased;
+            () = &mut cancel => return Ok(Outcome::Cancelled),
+            written = write => written.map_err(|source| ShellError::Terminal { shell, source })?,
+        }
+        line_written();
+
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                () = &mut cancel => break Outcome::Cancelled,
+                chunk = self.output.recv() => {
+                    let Some(chunk) = chunk else {
+                        scanner.finish(&mut |b| text.feed(b));
+                        if let Some(error) = self.session.connection_lost() {
+                            break Outcome::Lost { output: text.finish(), error };
+                        }
+                        let exit = self.session.wait().await;
+                        break Outcome::ShellEnded { output: text.finish(), exit, errexit: self.errexit };
+                    };
+                    let Progress::Prompt { which, tag, status } =
+                        scanner.feed(&chunk, &mut |b| text.feed(b))
+                    else {
+                        continue;
+                    };
+                    // Cancellation wins even over a complete result.
+                    if poll_once(cancel.as_mut()).await {
+                        break Outcome::Cancelled;
+                    }
+                    self.last_status = status.unwrap_or(-1);
+                    let completed = |text: Text, status: Option<i32>, repairs| Outcome::Completed {
+                        output: text.finish(),
+                        status: status.unwrap_or(-1),
+                        eofs_sent,
+                        repairs,
+                        continued,
+                    };
+                    match which {
+                        Prompt::End => {
+                            let repairs = Repairs::parse(&tag);
+                            self.errexit = repairs.errexit;
+                            self.last_end = Some(ids.end.clone());
+                            break completed(text, status, repairs);
+                        }
+                        Prompt::Stale => break text.broken(Broken::Stale),
+                        Prompt::Abandon => {
+                            if let Some(fatal) = Fatal::from_tag(&tag) {
+                                break text.broken(Broken::Fatal(fatal));
+                            }
+                            if tag.starts_with("${") {
+                                break text.broken(Broken::NoPromptExpansion);
+                            }
+                            if tag == abandon_tag {
+                                // bash abandoned the line; unless the command
+                                // printed the prompt itself, bash now waits at it.
+                                if self.confirm_at_prompt(true).await {
+                                    break completed(text, status, Repairs::default());
+                                }
+                                unconfirmed = Some(status);
+                            } else if tag.is_empty() {
+                                // A bash that inherited the prompt but not the
+                                // tag: the shell itself, if it was replaced.
+                                if self.confirm_at_prompt(false).await {
+                                    break text.broken(Broken::Replaced);
+                                }
+                            } else if tag.starts_with('k') {
+                                // An earlier call's abandon prompt: this call's
+                                // wrapper never ran.
+                                break text.broken(Broken::Stale);
+                            }
+                            scanner.resume();
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    scanner.finish(&mut |b| text.feed(b));
+                    let _ = self.session.kill_tree(KILL_GRACE).await;
+                    break Outcome::TimedOut { output: text.finish() };
+                }
+                _ = checks.tick(), if scanner.started() => {
+                    let look = self.look().await;
+                    let fg = look.fg;
+                    if let (Some(home), Some(fg)) = (&self.home, &fg)
+                        && fg.pgid == home.pgid()
+                    {
+                        // The shell waits at its prompt and no end prompt
+                        // came: the abandoned line was real.
+                        if let Some(status) = unconfirmed
+                            && (fg.waiting_for_input || !probe::SEES_READS)
+                            && !look.replaced
+                        {
+                            break Outcome::Completed {
+                                output: text.finish(),
+                                status: status.unwrap_or(-1),
+                                eofs_sent,
+                                repairs: Repairs::default(),
+                                continued,
+                            };
+                        }
+                        // Another program in the shell's place is a command
+                        // until it waits for input: then it is at its prompt.
+                        if look.replaced && (fg.waiting_for_input || !probe::SEES_READS) {
+                            scanner.finish(&mut |b| text.feed(b));
+                            break text.broken(Broken::Replaced);
+                        }
+                        if look.stopped && self.session.signal_foreground(Signal::Continue).is_ok() {
+                            continued = true;
+                        }
+                    }
+                    if config.on_input_wait != InputWait::SendEof || eofs_sent >= MAX_EOFS {
+                        continue;
+                    }
+                    let waiting = fg.is_some_and(|fg| fg.waiting_for_input);
+                    match (waiting, waiting_since) {
+                        (false, _) => waiting_since = None,
+                        (true, None) => waiting_since = Some(Instant::now()),
+                        (true, Some(since)) if since.elapsed() >= INPUT_PATIENCE => {
+                            tracing::debug!("command waits for terminal input; sending end-of-file");
+                            let _ = self.session.write_all(b"\x04").await;
+                            eofs_sent += 1;
+                            waiting_since = None;
+                        }
+                        (true, Some(_)) => {}
+                    }
+                }
+            }
+        };
+        if let Some(path) = local_file {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(outcome)
+    }
+
+    /// Whether the shell itself is in front of the terminal (and, where that
+    /// can be seen and `reading` asks for it, blocked reading it): then a
+    /// prompt it showed is its own, not text a command printed.
+    async fn confirm_at_prompt(&self, reading: bool) -> bool {
+        let Some(home) = &self.home else {
+            return true; // nothing to compare with: trust the prompt
+        };
+        let give_up = Instant::now() + CONFIRM_WITHIN;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match self.look().await.fg {
+                None => return true,
+                Some(fg) if fg.pgid == home.pgid() => {
+                    if !reading || fg.waiting_for_input || !probe::SEES_READS {
+                        return true;
+                    }
+                }
+                Some(_) => {}
+            }
+            if Instant::now() >= give_up {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(10));
+        }
+    }
+
+    /// The terminal's foreground and, when the shell itself is in front,
+    /// whether another program replaced it or it is stopped. The `/proc`
+    /// reads run on tokio's blocking pool, never on the runtime's threads.
+    async fn look(&self) -> Look {
+        self.session.refresh_foreground().await;
+        let session = Arc::clone(&self.session);
+        let home = self.home.clone();
+        let read = move || {
+            let fg = session.foreground().ok();
+            let (replaced, stopped) = match (&home, &fg) {
+                (Some(home), Some(fg)) if fg.pgid == home.pgid() => {
+                    (home.replaced(), home.stopped())
+                }
+                _ => (false, false),
+            };
+            Look {
+                fg,
+                replaced,
+                stopped,
+            }
+        };
+        tokio::task::spawn_blocking(read).await.unwrap_or(Look {
+            fg: None,
+            replaced: false,
+            stopped: false,
+        })
+    }
+
+    /// Puts a long command in a file the shell can read: on the program's
+    /// side when the backend is remote (`false`: the session removes it),
+    /// else in a local scratch directory (`true`: removed after the call).
+    async fn put_command_file(
+        &mut self,
+        command: &str,
+        shell: &'static str,
+    ) -> Result<(std::path::PathBuf, bool), ShellError> {
+        match self
+            .session
+            .put_scratch_file("cmd", command.as_bytes())
+            .await
+        {
+            Ok(path) => return Ok((path, false)),
+            Err(dsh_pty::PtyError::Unsupported { .. }) => {}
+            Err(source) => {
+                return Err(ShellError::Terminal { shell, source });
+            }
+        }
+        Ok((self.write_command_file(command)?, true))
+    }
+
+    fn write_command_file(&mut self, command: &str) -> Result<std::path::PathBuf, ShellError> {
+        if self.scratch.is_none() {
+            let dir = tempfile::Builder::new()
+                .prefix("dsh-shell-")
+                .tempdir()
+                .map_err(ShellError::CommandFile)?;
+            self.scratch = Some(dir);
+        }
+        let dir = self
+            .scratch
+            .as_ref()
+            .map(|d| d.path().to_owned())
+            .unwrap_or_default();
+        let path = dir.join(format!("cmd-{}", id(32)?));
+        std::fs::write(&path, command).map_err(ShellError::CommandFile)?;
+        Ok(path)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // A shell dropped mid-call (cancelled future) or discarded after a
+        // reset must not keep running.
+        self.session.kill_now();
+    }
+}
+
+/// A call's output on its way to the model: normalized, job notices
+/// removed, bounded.
+struct Text {
+    normalizer: Normalizer,
+    notices: Option<NoticeFilter>,
+    collector: Collector,
+}
+
+impl Text {
+    fn feed(&mut self, bytes: &[u8]) {
+        if self.collector.is_full() {
+            return;
+        }
+        let Text {
+            normalizer,
+            notices,
+            collector,
+        } = self;
+        match notices {
+            Some(filter) => {
+                normalizer.push(bytes, &mut |s| filter.push(s, &mut |t| collector.push(t)))
+            }
+            None => normalizer.push(bytes, &mut |s| collector.push(s)),
+        }
+    }
+
+    fn finish(self) -> Collector {
+        let Text {
+            mut normalizer,
+            mut notices,
+            mut collector,
+        } = self;
+        match &mut notices {
+            Some(filter) => {
+                normalizer.finish(&mut |s| filter.push(s, &mut |t| collector.push(t)));
+                filter.finish(&mut |t| collector.push(t));
+            }
+            None => normalizer.finish(&mut |s| collector.push(s)),
+        }
+        collector
+    }
+
+    fn broken(self, why: Broken) -> Outcome {
+        let mut output = self.finish();
+        if why == Broken::Replaced {
+            output.drop_unfinished_line();
+        }
+        Outcome::Broken { output, why }
+    }
+}
+
+/// `true` if `fut` is ready right now.
+async fn poll_once<F: Future<Output = ()>>(mut fut: std::pin::Pin<&mut F>) -> bool {
+    std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_ready())).await
+}

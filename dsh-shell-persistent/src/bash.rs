@@ -41,7 +41,61 @@
 //! never print a marker; only the prompt itself does.
 
 use crate::dialect::CommandSource;
+use crate::marker::Prompt;
 use crate::quote::{bash_ansi_c, split_token};
+
+/// The first letter of a call's abandon tag; the call's id follows.
+const CALL_TAG: char = 'k';
+
+/// What a prompt the scanner found means for the call: decided once, from
+/// which prompt it is and its tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// This call's end prompt, with what the epilogue repaired.
+    End(Repairs),
+    /// This call's abandon prompt: bash abandoned the line (if the shell
+    /// itself waits at it; a command may print it).
+    Abandoned,
+    /// A fatal marker: the protocol stopped itself.
+    Fatal(Fatal),
+    /// The previous call's end prompt, or an earlier call's abandon prompt:
+    /// none of this call's wrapper ran.
+    Stale,
+    /// The tag was not expanded: prompt expansion is off.
+    NoPromptExpansion,
+    /// An abandon prompt without a tag: a bash that inherited the exported
+    /// prompt but not the tag (the shell itself, if it was replaced).
+    Inherited,
+    /// An abandon prompt with another tag: nothing to act on.
+    Other,
+}
+
+impl Seen {
+    /// What prompt `which` with `tag` means for the call `call_id`.
+    pub(crate) fn of(which: Prompt, tag: &str, call_id: &str) -> Seen {
+        match which {
+            Prompt::End => Seen::End(Repairs::parse(tag)),
+            Prompt::Stale => Seen::Stale,
+            Prompt::Abandon => {
+                if let Some(fatal) = Fatal::from_tag(tag) {
+                    Seen::Fatal(fatal)
+                } else if tag.starts_with("${") {
+                    Seen::NoPromptExpansion
+                } else if tag.is_empty() {
+                    Seen::Inherited
+                } else if let Some(call) = tag.strip_prefix(CALL_TAG) {
+                    if call == call_id {
+                        Seen::Abandoned
+                    } else {
+                        Seen::Stale
+                    }
+                } else {
+                    Seen::Other
+                }
+            }
+        }
+    }
+}
 
 /// Why the epilogue (or the line) stopped: the tag letter of a fatal marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +166,39 @@ impl Repairs {
     }
 }
 
+/// The protocol's variables (and its two functions): each shell's names
+/// are its random stem and the letter here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Var {
+    /// The user's `PROMPT_COMMAND`, kept while the tool's runs.
+    UserPromptCommand = b'u',
+    /// The letters of the streams the epilogue repaired (`e`, `o`, `i`) and `E` for `set -e`.
+    Repaired = b'f',
+    /// The command's status.
+    Status = b's',
+    /// What the abandon prompt shows: `k<call id>` while the command runs, a letter in the epilogue.
+    Tag = b'k',
+    /// `1` once the prologue ran: the fatal marker's test.
+    PrologueRan = b'c',
+    /// Whether `POSIXLY_CORRECT` was set before the call.
+    PosixWasSet = b'q',
+    /// `POSIXLY_CORRECT`'s value before the call.
+    PosixValue = b'w',
+    /// The call's command, with the prologue's call before it.
+    Command = b'm',
+    /// The abandon prompt, installed as `PS1` by the prologue.
+    AbandonPrompt = b'a',
+    /// Never set: `${unset?word}` prints the fatal markers.
+    Unset = b'z',
+    /// Assigned only to expand the fatal markers.
+    Sink = b'y',
+    /// The prologue function.
+    Prologue = b'P',
+    /// The epilogue function.
+    Epilogue = b'E',
+}
+
 /// One shell's protocol: its marker prefix, abandon id and variable names.
 #[derive(Debug, Clone)]
 pub(crate) struct Protocol {
@@ -146,9 +233,9 @@ impl Protocol {
         &self.abandon
     }
 
-    /// The name of protocol variable `c` in this shell.
-    pub(crate) fn var(&self, c: char) -> String {
-        format!("{}{c}", self.stem)
+    /// The name of protocol variable `var` in this shell.
+    pub(crate) fn var(&self, var: Var) -> String {
+        format!("{}{}", self.stem, char::from(var as u8))
     }
 
     /// The prompt-string form of a marker: the full text, one character
@@ -178,25 +265,29 @@ impl Protocol {
     /// the first call's start id.
     pub(crate) fn init_line(&self, ready: &str, first_start: &str) -> String {
         let v = |c| self.var(c);
-        let abandon_prompt = format!("{}${{{}}}:$?#", self.prompt_form(&self.abandon), v('k'));
+        let abandon_prompt = format!(
+            "{}${{{}}}:$?#",
+            self.prompt_form(&self.abandon),
+            v(Var::Tag)
+        );
         let functions = format!(
             "{pre}() {{\n{prec}}}\n{post}() {{\n{postc}}}\n",
-            pre = v('P'),
+            pre = v(Var::Prologue),
             prec = self.prologue(),
-            post = v('E'),
+            post = v(Var::Epilogue),
             postc = self.epilogue(),
         );
         format!(
             "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}=; {a}={ap}; \\eval {functions}; export PS1; PS0={ps0}; PS1={ready}\n",
-            u = v('u'),
-            f = v('f'),
-            s = v('s'),
-            k = v('k'),
-            c = v('c'),
-            q = v('q'),
-            w = v('w'),
-            m = v('m'),
-            a = v('a'),
+            u = v(Var::UserPromptCommand),
+            f = v(Var::Repaired),
+            s = v(Var::Status),
+            k = v(Var::Tag),
+            c = v(Var::PrologueRan),
+            q = v(Var::PosixWasSet),
+            w = v(Var::PosixValue),
+            m = v(Var::Command),
+            a = v(Var::AbandonPrompt),
             ap = bash_ansi_c(&abandon_prompt),
             functions = bash_ansi_c(&functions),
             ps0 = bash_ansi_c(&self.prompt_form(first_start)),
@@ -209,8 +300,8 @@ impl Protocol {
     fn enter_posix(&self) -> String {
         format!(
             "{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y",
-            q = self.var('q'),
-            w = self.var('w')
+            q = self.var(Var::PosixWasSet),
+            w = self.var(Var::PosixValue)
         )
     }
 
@@ -219,8 +310,8 @@ impl Protocol {
     fn restore_posix(&self) -> String {
         format!(
             "(( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT",
-            q = self.var('q'),
-            w = self.var('w')
+            q = self.var(Var::PosixWasSet),
+            w = self.var(Var::PosixValue)
         )
     }
 
@@ -232,9 +323,9 @@ impl Protocol {
         format!(
             "{{ {restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
             restore = self.restore_posix(),
-            a = v('a'),
-            u = v('u'),
-            c = v('c'),
+            a = v(Var::AbandonPrompt),
+            u = v(Var::UserPromptCommand),
+            c = v(Var::PrologueRan),
         )
     }
 
@@ -248,13 +339,23 @@ impl Protocol {
     /// `/dev/null`) so `set -x` traces of the tool's steps go nowhere.
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
-        let (f, k, z, y) = (v('f'), v('k'), v('z'), v('y'));
+        let (f, k, z, y) = (v(Var::Repaired), v(Var::Tag), v(Var::Unset), v(Var::Sink));
         let enter = self.enter_posix();
         let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
-        let watched: String = ['k', 'c', 'q', 'w', 's', 'f', 'u', 'a', 'm']
-            .iter()
-            .map(|&c| format!("${{{}@a}}", v(c)))
-            .collect();
+        let watched: String = [
+            Var::Tag,
+            Var::PrologueRan,
+            Var::PosixWasSet,
+            Var::PosixValue,
+            Var::Status,
+            Var::Repaired,
+            Var::UserPromptCommand,
+            Var::AbandonPrompt,
+            Var::Command,
+        ]
+        .iter()
+        .map(|&var| format!("${{{}@a}}", v(var)))
+        .collect();
         let user: String = ["PS0", "PS1", "PROMPT_COMMAND", "POSIXLY_CORRECT"]
             .iter()
             .map(|name| format!("${{{name}+${{{name}@a}}}}"))
@@ -266,14 +367,14 @@ impl Protocol {
 [[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
 {{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>&-\n\
 {k}=r\n",
-            u = v('u'),
+            u = v(Var::UserPromptCommand),
             ro = self.fatal_word(Fatal::ReadOnly),
         )
     }
 
     /// The tag the abandon prompt shows for this call.
-    pub(crate) fn abandon_tag(call_id: &str) -> String {
-        format!("k{call_id}")
+    fn abandon_tag(call_id: &str) -> String {
+        format!("{CALL_TAG}{call_id}")
     }
 
     /// The one physical line of a call. `call_id` goes into the abandon tag;
@@ -290,10 +391,10 @@ impl Protocol {
     ) -> String {
         let v = |c| self.var(c);
         let command = match source {
-            CommandSource::Inline(cmd) => bash_ansi_c(&format!("\\{}\n{cmd}\n", v('P'))),
+            CommandSource::Inline(cmd) => bash_ansi_c(&format!("\\{}\n{cmd}\n", v(Var::Prologue))),
             CommandSource::File(path) => format!(
                 "{}\"$(< {})\"$'\\n'",
-                bash_ansi_c(&format!("\\{}\n", v('P'))),
+                bash_ansi_c(&format!("\\{}\n", v(Var::Prologue))),
                 bash_ansi_c(&path.to_string_lossy())
             ),
         };
@@ -305,22 +406,22 @@ impl Protocol {
         let outer = bash_ansi_c(&format!(
             "PS0='{start}'\n{throwaway}\\eval \"${m}\"\n{k}=p {s}=$?\n\\{e}\nPS1='{end}'\"${{{f}}}:${{{s}}}#\"\n",
             start = self.prompt_form(next_start),
-            m = v('m'),
-            k = v('k'),
-            s = v('s'),
-            e = v('E'),
+            m = v(Var::Command),
+            k = v(Var::Tag),
+            s = v(Var::Status),
+            e = v(Var::Epilogue),
             end = self.prompt_form(end),
-            f = v('f'),
+            f = v(Var::Repaired),
         ));
         format!(
             "{c}=0 {enter} {k}={tag} {m}={command}; \\eval {outer}; (( {c} )) || {y}=${{{z}?{bi}}}\n",
-            c = v('c'),
+            c = v(Var::PrologueRan),
             enter = self.enter_posix(),
-            k = v('k'),
+            k = v(Var::Tag),
             tag = Self::abandon_tag(call_id),
-            m = v('m'),
-            y = v('y'),
-            z = v('z'),
+            m = v(Var::Command),
+            y = v(Var::Sink),
+            z = v(Var::Unset),
             bi = self.fatal_word(Fatal::Builtins),
         )
     }
@@ -329,6 +430,36 @@ impl Protocol {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_prompt_means_one_thing() {
+        let call = "0123abcd";
+        let tag = Protocol::abandon_tag(call);
+        let cases = [
+            (Prompt::End, "", Seen::End(Repairs::default())),
+            (
+                Prompt::End,
+                "oE",
+                Seen::End(Repairs {
+                    stdout: true,
+                    errexit: true,
+                    ..Repairs::default()
+                }),
+            ),
+            (Prompt::Stale, "", Seen::Stale),
+            (Prompt::Abandon, tag.as_str(), Seen::Abandoned),
+            (Prompt::Abandon, "kffffffff", Seen::Stale),
+            (Prompt::Abandon, "x", Seen::Fatal(Fatal::Builtins)),
+            (Prompt::Abandon, "p", Seen::Fatal(Fatal::ReadOnly)),
+            (Prompt::Abandon, "r", Seen::Fatal(Fatal::Epilogue)),
+            (Prompt::Abandon, "${_D0_k}", Seen::NoPromptExpansion),
+            (Prompt::Abandon, "", Seen::Inherited),
+            (Prompt::Abandon, "zz", Seen::Other),
+        ];
+        for (which, tag, want) in cases {
+            assert_eq!(Seen::of(which, tag, call), want, "{which:?} {tag:?}");
+        }
+    }
     use crate::quote::has_control;
 
     const P: &str = "0123456789abcdef";

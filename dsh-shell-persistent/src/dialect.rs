@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::bash::Protocol;
+use crate::bash::{Protocol, Var};
 use crate::quote::{bash_ansi_c, has_control, posix_single, pwsh_single, split_token};
 
 /// Commands whose wrapped line would be longer than this many bytes are
@@ -138,8 +138,8 @@ impl Dialect {
 {{ {st}=$?; {u}=${{PS1-}}; jobs >/dev/null; PS1={end}\"${st}\"'#'; }} 2>/dev/null\n",
                     split_token(&start).replacen("''", "' '", 1),
                     end = split_token(&end),
-                    u = proto.var('u'),
-                    st = proto.var('s'),
+                    u = proto.var(Var::UserPromptCommand),
+                    st = proto.var(Var::Status),
                 )
             }
             Dialect::Pwsh => {

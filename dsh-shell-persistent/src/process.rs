@@ -1,7 +1,7 @@
 //! One shell process and the protocol of one call.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -9,9 +9,9 @@ use std::time::Duration;
 use dsh_pty::{ExitStatus, OutputStream, PtySession, Signal, SpawnSpec};
 use tokio::time::Instant;
 
-use crate::bash::{Fatal, Protocol, Repairs};
+use crate::bash::{Fatal, Protocol, Repairs, Seen};
 use crate::dialect::{CallIds, CommandSource, Dialect};
-use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Prompt, Search, random_hex};
+use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Search, random_hex};
 use crate::normalize::Normalizer;
 use crate::notice::NoticeFilter;
 use crate::output::Collector;
@@ -208,10 +208,9 @@ impl Process {
         Arc::clone(&self.session)
     }
 
-    /// Runs one command; `cancel` resolving means cancellation.
-    /// Runs `command`; `line_written` is told once the call's line is on the
-    /// terminal (from then on, typed input reaches the command, not bash's
-    /// command reader).
+    /// Runs `command`; `cancel` resolving means cancellation, and
+    /// `line_written` is told once the call's line is on the terminal (from
+    /// then on, typed input reaches the command, not bash's command reader).
     pub(crate) async fn call(
         &mut self,
         config: &ShellConfig,
@@ -251,37 +250,12 @@ impl Process {
         };
         let line = dialect.call_line(&self.proto, &source, &ids);
         self.next_start.clone_from(&ids.next_start);
-        let bash = dialect == Dialect::Bash;
 
         // Drop what arrived between calls (background output, notices):
         // the start marker separates it anyway, this only saves scanning.
         while self.output.try_recv().is_some() {}
 
-        let mut scanner = CallScanner::new(Markers {
-            prefix: self.proto.prefix().to_owned(),
-            start: ids.start.clone(),
-            end: ids.end.clone(),
-            abandon: bash.then(|| self.proto.abandon_id().to_owned()),
-            stale: if bash { self.last_end.take() } else { None },
-        });
-        let mut text = Text {
-            normalizer: Normalizer::new(config.normalize),
-            notices: (dialect != Dialect::Pwsh).then(NoticeFilter::new),
-            collector: Collector::new(config.max_output_chars, config.clip),
-        };
-        let deadline = Instant::now() + config.timeout;
         let mut cancel = pin!(cancel);
-        // The first look at the foreground comes after one period: most
-        // calls end long before, and inspecting /proc is not free.
-        let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
-        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut waiting_since: Option<Instant> = None;
-        let mut eofs_sent = 0u32;
-        let mut continued = false;
-        // This call's abandoned-line prompt, seen but not yet confirmed.
-        let mut unconfirmed: Option<Option<i32>> = None;
-        let abandon_tag = Protocol::abandon_tag(&ids.call);
-
         let write = self.session.write_all(line.as_bytes());
         tokio::select! {
             biased;
@@ -289,127 +263,7 @@ impl Process {
             written = write => written.map_err(|source| ShellError::Terminal { shell, source })?,
         }
         line_written();
-
-        let outcome = loop {
-            tokio::select! {
-                biased;
-                () = &mut cancel => break Outcome::Cancelled,
-                chunk = self.output.recv() => {
-                    let Some(chunk) = chunk else {
-                        scanner.finish(&mut |b| text.feed(b));
-                        if let Some(error) = self.session.connection_lost() {
-                            break Outcome::Lost { output: text.finish(), error };
-                        }
-                        let exit = self.session.wait().await;
-                        break Outcome::ShellEnded { output: text.finish(), exit, errexit: self.errexit };
-                    };
-                    let Progress::Prompt { which, tag, status } =
-                        scanner.feed(&chunk, &mut |b| text.feed(b))
-                    else {
-                        continue;
-                    };
-                    // Cancellation wins even over a complete result.
-                    if poll_once(cancel.as_mut()).await {
-                        break Outcome::Cancelled;
-                    }
-                    self.last_status = status.unwrap_or(-1);
-                    let completed = |text: Text, status: Option<i32>, repairs| Outcome::Completed {
-                        output: text.finish(),
-                        status: status.unwrap_or(-1),
-                        eofs_sent,
-                        repairs,
-                        continued,
-                    };
-                    match which {
-                        Prompt::End => {
-                            let repairs = Repairs::parse(&tag);
-                            self.errexit = repairs.errexit;
-                            self.last_end = Some(ids.end.clone());
-                            break completed(text, status, repairs);
-                        }
-                        Prompt::Stale => break text.broken(Broken::Stale),
-                        Prompt::Abandon => {
-                            if let Some(fatal) = Fatal::from_tag(&tag) {
-                                break text.broken(Broken::Fatal(fatal));
-                            }
-                            if tag.starts_with("${") {
-                                break text.broken(Broken::NoPromptExpansion);
-                            }
-                            if tag == abandon_tag {
-                                // bash abandoned the line; unless the command
-                                // printed the prompt itself, bash now waits at it.
-                                if self.confirm_at_prompt(true).await {
-                                    break completed(text, status, Repairs::default());
-                                }
-                                unconfirmed = Some(status);
-                            } else if tag.is_empty() {
-                                // A bash that inherited the prompt but not the
-                                // tag: the shell itself, if it was replaced.
-                                if self.confirm_at_prompt(false).await {
-                                    break text.broken(Broken::Replaced);
-                                }
-                            } else if tag.starts_with('k') {
-                                // An earlier call's abandon prompt: this call's
-                                // wrapper never ran.
-                                break text.broken(Broken::Stale);
-                            }
-                            scanner.resume();
-                        }
-                    }
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    scanner.finish(&mut |b| text.feed(b));
-                    let _ = self.session.kill_tree(KILL_GRACE).await;
-                    break Outcome::TimedOut { output: text.finish() };
-                }
-                _ = checks.tick(), if scanner.started() => {
-                    let look = self.look().await;
-                    let fg = look.fg;
-                    if let (Some(home), Some(fg)) = (&self.home, &fg)
-                        && fg.pgid == home.pgid()
-                    {
-                        // The shell waits at its prompt and no end prompt
-                        // came: the abandoned line was real.
-                        if let Some(status) = unconfirmed
-                            && (fg.waiting_for_input || !probe::SEES_READS)
-                            && !look.replaced
-                        {
-                            break Outcome::Completed {
-                                output: text.finish(),
-                                status: status.unwrap_or(-1),
-                                eofs_sent,
-                                repairs: Repairs::default(),
-                                continued,
-                            };
-                        }
-                        // Another program in the shell's place is a command
-                        // until it waits for input: then it is at its prompt.
-                        if look.replaced && (fg.waiting_for_input || !probe::SEES_READS) {
-                            scanner.finish(&mut |b| text.feed(b));
-                            break text.broken(Broken::Replaced);
-                        }
-                        if look.stopped && self.session.signal_foreground(Signal::Continue).is_ok() {
-                            continued = true;
-                        }
-                    }
-                    if config.on_input_wait != InputWait::SendEof || eofs_sent >= MAX_EOFS {
-                        continue;
-                    }
-                    let waiting = fg.is_some_and(|fg| fg.waiting_for_input);
-                    match (waiting, waiting_since) {
-                        (false, _) => waiting_since = None,
-                        (true, None) => waiting_since = Some(Instant::now()),
-                        (true, Some(since)) if since.elapsed() >= INPUT_PATIENCE => {
-                            tracing::debug!("command waits for terminal input; sending end-of-file");
-                            let _ = self.session.write_all(b"\x04").await;
-                            eofs_sent += 1;
-                            waiting_since = None;
-                        }
-                        (true, Some(_)) => {}
-                    }
-                }
-            }
-        };
+        let outcome = CallState::new(self, config, ids).run(cancel).await;
         if let Some(path) = local_file {
             let _ = std::fs::remove_file(path);
         }
@@ -520,6 +374,257 @@ impl Drop for Process {
     }
 }
 
+/// How a call ended, decided by one of [`CallState`]'s handlers; the
+/// output is added when the state is consumed ([`CallState::outcome`]).
+#[derive(Debug)]
+enum End {
+    Completed {
+        status: Option<i32>,
+        repairs: Repairs,
+    },
+    ShellEnded(ExitStatus),
+    Lost(Arc<dsh_pty::PtyError>),
+    Broken(Broken),
+    TimedOut,
+    Cancelled,
+}
+
+/// One call after its line was written: the scanner and the output on one
+/// side, the events that move it on the other (output, a periodic look at
+/// the foreground, the timeout, cancellation), one handler each.
+struct CallState<'a> {
+    process: &'a mut Process,
+    config: &'a ShellConfig,
+    ids: CallIds,
+    scanner: CallScanner,
+    text: Text,
+    /// Since when the foreground has waited for input.
+    waiting_since: Option<Instant>,
+    eofs_sent: u32,
+    continued: bool,
+    /// This call's abandoned-line prompt, seen but not yet confirmed, and
+    /// its status.
+    unconfirmed: Option<Option<i32>>,
+}
+
+impl<'a> CallState<'a> {
+    fn new(process: &'a mut Process, config: &'a ShellConfig, ids: CallIds) -> Self {
+        let bash = config.dialect == Dialect::Bash;
+        let scanner = CallScanner::new(Markers {
+            prefix: process.proto.prefix().to_owned(),
+            start: ids.start.clone(),
+            end: ids.end.clone(),
+            abandon: bash.then(|| process.proto.abandon_id().to_owned()),
+            stale: if bash { process.last_end.take() } else { None },
+        });
+        let text = Text {
+            normalizer: Normalizer::new(config.normalize),
+            notices: (config.dialect != Dialect::Pwsh).then(NoticeFilter::new),
+            collector: Collector::new(config.max_output_chars, config.clip),
+        };
+        CallState {
+            process,
+            config,
+            ids,
+            scanner,
+            text,
+            waiting_since: None,
+            eofs_sent: 0,
+            continued: false,
+            unconfirmed: None,
+        }
+    }
+
+    /// Runs the call to its end.
+    async fn run<C: Future<Output = ()>>(mut self, mut cancel: Pin<&mut C>) -> Outcome {
+        let deadline = Instant::now() + self.config.timeout;
+        // The first look at the foreground comes after one period: most
+        // calls end long before, and inspecting /proc is not free.
+        let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
+        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let end = tokio::select! {
+                biased;
+                () = cancel.as_mut() => Some(End::Cancelled),
+                chunk = self.process.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
+                () = tokio::time::sleep_until(deadline) => Some(self.on_timeout().await),
+                _ = checks.tick(), if self.scanner.started() => self.on_tick().await,
+            };
+            if let Some(end) = end {
+                return self.outcome(end);
+            }
+        }
+    }
+
+    /// A chunk of output, or its end (`None`).
+    async fn on_output<C: Future<Output = ()>>(
+        &mut self,
+        chunk: Option<impl AsRef<[u8]>>,
+        cancel: Pin<&mut C>,
+    ) -> Option<End> {
+        let Some(chunk) = chunk else {
+            return Some(self.on_output_end().await);
+        };
+        let text = &mut self.text;
+        let Progress::Prompt { which, tag, status } =
+            self.scanner.feed(chunk.as_ref(), &mut |b| text.feed(b))
+        else {
+            return None;
+        };
+        // Cancellation wins even over a complete result.
+        if poll_once(cancel).await {
+            return Some(End::Cancelled);
+        }
+        self.process.last_status = status.unwrap_or(-1);
+        match Seen::of(which, &tag, &self.ids.call) {
+            Seen::End(repairs) => {
+                self.process.errexit = repairs.errexit;
+                self.process.last_end = Some(self.ids.end.clone());
+                return Some(End::Completed { status, repairs });
+            }
+            Seen::Stale => return Some(End::Broken(Broken::Stale)),
+            Seen::Fatal(fatal) => return Some(End::Broken(Broken::Fatal(fatal))),
+            Seen::NoPromptExpansion => return Some(End::Broken(Broken::NoPromptExpansion)),
+            Seen::Abandoned => {
+                // bash abandoned the line; unless the command printed the
+                // prompt itself, bash now waits at it.
+                if self.process.confirm_at_prompt(true).await {
+                    return Some(End::Completed {
+                        status,
+                        repairs: Repairs::default(),
+                    });
+                }
+                self.unconfirmed = Some(status);
+            }
+            Seen::Inherited => {
+                // The shell itself, if it was replaced.
+                if self.process.confirm_at_prompt(false).await {
+                    return Some(End::Broken(Broken::Replaced));
+                }
+            }
+            Seen::Other => {}
+        }
+        self.scanner.resume();
+        None
+    }
+
+    /// The output ended before the end prompt: the shell ended, or the
+    /// connection to it broke.
+    async fn on_output_end(&mut self) -> End {
+        self.finish_scan();
+        match self.process.session.connection_lost() {
+            Some(error) => End::Lost(error),
+            None => End::ShellEnded(self.process.session.wait().await),
+        }
+    }
+
+    /// The timeout: the shell's tree is killed.
+    async fn on_timeout(&mut self) -> End {
+        self.finish_scan();
+        let _ = self.process.session.kill_tree(KILL_GRACE).await;
+        End::TimedOut
+    }
+
+    /// The periodic look at the foreground: an abandoned line confirmed, a
+    /// replaced or stopped shell, a command waiting for input.
+    async fn on_tick(&mut self) -> Option<End> {
+        let look = self.process.look().await;
+        if let (Some(home), Some(fg)) = (&self.process.home, &look.fg)
+            && fg.pgid == home.pgid()
+        {
+            let reading = fg.waiting_for_input || !probe::SEES_READS;
+            // The shell waits at its prompt and no end prompt came: the
+            // abandoned line was real.
+            if let Some(status) = self.unconfirmed
+                && reading
+                && !look.replaced
+            {
+                return Some(End::Completed {
+                    status,
+                    repairs: Repairs::default(),
+                });
+            }
+            // Another program in the shell's place is a command until it
+            // waits for input: then it is at its prompt.
+            if look.replaced && reading {
+                self.finish_scan();
+                return Some(End::Broken(Broken::Replaced));
+            }
+            if look.stopped
+                && self
+                    .process
+                    .session
+                    .signal_foreground(Signal::Continue)
+                    .is_ok()
+            {
+                self.continued = true;
+            }
+        }
+        self.on_input_wait(look.fg.is_some_and(|fg| fg.waiting_for_input))
+            .await;
+        None
+    }
+
+    /// Sends end-of-file to a command that has waited for terminal input
+    /// long enough (unless the host answers input itself).
+    async fn on_input_wait(&mut self, waiting: bool) {
+        if self.config.on_input_wait != InputWait::SendEof || self.eofs_sent >= MAX_EOFS {
+            return;
+        }
+        match (waiting, self.waiting_since) {
+            (false, _) => self.waiting_since = None,
+            (true, None) => self.waiting_since = Some(Instant::now()),
+            (true, Some(since)) if since.elapsed() >= INPUT_PATIENCE => {
+                tracing::debug!("command waits for terminal input; sending end-of-file");
+                let _ = self.process.session.write_all(b"\x04").await;
+                self.eofs_sent += 1;
+                self.waiting_since = None;
+            }
+            (true, Some(_)) => {}
+        }
+    }
+
+    /// Hands the scanner's held-back bytes to the output.
+    fn finish_scan(&mut self) {
+        let text = &mut self.text;
+        self.scanner.finish(&mut |b| text.feed(b));
+    }
+
+    /// The call's outcome: how it ended and what it printed.
+    fn outcome(self, end: End) -> Outcome {
+        let CallState {
+            text,
+            eofs_sent,
+            continued,
+            process,
+            ..
+        } = self;
+        match end {
+            End::Completed { status, repairs } => Outcome::Completed {
+                output: text.finish(),
+                status: status.unwrap_or(-1),
+                eofs_sent,
+                repairs,
+                continued,
+            },
+            End::ShellEnded(exit) => Outcome::ShellEnded {
+                output: text.finish(),
+                exit,
+                errexit: process.errexit,
+            },
+            End::Lost(error) => Outcome::Lost {
+                output: text.finish(),
+                error,
+            },
+            End::Broken(why) => text.broken(why),
+            End::TimedOut => Outcome::TimedOut {
+                output: text.finish(),
+            },
+            End::Cancelled => Outcome::Cancelled,
+        }
+    }
+}
+
 /// A call's output on its way to the model: normalized, job notices
 /// removed, bounded.
 struct Text {
@@ -572,6 +677,6 @@ impl Text {
 }
 
 /// `true` if `fut` is ready right now.
-async fn poll_once<F: Future<Output = ()>>(mut fut: std::pin::Pin<&mut F>) -> bool {
+async fn poll_once<F: Future<Output = ()>>(mut fut: Pin<&mut F>) -> bool {
     std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_ready())).await
 }

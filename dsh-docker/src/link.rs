@@ -50,6 +50,7 @@ impl std::fmt::Debug for DockerLink {
 impl RemoteLink for DockerLink {
     const NAME: &'static str = "docker";
     const WHAT: &'static str = "Docker container";
+    const SCRATCH_WHAT: &'static str = "writing a scratch file in the container";
     type Error = DockerError;
 
     /// Runs as the session's user: the container's root usually lacks

@@ -35,6 +35,7 @@ impl std::fmt::Debug for SshLink {
 impl RemoteLink for SshLink {
     const NAME: &'static str = "ssh";
     const WHAT: &'static str = "SSH host";
+    const SCRATCH_WHAT: &'static str = "writing a scratch file on the SSH host";
     type Error = SshError;
 
     async fn run_sh(

@@ -33,6 +33,9 @@ pub trait RemoteLink: Send + Sync + std::fmt::Debug + 'static {
     /// What the program runs in, for [`crate::PtyError::Disconnected`]
     /// (`"Docker container"`, `"SSH host"`).
     const WHAT: &'static str;
+    /// What a failed scratch file write is called in its
+    /// [`crate::PtyError::Io`] (`"writing a scratch file in the container"`).
+    const SCRATCH_WHAT: &'static str = "writing a scratch file on the program's side";
     /// Why a request over the link failed.
     type Error: std::error::Error + Send + Sync + 'static;
 

@@ -273,7 +273,7 @@ impl<L: RemoteLink> PtySession for RemoteSession<L> {
             .map_err(Self::disconnected)?;
         if !ran.status.success() {
             return Err(PtyError::Io {
-                what: "writing a scratch file on the program's side",
+                what: L::SCRATCH_WHAT,
                 source: std::io::Error::other(ran.stderr_text()),
             });
         }

@@ -1,15 +1,11 @@
 //! The [`PtyBackend`] that starts programs in containers.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
-
 use async_trait::async_trait;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use dsh_pty::{PtyBackend, PtyError, PtySession, SessionPlumbing, SpawnSpec};
-use tokio::runtime::Handle;
+use dsh_pty::remote::RemoteLink;
+use dsh_pty::{PtyBackend, PtyError, PtySession, SpawnSpec};
 
-use crate::session::{self, DockerSession, HostView};
-
+use crate::link::{DockerLink, DockerSession, ExecTerminal};
 use crate::{Container, ContainerTemplate, DockerError};
 
 /// Where a backend runs its programs.
@@ -97,27 +93,6 @@ fn spawn_failed(spec: &SpawnSpec, e: DockerError) -> PtyError {
         program: lossy(spec.program()),
         source: std::io::Error::other(e),
     }
-}
-
-/// This host's view of the exec's process: its `/proc` entry carries the
-/// session's tag when the daemon runs here (and we may read it). Asked once
-/// the program runs (right after the exec starts, the process may still be
-/// `runc init`).
-#[cfg(target_os = "linux")]
-pub(crate) fn host_view(pid: i64, tag: &str) -> Option<HostView> {
-    let pid = i32::try_from(pid).ok().filter(|&p| p > 0)?;
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let wanted = format!("{}={tag}", dsh_pty::remote::TAG_VAR);
-    if !environ.split(|&b| b == 0).any(|v| v == wanted.as_bytes()) {
-        return None;
-    }
-    let tty = std::fs::read_link(format!("/proc/{pid}/fd/0")).ok()?;
-    Some(HostView { pid, tty })
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn host_view(_pid: i64, _tag: &str) -> Option<HostView> {
-    None
 }
 
 #[async_trait]
@@ -226,39 +201,24 @@ impl DockerBackend {
         let StartExecResults::Attached { output, input } = started else {
             return Err(PtyError::Closed);
         };
-        let size = spec.get_size();
-        let resize = bollard::query_parameters::ResizeExecOptions {
-            h: i32::from(size.rows),
-            w: i32::from(size.cols),
-        };
-        if let Err(e) = docker.resize_exec(&exec.id, resize).await {
-            tracing::debug!(error = %e, "sizing the exec's terminal failed");
-        }
-        let (plumbing, feeder, stream) = SessionPlumbing::start(spec);
-        let plumbing = Arc::new(plumbing);
-        tokio::spawn(session::read_output(
+        let terminal = ExecTerminal {
             output,
-            feeder,
-            Arc::clone(&plumbing),
-            container.clone(),
-            exec.id.clone(),
-        ));
+            container: container.clone(),
+            exec_id: exec.id.clone(),
+            broke: None,
+        };
         tracing::debug!(container = %container.name(), exec = %exec.id, "shell exec started");
-        Ok(Box::new(DockerSession {
+        let link = DockerLink {
             container: container.clone(),
             exec_id: exec.id,
-            tag,
             user: self.user.clone(),
             owned,
-            input: tokio::sync::Mutex::new(input),
-            plumbing,
-            output: Some(stream),
-            host: OnceLock::new(),
             host_proc: self.host_proc,
-            settled: AtomicBool::new(false),
-            probe: dsh_pty::remote::ForegroundProbe::new(),
-            ended: AtomicBool::new(false),
-            runtime: Handle::current(),
-        }))
+            input: tokio::sync::Mutex::new(input),
+        };
+        if let Err(e) = link.resize(spec.get_size()).await {
+            tracing::debug!(error = %e, "sizing the exec's terminal failed");
+        }
+        Ok(Box::new(DockerSession::start(link, tag, terminal, spec)))
     }
 }

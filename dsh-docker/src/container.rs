@@ -225,7 +225,7 @@ impl Container {
     /// ```no_run
     /// # async fn demo(container: dsh_docker::Container) -> Result<(), dsh_docker::DockerError> {
     /// let ran = container.run(&["cat"], Some(b"hello")).await?;
-    /// assert_eq!((ran.stdout.as_slice(), ran.code), (&b"hello"[..], 0));
+    /// assert_eq!((ran.stdout.as_slice(), ran.status.code()), (&b"hello"[..], Some(0)));
     /// # Ok(()) }
     /// ```
     pub async fn run(

@@ -8,27 +8,10 @@ use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
+use dsh_pty::ExitStatus;
+use dsh_pty::remote::{Helper, Ran};
+
 use crate::{Container, DockerError};
-
-/// What a command run to completion in a container printed, and its exit
-/// code ([`Container::run`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Ran {
-    /// Its standard output.
-    pub stdout: Vec<u8>,
-    /// Its standard error.
-    pub stderr: Vec<u8>,
-    /// Its exit code (`128 + n` when signal `n` killed it).
-    pub code: i64,
-}
-
-impl Ran {
-    /// The end of standard error (at most 500 bytes), trimmed, as text.
-    pub fn stderr_text(&self) -> String {
-        dsh_pty::remote::tail_text(&self.stderr)
-    }
-}
 
 /// Runs `sh -c script sh args...` in the container (no terminal), feeding
 /// `stdin` when given, and collects its output and exit code.
@@ -47,7 +30,7 @@ pub(crate) async fn run_sh(
 /// An exec without a terminal, started and attached: its output stream and
 /// its standard input.
 type Attached = (
-    crate::session::ExecOutput,
+    crate::link::ExecOutput,
     std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
 );
 
@@ -145,11 +128,8 @@ pub(crate) async fn run(
     fed?;
     let (stdout, stderr) = collected?;
     let code = exit_code(container, &exec_id).await?;
-    Ok(Ran {
-        stdout,
-        stderr,
-        code,
-    })
+    let status = ExitStatus::from_code(i32::try_from(code).unwrap_or(-1));
+    Ok(Ran::new(stdout, stderr, status))
 }
 
 /// The exit code of a finished exec; its output ended, so it ends at once
@@ -175,15 +155,14 @@ pub(crate) async fn exit_code(container: &Container, exec_id: &str) -> Result<i6
     })
 }
 
-/// The link to [`dsh_pty::remote::FOREGROUND_SCRIPT`] in the container: an
-/// exec whose standard input and output stay attached.
-struct ProbeExec {
+/// A helper exec whose standard input and output stay attached.
+struct HelperExec {
     input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-    output: crate::session::ExecOutput,
+    output: crate::link::ExecOutput,
 }
 
 #[async_trait::async_trait]
-impl dsh_pty::remote::ProbeLink for ProbeExec {
+impl Helper for HelperExec {
     async fn send(&mut self, bytes: &[u8]) -> bool {
         self.input.write_all(bytes).await.is_ok() && self.input.flush().await.is_ok()
     }
@@ -201,21 +180,16 @@ impl dsh_pty::remote::ProbeLink for ProbeExec {
     }
 }
 
-/// Starts the foreground script for the session tagged `tag`.
-pub(crate) async fn start_probe(
-    container: Container,
-    user: Option<String>,
-    tag: String,
-) -> Option<Box<dyn dsh_pty::remote::ProbeLink>> {
-    let cmd = vec![
-        "/bin/sh",
-        "-c",
-        dsh_pty::remote::FOREGROUND_SCRIPT,
-        "sh",
-        &tag,
-    ];
-    let (_, (output, input)) = attach(&container, user.as_deref(), cmd, true, false)
-        .await
-        .ok()?;
-    Some(Box::new(ProbeExec { input, output }))
+/// Starts `sh -c script sh args...` in the container (no terminal) with its
+/// standard input and output attached (its standard error is not).
+pub(crate) async fn start_helper(
+    container: &Container,
+    user: Option<&str>,
+    script: &str,
+    args: &[&str],
+) -> Result<Box<dyn Helper>, DockerError> {
+    let mut cmd = vec!["/bin/sh", "-c", script, "sh"];
+    cmd.extend_from_slice(args);
+    let (_, (output, input)) = attach(container, user, cmd, true, false).await?;
+    Ok(Box::new(HelperExec { input, output }))
 }

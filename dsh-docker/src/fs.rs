@@ -6,7 +6,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use dsh_editor::fs::{DirEntry, FileKind, Fs, FsError, Metadata, Version};
 
-use crate::exec::{Ran, run_sh};
+use crate::Ran;
+use crate::exec::run_sh;
 use crate::{Container, DockerError};
 
 /// One `sh` script for every operation, so each is a single exec. Exit
@@ -132,19 +133,19 @@ fn io_error(path: &Path, e: DockerError) -> FsError {
 
 /// The error an exit code of [`SCRIPT`] stands for.
 fn failure(path: &Path, what: &'static str, ran: &Ran) -> FsError {
-    let kind = match ran.code {
-        2 => return FsError::NotFound(path.to_owned()),
-        13 => return FsError::PermissionDenied(path.to_owned()),
-        16 => return FsError::Changed(path.to_owned()),
-        17 => return FsError::AlreadyExists(path.to_owned()),
-        20 => std::io::ErrorKind::NotADirectory,
-        21 => std::io::ErrorKind::IsADirectory,
+    let kind = match ran.status.code() {
+        Some(2) => return FsError::NotFound(path.to_owned()),
+        Some(13) => return FsError::PermissionDenied(path.to_owned()),
+        Some(16) => return FsError::Changed(path.to_owned()),
+        Some(17) => return FsError::AlreadyExists(path.to_owned()),
+        Some(20) => std::io::ErrorKind::NotADirectory,
+        Some(21) => std::io::ErrorKind::IsADirectory,
         _ => {
             return io_error(
                 path,
                 DockerError::Helper {
                     what,
-                    code: ran.code,
+                    code: ran.status.code().map_or(-1, i64::from),
                     stderr: ran.stderr_text(),
                 },
             );
@@ -226,7 +227,7 @@ fn parse_meta<'a>(path: &Path, out: &'a [u8]) -> Result<(Metadata, &'a [u8]), Fs
 impl Fs for DockerFs {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         let ran = self.run("stat", path, None, None).await?;
-        if ran.code != 0 {
+        if !ran.status.success() {
             return Err(failure(path, "reading a file's metadata", &ran));
         }
         parse_meta(path, &ran.stdout).map(|(meta, _)| meta)
@@ -236,7 +237,7 @@ impl Fs for DockerFs {
         // One byte past the limit tells a file that is too large.
         let past = limit.saturating_add(1).to_string();
         let ran = self.run("read", path, Some(&past), None).await?;
-        if ran.code != 0 {
+        if !ran.status.success() {
             return Err(failure(path, "reading a file", &ran));
         }
         let (meta, content) = parse_meta(path, &ran.stdout)?;
@@ -246,7 +247,7 @@ impl Fs for DockerFs {
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
         let ran = self.run("list", path, None, None).await?;
-        if ran.code != 0 {
+        if !ran.status.success() {
             return Err(failure(path, "listing a directory", &ran));
         }
         Ok(ran
@@ -263,7 +264,7 @@ impl Fs for DockerFs {
 
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
         let ran = self.run("create", path, None, Some(&data)).await?;
-        if ran.code != 0 {
+        if !ran.status.success() {
             return Err(failure(path, "creating a file", &ran));
         }
         Ok(())
@@ -280,7 +281,7 @@ impl Fs for DockerFs {
             return Err(FsError::Changed(path.to_owned()));
         };
         let ran = self.run("replace", path, Some(&text), Some(&data)).await?;
-        if ran.code != 0 {
+        if !ran.status.success() {
             return Err(failure(path, "replacing a file", &ran));
         }
         let out = ran.stdout.strip_suffix(b"\n").unwrap_or(&ran.stdout);

@@ -72,12 +72,12 @@ mod container;
 mod error;
 mod exec;
 mod fs;
-mod session;
+mod link;
 
 pub use backend::DockerBackend;
 pub use bollard::Docker;
 pub use container::{Container, ContainerTemplate, connect};
+pub use dsh_pty::remote::Ran;
 pub use error::DockerError;
-pub use exec::Ran;
 pub use fs::DockerFs;
-pub use session::DockerSession;
+pub use link::{DockerLink, DockerSession};

@@ -22,7 +22,7 @@ mod docker {
 
     async fn sh(c: &Container, script: &str) -> String {
         let ran = c.run(&["sh", "-c", script], None).await.unwrap();
-        assert_eq!(ran.code, 0, "{script}: {}", ran.stderr_text());
+        assert!(ran.status.success(), "{script}: {}", ran.stderr_text());
         String::from_utf8(ran.stdout).unwrap().trim_end().to_owned()
     }
 

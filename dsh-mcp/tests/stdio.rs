@@ -778,8 +778,8 @@ mod docker {
                 .run(&["true"], None)
                 .await
                 .unwrap()
-                .code
-                == 0
+                .status
+                .success()
         );
     }
 

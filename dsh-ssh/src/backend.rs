@@ -1,15 +1,11 @@
 //! The [`PtyBackend`] that starts programs on an SSH host.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
 use async_trait::async_trait;
-use dsh_pty::{PtyBackend, PtyError, PtySession, SessionPlumbing, SpawnSpec};
+use dsh_pty::{PtyBackend, PtyError, PtySession, SpawnSpec};
 use russh::Pty;
-use tokio::runtime::Handle;
 
 use crate::host::quote;
-use crate::session::{self, SshSession};
+use crate::link::{ChannelTerminal, SshLink, SshSession};
 use crate::{SshError, SshHost};
 
 /// Starts programs on an SSH host, each in a terminal of its own (a session
@@ -151,24 +147,16 @@ impl PtyBackend for SshBackend {
                 )
             })?;
         let (reader, writer) = channel.split();
-        let (plumbing, feeder, stream) = SessionPlumbing::start(&spec);
-        let plumbing = Arc::new(plumbing);
-        tokio::spawn(session::read_output(
+        let terminal = ChannelTerminal {
             reader,
-            feeder,
-            Arc::clone(&plumbing),
             conn,
-        ));
+            exit: None,
+        };
         tracing::debug!(host = %self.host.target().host, "shell channel started");
-        Ok(Box::new(SshSession {
+        let link = SshLink {
             host: self.host.clone(),
-            tag,
-            writer: Arc::new(writer),
-            plumbing,
-            output: Some(stream),
-            probe: dsh_pty::remote::ForegroundProbe::new(),
-            ended: AtomicBool::new(false),
-            runtime: Handle::current(),
-        }))
+            writer,
+        };
+        Ok(Box::new(SshSession::start(link, tag, terminal, &spec)))
     }
 }

@@ -9,6 +9,8 @@ use russh::client::{self, Handle};
 use russh::keys::{PrivateKeyWithHashAlg, PublicKeyOrCertificate};
 use russh::{ChannelMsg, Sig};
 
+use dsh_pty::remote::Ran;
+
 use crate::SshError;
 
 /// Where to connect and how to prove who we are.
@@ -154,25 +156,6 @@ impl std::fmt::Debug for SshHost {
     }
 }
 
-/// What a command run to completion printed, and how it ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Ran {
-    /// Its standard output.
-    pub stdout: Vec<u8>,
-    /// Its standard error.
-    pub stderr: Vec<u8>,
-    /// Its exit status: a code, or the signal that killed it.
-    pub status: dsh_pty::ExitStatus,
-}
-
-impl Ran {
-    /// The end of standard error (at most 500 bytes), trimmed, as text.
-    pub fn stderr_text(&self) -> String {
-        dsh_pty::remote::tail_text(&self.stderr)
-    }
-}
-
 /// The signal number of an SSH signal name (`KILL` → 9), as Linux numbers
 /// them.
 pub(crate) fn signal_number(sig: &Sig) -> i32 {
@@ -216,6 +199,16 @@ pub(crate) fn signal_number(sig: &Sig) -> i32 {
 /// `'text'` for a POSIX shell.
 pub(crate) fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The line for the user's login shell that runs `sh -c script sh args...`.
+pub(crate) fn sh_line(script: &str, args: &[&str]) -> String {
+    let mut line = format!("exec sh -c {} sh", quote(script));
+    for arg in args {
+        line.push(' ');
+        line.push_str(&quote(arg));
+    }
+    line
 }
 
 impl SshHost {
@@ -375,11 +368,7 @@ impl SshHost {
             what: "ending a command's input",
             source,
         })?;
-        let mut ran = Ran {
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-            status: dsh_pty::ExitStatus::unknown(),
-        };
+        let mut ran = Ran::new(Vec::new(), Vec::new(), dsh_pty::ExitStatus::unknown());
         let mut ended = false;
         while let Some(msg) = channel.wait().await {
             match msg {
@@ -414,11 +403,6 @@ impl SshHost {
         args: &[&str],
         stdin: Option<&[u8]>,
     ) -> Result<Ran, SshError> {
-        let mut line = format!("exec sh -c {} sh", quote(script));
-        for arg in args {
-            line.push(' ');
-            line.push_str(&quote(arg));
-        }
-        self.run(&line, stdin).await
+        self.run(&sh_line(script, args), stdin).await
     }
 }

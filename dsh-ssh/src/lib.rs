@@ -56,11 +56,11 @@ mod backend;
 mod error;
 mod fs;
 mod host;
-mod probe;
-mod session;
+mod link;
 
 pub use backend::SshBackend;
+pub use dsh_pty::remote::Ran;
 pub use error::SshError;
 pub use fs::SftpFs;
-pub use host::{Ran, SshHost, SshTarget};
-pub use session::SshSession;
+pub use host::{SshHost, SshTarget};
+pub use link::{SshLink, SshSession};

@@ -221,7 +221,7 @@ impl Testbed {
             .run(&["mkdir", "-p", "/work/t"], None)
             .await
             .unwrap();
-        assert_eq!(ran.code, 0, "{}", ran.stderr_text());
+        assert!(ran.status.success(), "{}", ran.stderr_text());
         Testbed {
             place: Where::Docker,
             backend: Arc::new(DockerBackend::new(container.clone())),
@@ -259,7 +259,7 @@ impl Testbed {
         match &self.container {
             Some(c) => {
                 let ran = c.run(&["mkdir", "-p", &path], None).await.unwrap();
-                assert_eq!(ran.code, 0, "{}", ran.stderr_text());
+                assert!(ran.status.success(), "{}", ran.stderr_text());
             }
             None => std::fs::create_dir_all(&path).unwrap(),
         }
@@ -287,7 +287,7 @@ impl Testbed {
         let (code, stdout, stderr) = match &self.container {
             Some(c) => {
                 let ran = c.run(&["sh", "-c", script], None).await.unwrap();
-                (ran.code, ran.stdout, ran.stderr)
+                (ran.status.code().unwrap_or(-1), ran.stdout, ran.stderr)
             }
             None => {
                 let out = std::process::Command::new("sh")
@@ -295,11 +295,7 @@ impl Testbed {
                     .arg(script)
                     .output()
                     .unwrap();
-                (
-                    i64::from(out.status.code().unwrap_or(-1)),
-                    out.stdout,
-                    out.stderr,
-                )
+                (out.status.code().unwrap_or(-1), out.stdout, out.stderr)
             }
         };
         assert_eq!(code, 0, "{script}: {}", String::from_utf8_lossy(&stderr));

@@ -1,0 +1,124 @@
+//! The POSIX `sh` scripts a remote session runs next to its program.
+
+/// `sh -c SCRATCH_SCRIPT sh <dir> <name>`, standard input the content:
+/// writes a scratch file readable by the session's user only (see
+/// [`crate::PtySession::put_scratch_file`]).
+pub const SCRATCH_SCRIPT: &str = r#"umask 077 && mkdir -p -- "$1" && cat > "$1/$2""#;
+
+/// The directory [`TREE_SCRIPT`] removes at the end of a session: the
+/// session's scratch files (see [`crate::PtySession::put_scratch_file`]).
+pub fn scratch_dir(tag: &str) -> String {
+    format!("/tmp/.dsh-{tag}")
+}
+
+/// `sh -c TREE_SCRIPT sh <tag> <op> <arg> <scratch dir>` (needs `grep -l -e`,
+/// as GNU grep and BusyBox have; BusyBox's `-F` stops at the first NUL of
+/// an `environ`, its `-e` does not); ops:
+/// * `leader`: prints the leader's pid on that side;
+/// * `fg SIG`: sends `SIG` to the terminal's foreground process group;
+/// * `tree TENTHS`: `SIGTERM` to every member and `SIGHUP` to the leader,
+///   up to `TENTHS` tenths of a second for them to leave, then `SIGSTOP` and
+///   `SIGKILL` to what is left (twice, for processes forked meanwhile), then
+///   removes the scratch directory. `tree 0` skips the polite part.
+pub const TREE_SCRIPT: &str = r#"t="DSH_TREE=$1" op=$2 arg=$3 dir=$4 L=
+# One grep lists the tagged processes: no process per process checked.
+tagged_list() {
+  list=" "
+  for f in $(grep -l -e "$t" /proc/[0-9]*/environ 2>/dev/null); do
+    f=${f#/proc/}
+    list="$list${f%/environ} "
+  done
+}
+tagged_list
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  case $list in *" $p "*) ;; *) continue ;; esac
+  read -r s < "$d/stat" 2>/dev/null || continue
+  set -- ${s##*) }
+  case $list in *" $2 "*) continue ;; esac
+  [ "$4" = "$p" ] && { L=$p; break; }
+done
+members() {
+  n=0
+  tagged_list
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$$" ] && continue
+    read -r s < "$d/stat" 2>/dev/null || continue
+    set -- "$1" ${s##*) }
+    case $2 in Z|X) continue;; esac
+    case $list in
+      *" $p "*) ;;
+      *) { [ -n "$L" ] && [ "$5" = "$L" ]; } || continue ;;
+    esac
+    n=$((n+1))
+    [ -n "$1" ] && kill "-$1" "$p" 2>/dev/null
+  done
+  [ "$n" -gt 0 ]
+}
+case $op in
+leader) [ -n "$L" ] && echo "$L" ;;
+fg)
+  [ -n "$L" ] || exit 3
+  read -r s < "/proc/$L/stat" || exit 3
+  set -- ${s##*) }
+  kill "-$arg" -- "-$6" 2>/dev/null || kill "-$arg" "$L" ;;
+tree)
+  if [ "$arg" -gt 0 ]; then
+    members TERM
+    [ -n "$L" ] && kill -HUP "$L" 2>/dev/null
+    i=0
+    while [ "$i" -lt "$arg" ] && members ""; do
+      sleep 0.1 2>/dev/null || sleep 1
+      i=$((i+1))
+    done
+  fi
+  for round in 1 2; do members STOP; members KILL; done
+  [ -n "$dir" ] && rm -rf -- "$dir"
+  : ;;
+esac
+"#;
+
+/// `sh -c FOREGROUND_SCRIPT sh <tag>`: answers, for each line read on its
+/// standard input, one line `<foreground pgid> <leader pid> <waiting>` about
+/// the terminal of the session tagged `<tag>` (found as [`TREE_SCRIPT`]
+/// finds it, retried for up to two seconds): the terminal's foreground
+/// process group (`tpgid` of the leader), the leader, and `1` when a
+/// process of that group sleeps in a read of the terminal (a `read` on it,
+/// or a `poll`/`select` while its standard input is the terminal), as Linux
+/// shows in `/proc/<pid>/syscall` (x86-64 and AArch64 numbers). It ends at
+/// end-of-file or when the leader is gone; `-` answers mean "not found".
+pub const FOREGROUND_SCRIPT: &str = r#"t="DSH_TREE=$1" L=
+tagged() { case $(cat "$1/environ" 2>/dev/null) in *"$t"*) return 0;; esac; return 1; }
+i=0
+while [ -z "$L" ] && [ "$i" -lt 40 ]; do
+  for d in /proc/[0-9]*; do
+    read -r s < "$d/stat" 2>/dev/null || continue
+    set -- ${s##*) }
+    [ "$4" = "${d#/proc/}" ] && tagged "$d" && ! tagged "/proc/$2" && { L=${d#/proc/}; break; }
+  done
+  [ -n "$L" ] || { sleep 0.05 2>/dev/null || sleep 1; }
+  i=$((i+1))
+done
+tty=$(readlink "/proc/$L/fd/0" 2>/dev/null)
+case $(uname -m) in
+  x86_64) rd=" 0 19 17 " pl=" 7 23 270 271 " ;;
+  aarch64) rd=" 63 65 67 " pl=" 72 73 " ;;
+  *) rd=" " pl=" " ;;
+esac
+while read -r q; do
+  if [ -z "$L" ] || ! read -r s < "/proc/$L/stat" 2>/dev/null; then echo "- - 0"; continue; fi
+  set -- ${s##*) }
+  tp=$6 w=0
+  for d in /proc/[0-9]*; do
+    read -r s < "$d/stat" 2>/dev/null || continue
+    set -- ${s##*) }
+    [ "$3" = "$tp" ] && [ "$1" = S ] || continue
+    read -r nr fd rest < "$d/syscall" 2>/dev/null || continue
+    case $rd in *" $nr "*) f=$((fd)) ;; *) case $pl in *" $nr "*) f=0 ;; *) continue ;; esac ;; esac
+    x=$(readlink "$d/fd/$f" 2>/dev/null)
+    if [ "$x" = "$tty" ] || [ "$x" = /dev/tty ]; then w=1; break; fi
+  done
+  echo "$tp $L $w"
+done
+"#;

@@ -96,7 +96,7 @@ fn round_trip(c: &mut Criterion) {
                 })
             })
         });
-        rt.block_on(s.session.kill_tree(Duration::from_millis(100)))
+        rt.block_on(s.session.end(Duration::from_millis(100)))
             .unwrap();
     }
     group.finish();
@@ -130,7 +130,7 @@ fn throughput(c: &mut Criterion) {
                     })
                 })
             });
-            rt.block_on(s.session.kill_tree(Duration::from_millis(100)))
+            rt.block_on(s.session.end(Duration::from_millis(100)))
                 .unwrap();
         }
     }

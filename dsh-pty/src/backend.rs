@@ -35,26 +35,61 @@ pub trait PtyBackend: Send + Sync + fmt::Debug {
 
 /// Which process group owns a session's terminal, and what it is doing.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Foreground {
     /// The foreground process group id.
     pub pgid: i32,
     /// `true` when the foreground group is the session's own program (for a
     /// shell: it is at its prompt or running a builtin, no job is in front).
     pub is_leader: bool,
-    /// `true` when a process of the foreground group is blocked reading the
-    /// terminal: a command waiting for input. Best effort (Linux reads
-    /// `/proc/<pid>/syscall` and `/proc/<pid>/wchan`); always `false` where
-    /// that cannot be seen.
-    pub waiting_for_input: bool,
+    /// Whether a process of the foreground group is blocked reading the
+    /// terminal (a command waiting for input): `None` where that cannot be
+    /// seen. Linux reads `/proc/<pid>/syscall` and the descriptor it reads.
+    pub waiting_for_input: Option<bool>,
+    /// The session's program as it is now, where the backend can see it.
+    pub leader: Option<Leader>,
+}
+
+impl Foreground {
+    /// A foreground of group `pgid` whose waiting and leader are unknown.
+    pub fn new(pgid: i32, is_leader: bool) -> Self {
+        Foreground {
+            pgid,
+            is_leader,
+            waiting_for_input: None,
+            leader: None,
+        }
+    }
+}
+
+/// The state of a session's program (its leader), as the process table
+/// shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leader {
+    /// The executable it runs, where it can be read: another one than at
+    /// start means the program replaced itself (`exec`).
+    pub program: Option<PathBuf>,
+    /// It is stopped (`SIGSTOP`, `SIGTSTP`).
+    pub stopped: bool,
+}
+
+impl Leader {
+    /// A leader running `program`, stopped or not.
+    pub fn new(program: Option<PathBuf>, stopped: bool) -> Self {
+        Leader { program, stopped }
+    }
 }
 
 /// A program running in a pseudo-terminal.
 ///
-/// Dropping a session kills its whole process tree (`SIGKILL`, no grace) and
-/// reaps the program; use [`PtySession::kill_tree`] for a graceful end.
+/// [`PtySession::end`] ends its whole process tree, with a grace period or
+/// at once; dropping a session does the same at once without waiting
+/// (`SIGKILL`), and the program is reaped in the background.
 #[async_trait]
 pub trait PtySession: Send + Sync + fmt::Debug {
-    /// The program's process id (also its session and process group id).
+    /// The program's process id (also its session and process group id),
+    /// where it is one of this host's.
     fn pid(&self) -> Option<u32>;
 
     /// Writes all of `data` to the terminal, as if typed.
@@ -75,43 +110,23 @@ pub trait PtySession: Send + Sync + fmt::Debug {
     /// program itself when nothing else is in front).
     fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError>;
 
-    /// Which process group owns the terminal and whether it waits for input.
-    fn foreground(&self) -> Result<Foreground, PtyError>;
+    /// Looks at the terminal now: which process group owns it, whether it
+    /// waits for input, and the program's own state. Local backends read
+    /// the process table on tokio's blocking pool; remote ones ask the
+    /// other side.
+    async fn foreground(&self) -> Result<Foreground, PtyError>;
 
-    /// Brings what [`PtySession::foreground`] answers up to date. Backends
-    /// that learn it by asking the other side (a remote host) ask here;
-    /// local backends read the live terminal and need nothing.
-    async fn refresh_foreground(&self) {}
-
-    /// `true` when the process ids this session reports (its foreground
-    /// group) are ids of *this* host's process table, so that `/proc` here
-    /// describes them. Remote backends answer `false`.
-    fn pids_are_local(&self) -> bool {
-        true
-    }
-
-    /// Ends every process of the terminal session: `SIGTERM` (and `SIGHUP` to
-    /// the leader, since interactive shells ignore `SIGTERM`), up to `grace`
-    /// for them to leave, then `SIGKILL` to what remains; then reaps the
-    /// program and returns its exit record.
+    /// Ends every process of the terminal session and returns the program's
+    /// exit record. With a `grace` period: `SIGTERM` (and `SIGHUP` to the
+    /// leader, since interactive shells ignore `SIGTERM`), up to `grace` for
+    /// them to leave, then `SIGKILL` to what remains; with
+    /// [`Duration::ZERO`], `SIGKILL` at once. It returns once the session is
+    /// empty (bounded), so dropping it afterwards has nothing left to do.
     ///
-    /// A process that left the session on purpose (`setsid`) is not reached.
-    async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError>;
-
-    /// Ends every process of the terminal session with `SIGKILL` at once,
-    /// without waiting: what dropping the session does, for callers that
-    /// share the session and cannot drop it. The program is reaped in the
-    /// background; [`PtySession::wait`] reports it.
-    fn kill_now(&self);
-
-    /// [`PtySession::kill_now`] for callers that can wait. The default calls
-    /// `kill_now`; the local backends override it: they read the process
-    /// table on tokio's blocking pool (never on the runtime's threads) and
-    /// return once the session is empty (bounded), so that dropping the
-    /// session afterwards has nothing left to do.
-    async fn end_now(&self) {
-        self.kill_now();
-    }
+    /// A process that left the session on purpose (`setsid`) is not reached
+    /// unless the backend tracks the tree by other means (a cgroup, a tag
+    /// in the environment).
+    async fn end(&self, grace: Duration) -> Result<ExitStatus, PtyError>;
 
     /// The exit record, if the program has exited (and was reaped).
     fn status(&self) -> Option<ExitStatus>;

@@ -8,7 +8,7 @@
 //!   end-of-file on the terminal, so a shell that exits while a background job
 //!   still holds the terminal is reported at once. The [`ExitStatus`] carries
 //!   the exit code *or* the signal, named the conventional way (`SIGKILL`).
-//! * **Nothing left behind.** [`PtySession::kill_tree`] ends every process of
+//! * **Nothing left behind.** [`PtySession::end`] ends every process of
 //!   the terminal session (job-control groups and double-forked children
 //!   included) with `SIGTERM`, a bounded grace, then `SIGKILL`, and reaps the
 //!   program. Dropping a session does the same without the grace.
@@ -69,12 +69,20 @@
 //!
 //! * Linux: the session's members are found in `/proc`, and foreground
 //!   inspection reads `/proc/<pid>/syscall` to tell a command blocked reading
-//!   the terminal. Tested here.
-//! * macOS and other Unixes: the same code without `/proc`: the tree kill
-//!   reaches the leader's process group and the foreground group only, and
-//!   [`Foreground::waiting_for_input`] is always `false`. Compiled, not tested here.
-//! * Windows: the `PortableBackend` over ConPTY; `kill_tree` kills the
-//!   program through portable-pty. Compiled behind `cfg`, not tested here.
+//!   the terminal, and `/proc/<pid>/exe` and `stat` for the program's own
+//!   state ([`Leader`]). Tested here.
+//! * macOS: the session's members are listed with `proc_listallpids` and
+//!   `getsid`, so the tree kill reaches all of them; whether the foreground
+//!   waits for input and the program's state are not seen
+//!   ([`Foreground::waiting_for_input`] and [`Foreground::leader`] are
+//!   `None`). The master is made close-on-exec right after `posix_openpt`
+//!   (which takes no `O_CLOEXEC` there), so a child forked by another thread
+//!   in between could inherit it. Type-checked, not run here.
+//! * Other Unixes: as macOS, but without a way to list a session's members
+//!   the tree kill reaches the leader's process group only. Not built here.
+//! * Windows: the `PortableBackend` over ConPTY; [`PtySession::end`] kills
+//!   the program (and its Job Object) through portable-pty. Type-checked,
+//!   not run here.
 //! * Processes reparented to `init` after the tree kill are reaped by `init`
 //!   (or the host's subreaper), not by this crate: only the program itself is
 //!   this process's child.
@@ -99,7 +107,7 @@ mod spec;
 #[cfg(unix)]
 mod unix;
 
-pub use backend::{Foreground, PtyBackend, PtySession, default_backend};
+pub use backend::{Foreground, Leader, PtyBackend, PtySession, default_backend};
 pub use error::PtyError;
 pub use exit::ExitStatus;
 pub use limits::{

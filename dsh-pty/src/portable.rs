@@ -3,7 +3,7 @@
 //! `portable-pty` offers blocking reads and a blocking wait, so a session of
 //! this backend costs two threads (a reader and, on Unix, a `waitpid` waiter;
 //! on Windows, a `wait` waiter) besides the tokio pump task. The reader thread
-//! ends when the terminal closes, which [`PtySession::kill_tree`] and dropping
+//! ends when the terminal closes, which [`PtySession::end`] and dropping
 //! the session bring about. It does not run [`PreExec`](crate::PreExec) hooks:
 //! a spec with hooks is refused rather than run unconfined.
 
@@ -361,7 +361,7 @@ impl PtySession for PortableSession {
     }
 
     #[cfg(not(unix))]
-    fn foreground(&self) -> Result<Foreground, PtyError> {
+    async fn foreground(&self) -> Result<Foreground, PtyError> {
         // A console has no process groups to hand the terminal to.
         Err(PtyError::Unsupported {
             backend: NAME,
@@ -370,23 +370,28 @@ impl PtySession for PortableSession {
     }
 
     #[cfg(unix)]
-    fn foreground(&self) -> Result<Foreground, PtyError> {
-        let master = self.lock_master();
-        let pgid = master.process_group_leader().ok_or(PtyError::Unsupported {
-            backend: NAME,
-            what: "foreground inspection on this platform",
-        })?;
-        let waiting_for_input = master
-            .tty_name()
-            .is_some_and(|tty| crate::unix::procfs_group_waits_on_tty(pgid, &tty));
-        Ok(Foreground {
+    async fn foreground(&self) -> Result<Foreground, PtyError> {
+        let (pgid, tty) = {
+            let master = self.lock_master();
+            let pgid = master.process_group_leader().ok_or(PtyError::Unsupported {
+                backend: NAME,
+                what: "foreground inspection on this platform",
+            })?;
+            (pgid, master.tty_name())
+        };
+        let pid = self.pid.and_then(|p| i32::try_from(p).ok());
+        Ok(crate::unix::off_runtime(move || Foreground {
             pgid,
-            is_leader: Some(pgid as u32) == self.pid,
-            waiting_for_input,
+            is_leader: Some(pgid) == pid,
+            waiting_for_input: tty
+                .as_deref()
+                .and_then(|tty| crate::unix::procfs_waits_on_tty(pgid, tty)),
+            leader: pid.and_then(crate::unix::procfs_leader),
         })
+        .await)
     }
 
-    async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
+    async fn end(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
         #[cfg(unix)]
         let st = match &self.tree {
             Some(tree) => tree.end(grace, &mut self.status.clone()).await,
@@ -400,20 +405,6 @@ impl PtySession for PortableSession {
         };
         let _ = self.closed.send(true);
         Ok(st)
-    }
-
-    fn kill_now(&self) {
-        let _ = self.closed.send(true);
-        #[cfg(unix)]
-        if let Some(tree) = &self.tree {
-            tree.kill_now(&self.status);
-        }
-        #[cfg(not(unix))]
-        self.kill_all();
-    }
-
-    async fn end_now(&self) {
-        let _ = self.kill_tree(Duration::ZERO).await;
     }
 
     fn status(&self) -> Option<ExitStatus> {
@@ -441,6 +432,12 @@ impl PortableSession {
 
 impl Drop for PortableSession {
     fn drop(&mut self) {
-        self.kill_now();
+        let _ = self.closed.send(true);
+        #[cfg(unix)]
+        if let Some(tree) = &self.tree {
+            tree.kill_now(&self.status);
+        }
+        #[cfg(not(unix))]
+        self.kill_all();
     }
 }

@@ -4,7 +4,7 @@
 /// process table that ended up to 10 ms ago instead of reading `/proc` again,
 /// so ending a thousand sessions at once (a pool closing) reads it every few
 /// milliseconds rather than a thousand times. Take one around a batch of
-/// `kill_tree`/`kill_now` calls; without one (and always for the final
+/// `PtySession::end` calls and drops; without one (and always for the final
 /// `SIGKILL`) a call only uses a reading begun after it asked. A no-op where
 /// there is no `/proc`.
 ///

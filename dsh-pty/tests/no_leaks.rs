@@ -38,7 +38,7 @@ async fn two_hundred_sessions_leave_nothing_behind() {
     let backend = NativeBackend::new();
     // Warm up tokio's process driver and signal pipe, which open descriptors once.
     let s = backend.spawn(spec()).await.unwrap();
-    s.kill_tree(Duration::from_millis(50)).await.unwrap();
+    s.end(Duration::from_millis(50)).await.unwrap();
     drop(s);
     let fds_before = open_fds();
 
@@ -51,7 +51,7 @@ async fn two_hundred_sessions_leave_nothing_behind() {
             seen.extend_from_slice(&out.recv().await.unwrap());
         }
         if i % 2 == 0 {
-            let st = s.kill_tree(Duration::from_millis(50)).await.unwrap();
+            let st = s.end(Duration::from_millis(50)).await.unwrap();
             assert!(st.signal().is_some() || st.code().is_some());
         } else {
             drop(s); // drop kills without grace; the waiter task reaps

@@ -107,7 +107,7 @@ async fn echo_round_trip() {
             "{}: echo is off",
             backend.name()
         );
-        s.kill_tree(Duration::from_millis(100)).await.unwrap();
+        s.end(Duration::from_millis(100)).await.unwrap();
     }
 }
 
@@ -161,7 +161,7 @@ async fn kill_tree_ends_background_jobs_and_double_forks() {
         .await
         .expect("the jobs never started");
         let members = session_of(sid);
-        let st = s.kill_tree(Duration::from_millis(300)).await.unwrap();
+        let st = s.end(Duration::from_millis(300)).await.unwrap();
         assert!(
             st.signal().is_some() || st.code().is_some(),
             "{}: {st}",
@@ -196,7 +196,7 @@ async fn exit_is_seen_while_a_background_job_holds_the_terminal() {
         );
         let text = read_to_end(&mut out).await;
         assert!(text.contains("bye"), "{text:?}");
-        s.kill_tree(Duration::from_millis(100)).await.unwrap();
+        s.end(Duration::from_millis(100)).await.unwrap();
         assert!(session_of(sid).is_empty());
     }
 }
@@ -330,22 +330,77 @@ async fn foreground_inspection_sees_commands_waiting_for_input() {
         // `sleep` is in front but not reading.
         s.write_all(b"sleep 1000\n").await.unwrap();
         let fg = wait_for(&*s, |fg| !fg.is_leader && comm(fg.pgid) == "sleep").await;
-        assert!(!fg.waiting_for_input, "{}: {fg:?}", backend.name());
+        assert_eq!(
+            fg.waiting_for_input,
+            Some(false),
+            "{}: {fg:?}",
+            backend.name()
+        );
         s.signal_foreground(Signal::Interrupt).unwrap();
         wait_for(&*s, |fg| fg.is_leader).await;
 
         // `cat` is in front and reading the terminal.
         s.write_all(b"cat\n").await.unwrap();
-        let fg = wait_for(&*s, |fg| !fg.is_leader && fg.waiting_for_input).await;
+        let fg = wait_for(&*s, |fg| {
+            !fg.is_leader && fg.waiting_for_input == Some(true)
+        })
+        .await;
         assert_ne!(fg.pgid, shell);
         s.write_all(b"\x04").await.unwrap(); // Ctrl-D ends cat
         wait_for(&*s, |fg| fg.is_leader).await;
 
         // The `read` builtin: the shell itself waits for input.
         s.write_all(b"read x; echo \"got=$x\"\n").await.unwrap();
-        wait_for(&*s, |fg| fg.is_leader && fg.waiting_for_input).await;
+        wait_for(&*s, |fg| fg.is_leader && fg.waiting_for_input == Some(true)).await;
         s.write_all(b"typed\n").await.unwrap();
         read_until(&mut out, "got=typed").await;
+    }
+}
+
+/// The foreground reports the program's own state: the executable it runs
+/// (another one after an `exec`) and whether it is stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_foreground_reports_the_programs_state() {
+    for backend in backends() {
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        let pid = s.pid().unwrap() as i32;
+        s.write_all(b"echo ready\n").await.unwrap();
+        read_until(&mut out, "ready").await;
+        let bash_exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        let fg = s.foreground().await.unwrap();
+        let leader = fg.leader.clone().unwrap();
+        assert_eq!(
+            leader.program.as_ref(),
+            Some(&bash_exe),
+            "{}",
+            backend.name()
+        );
+        assert!(!leader.stopped);
+
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGSTOP,
+        )
+        .unwrap();
+        wait_for(&*s, |fg| fg.leader.as_ref().is_some_and(|l| l.stopped)).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGCONT,
+        )
+        .unwrap();
+        wait_for(&*s, |fg| fg.leader.as_ref().is_some_and(|l| !l.stopped)).await;
+
+        s.write_all(b"exec sleep 1000\n").await.unwrap();
+        let fg = wait_for(&*s, |fg| {
+            fg.leader
+                .as_ref()
+                .is_some_and(|l| l.program.as_ref().is_some_and(|p| p != &bash_exe))
+        })
+        .await;
+        let program = fg.leader.and_then(|l| l.program).unwrap();
+        assert!(program.ends_with("sleep"), "{program:?}");
+        s.end(Duration::ZERO).await.unwrap();
     }
 }
 
@@ -364,7 +419,7 @@ async fn wait_for(
     let mut last = None;
     let found = tokio::time::timeout(BOUND, async {
         loop {
-            let fg = s.foreground().unwrap();
+            let fg = s.foreground().await.unwrap();
             if pred(&fg) {
                 return fg;
             }

@@ -11,14 +11,14 @@ use tokio::time::Instant;
 
 use crate::bash::{Fatal, Protocol, Repairs, Seen};
 use crate::dialect::{CallIds, CommandSource, Dialect};
+use crate::home;
 use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Search, random_hex};
 use crate::normalize::Normalizer;
 use crate::notice::NoticeFilter;
 use crate::output::Collector;
-use crate::probe;
 use crate::{InputWait, ShellConfig, ShellError};
 
-/// How long `kill_tree` waits after SIGTERM/SIGHUP before SIGKILL.
+/// How long ending a shell's tree waits after SIGTERM/SIGHUP before SIGKILL.
 pub(crate) const KILL_GRACE: Duration = Duration::from_millis(200);
 /// How often the foreground is inspected while a command runs.
 const INPUT_CHECK: Duration = Duration::from_millis(250);
@@ -86,7 +86,9 @@ struct Look {
     stopped: bool,
 }
 
-/// A live shell.
+/// A live shell. It holds the only lasting reference to its session, so
+/// dropping it (a call's future dropped midway, a shell discarded after a
+/// reset) drops the session, which kills the process tree.
 #[derive(Debug)]
 pub(crate) struct Process {
     session: Arc<dyn PtySession>,
@@ -97,7 +99,7 @@ pub(crate) struct Process {
     last_end: Option<String>,
     /// The shell's own process group (the foreground while it is at its
     /// prompt) and its program, learned once it is ready.
-    home: Option<probe::Home>,
+    home: Option<home::Home>,
     /// `set -e` was on after the last call.
     errexit: bool,
     /// The last call's status.
@@ -185,11 +187,9 @@ impl Process {
         };
         match tokio::time::timeout(config.start_timeout, wait_ready).await {
             Ok(true) => {
-                // At its prompt, the terminal's foreground is the shell itself
-                // (`pids_are_local` is known once the look refreshed it).
+                // At its prompt, the terminal's foreground is the shell itself.
                 let fg = shell_obj.look().await.fg;
-                let local = shell_obj.session.pids_are_local();
-                shell_obj.home = fg.map(|fg| probe::Home::new(fg.pgid, local));
+                shell_obj.home = fg.as_ref().map(home::Home::new);
                 Ok(shell_obj)
             }
             Ok(false) => Err(ShellError::Spawn {
@@ -282,8 +282,8 @@ impl Process {
         loop {
             match self.look().await.fg {
                 None => return true,
-                Some(fg) if fg.pgid == home.pgid() => {
-                    if !reading || fg.waiting_for_input || !probe::SEES_READS {
+                Some(fg) if home.in_front(&fg) => {
+                    if !reading || home::may_read(&fg) {
                         return true;
                     }
                 }
@@ -298,31 +298,20 @@ impl Process {
     }
 
     /// The terminal's foreground and, when the shell itself is in front,
-    /// whether another program replaced it or it is stopped. The `/proc`
-    /// reads run on tokio's blocking pool, never on the runtime's threads.
+    /// whether another program replaced it or it is stopped (what the
+    /// backend reports; a local one reads the process table off the
+    /// runtime's threads).
     async fn look(&self) -> Look {
-        self.session.refresh_foreground().await;
-        let session = Arc::clone(&self.session);
-        let home = self.home.clone();
-        let read = move || {
-            let fg = session.foreground().ok();
-            let (replaced, stopped) = match (&home, &fg) {
-                (Some(home), Some(fg)) if fg.pgid == home.pgid() => {
-                    (home.replaced(), home.stopped())
-                }
-                _ => (false, false),
-            };
-            Look {
-                fg,
-                replaced,
-                stopped,
-            }
+        let fg = self.session.foreground().await.ok();
+        let (replaced, stopped) = match (&self.home, &fg) {
+            (Some(home), Some(fg)) if home.in_front(fg) => (home.replaced(fg), home::stopped(fg)),
+            _ => (false, false),
         };
-        tokio::task::spawn_blocking(read).await.unwrap_or(Look {
-            fg: None,
-            replaced: false,
-            stopped: false,
-        })
+        Look {
+            fg,
+            replaced,
+            stopped,
+        }
     }
 
     /// Puts a long command in a file the shell can read: on the program's
@@ -363,14 +352,6 @@ impl Process {
         let path = dir.join(format!("cmd-{}", id(32)?));
         std::fs::write(&path, command).map_err(ShellError::CommandFile)?;
         Ok(path)
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        // A shell dropped mid-call (cancelled future) or discarded after a
-        // reset must not keep running.
-        self.session.kill_now();
     }
 }
 
@@ -521,7 +502,7 @@ impl<'a> CallState<'a> {
     /// The timeout: the shell's tree is killed.
     async fn on_timeout(&mut self) -> End {
         self.finish_scan();
-        let _ = self.process.session.kill_tree(KILL_GRACE).await;
+        let _ = self.process.session.end(KILL_GRACE).await;
         End::TimedOut
     }
 
@@ -530,9 +511,9 @@ impl<'a> CallState<'a> {
     async fn on_tick(&mut self) -> Option<End> {
         let look = self.process.look().await;
         if let (Some(home), Some(fg)) = (&self.process.home, &look.fg)
-            && fg.pgid == home.pgid()
+            && home.in_front(fg)
         {
-            let reading = fg.waiting_for_input || !probe::SEES_READS;
+            let reading = home::may_read(fg);
             // The shell waits at its prompt and no end prompt came: the
             // abandoned line was real.
             if let Some(status) = self.unconfirmed
@@ -560,7 +541,7 @@ impl<'a> CallState<'a> {
                 self.continued = true;
             }
         }
-        self.on_input_wait(look.fg.is_some_and(|fg| fg.waiting_for_input))
+        self.on_input_wait(look.fg.is_some_and(|fg| fg.waiting_for_input == Some(true)))
             .await;
         None
     }

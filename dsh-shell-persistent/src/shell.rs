@@ -2,8 +2,8 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use dsh_pty::PtySession;
 use serde_json::Value;
@@ -192,7 +192,7 @@ impl Shell {
             }
         };
         let session = process.session();
-        let mut guard = InCall::new(&reach, Arc::clone(&session));
+        let mut guard = InCall::new(&reach, &session);
         // A close that came while the shell started finds it now.
         if *closed.borrow() {
             return Err(ShellError::Closed);
@@ -225,9 +225,8 @@ impl Shell {
             self.process = Some(process);
         } else {
             // SIGKILL to the whole tree at once, as dropping the process
-            // would; a local backend reads `/proc` on the blocking pool and
-            // returns once the tree is gone.
-            session.end_now().await;
+            // would; the backend returns once the tree is gone.
+            let _ = session.end(Duration::ZERO).await;
             drop(process);
         }
         drop(guard);
@@ -251,16 +250,22 @@ pub struct ShellHandle {
 struct Reach {
     /// The dialect's name, for errors.
     shell: &'static str,
-    /// The shell process's terminal, while there is one.
-    session: Mutex<Option<Arc<dyn PtySession>>>,
+    /// The shell process's terminal, while there is one (the process holds
+    /// it: dropping the process ends it).
+    session: Mutex<Option<Weak<dyn PtySession>>>,
     /// A call's line is on the terminal: typed input reaches its command.
     taking_input: AtomicBool,
     closed: watch::Sender<bool>,
 }
 
 impl Reach {
-    fn session(&self) -> MutexGuard<'_, Option<Arc<dyn PtySession>>> {
+    fn session(&self) -> MutexGuard<'_, Option<Weak<dyn PtySession>>> {
         self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The session, while its process lives.
+    fn live(&self) -> Option<Arc<dyn PtySession>> {
+        self.session().as_ref().and_then(Weak::upgrade)
     }
 }
 
@@ -286,7 +291,7 @@ impl ShellHandle {
             .inner
             .taking_input
             .load(Ordering::Acquire)
-            .then(|| self.inner.session().clone())
+            .then(|| self.inner.live())
             .flatten()
             .ok_or(ShellError::NotRunning)?;
         session
@@ -303,9 +308,10 @@ impl ShellHandle {
     /// ended (`SIGTERM`, a short grace, `SIGKILL`) before this returns.
     pub async fn close(&self) {
         self.inner.closed.send_replace(true);
-        let session = self.inner.session().take();
+        let session = self.inner.live();
+        self.inner.session().take();
         if let Some(session) = session {
-            let _ = session.kill_tree(KILL_GRACE).await;
+            let _ = session.end(KILL_GRACE).await;
         }
     }
 
@@ -324,8 +330,8 @@ struct InCall<'a> {
 }
 
 impl<'a> InCall<'a> {
-    fn new(reach: &'a Reach, session: Arc<dyn PtySession>) -> Self {
-        *reach.session() = Some(session);
+    fn new(reach: &'a Reach, session: &Arc<dyn PtySession>) -> Self {
+        *reach.session() = Some(Arc::downgrade(session));
         InCall { reach, kept: false }
     }
 

@@ -67,7 +67,7 @@ pub trait RemoteLink: Send + Sync + std::fmt::Debug + 'static {
     /// Called once when the session ends, after its processes were signalled
     /// (or, where [`RemoteLink::close_ends_all`], instead): lets go of the
     /// terminal and whatever the link holds for it. An error here is the
-    /// error of [`crate::PtySession::kill_tree`].
+    /// error of [`crate::PtySession::end`].
     async fn close(&self) -> Result<(), Self::Error>;
 
     /// `true` when [`RemoteLink::close`] itself ends every process of the

@@ -2,23 +2,28 @@
 //! [`FOREGROUND_SCRIPT`](super::FOREGROUND_SCRIPT) running as a helper next
 //! to the program.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::Helper;
-use crate::Foreground;
+use crate::{Foreground, Leader};
 
 /// Parses one answer line of the foreground script; `None` when the script
 /// found no terminal (`- - 0`) or the line is not an answer.
 fn parse_foreground(line: &[u8]) -> Option<Foreground> {
     let text = std::str::from_utf8(line).ok()?;
-    let mut fields = text.split_whitespace();
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let mut fields = text.splitn(5, ' ');
     let pgid: i32 = fields.next()?.parse().ok()?;
     let leader: i32 = fields.next()?.parse().ok()?;
     let waiting = fields.next()? == "1";
+    let state = fields.next();
+    let program = fields.next().filter(|p| !p.is_empty()).map(PathBuf::from);
     Some(Foreground {
         pgid,
         is_leader: pgid == leader,
-        waiting_for_input: waiting,
+        waiting_for_input: Some(waiting),
+        leader: state.map(|state| Leader::new(program, state == "T")),
     })
 }
 
@@ -28,33 +33,23 @@ const FIRST_ANSWER: Duration = Duration::from_secs(5);
 const ANSWER: Duration = Duration::from_secs(1);
 
 /// The foreground of a remote terminal, asked of the script on demand
-/// ([`ForegroundProbe::refresh`], for
-/// [`crate::PtySession::refresh_foreground`]) and kept for the synchronous
-/// [`crate::PtySession::foreground`].
+/// ([`ForegroundProbe::ask`], for [`crate::PtySession::foreground`]).
 #[derive(Default)]
 pub(crate) struct ForegroundProbe {
     helper: tokio::sync::Mutex<Option<Asking>>,
-    latest: std::sync::Mutex<Option<Foreground>>,
 }
 
 impl std::fmt::Debug for ForegroundProbe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ForegroundProbe")
-            .field("latest", &self.latest())
-            .finish_non_exhaustive()
+        f.debug_struct("ForegroundProbe").finish_non_exhaustive()
     }
 }
 
 impl ForegroundProbe {
-    /// The latest answer.
-    pub(crate) fn latest(&self) -> Option<Foreground> {
-        self.latest.lock().ok().and_then(|l| l.clone())
-    }
-
     /// Asks once, starting the script with `start` when it does not run;
-    /// any failure forgets the answer and the helper (started again next
-    /// time).
-    pub(crate) async fn refresh<F, Fut>(&self, start: F)
+    /// any failure forgets the helper (started again next time) and
+    /// answers `None`.
+    pub(crate) async fn ask<F, Fut>(&self, start: F) -> Option<Foreground>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Option<Box<dyn Helper>>>,
@@ -77,9 +72,7 @@ impl ForegroundProbe {
         if answer.is_none() {
             *helper = None;
         }
-        if let Ok(mut latest) = self.latest.lock() {
-            *latest = answer.flatten();
-        }
+        answer.flatten()
     }
 }
 
@@ -106,13 +99,25 @@ mod tests {
 
     #[test]
     fn answers_parse() {
-        let fg = parse_foreground(b"42 40 1\n");
+        let fg = parse_foreground(b"42 40 1 S /usr/bin/bash\n");
         assert_eq!(
-            fg.map(|f| (f.pgid, f.is_leader, f.waiting_for_input)),
-            Some((42, false, true))
+            fg.as_ref()
+                .map(|f| (f.pgid, f.is_leader, f.waiting_for_input)),
+            Some((42, false, Some(true)))
         );
-        let fg = parse_foreground(b"40 40 0\n");
-        assert_eq!(fg.map(|f| f.is_leader), Some(true));
+        assert_eq!(
+            fg.and_then(|f| f.leader),
+            Some(Leader::new(Some("/usr/bin/bash".into()), false))
+        );
+        let fg = parse_foreground(b"40 40 0 T /opt/my shell/bin\n");
+        assert_eq!(fg.as_ref().map(|f| f.is_leader), Some(true));
+        assert_eq!(
+            fg.and_then(|f| f.leader),
+            Some(Leader::new(Some("/opt/my shell/bin".into()), true))
+        );
+        // An exe that cannot be read: the state alone.
+        let fg = parse_foreground(b"40 40 0 S \n").and_then(|f| f.leader);
+        assert_eq!(fg, Some(Leader::new(None, false)));
         assert!(parse_foreground(b"- - 0\n").is_none());
         assert!(parse_foreground(b"garbage\n").is_none());
     }

@@ -80,13 +80,15 @@ esac
 "#;
 
 /// `sh -c FOREGROUND_SCRIPT sh <tag>`: answers, for each line read on its
-/// standard input, one line `<foreground pgid> <leader pid> <waiting>` about
-/// the terminal of the session tagged `<tag>` (found as [`TREE_SCRIPT`]
-/// finds it, retried for up to two seconds): the terminal's foreground
-/// process group (`tpgid` of the leader), the leader, and `1` when a
-/// process of that group sleeps in a read of the terminal (a `read` on it,
-/// or a `poll`/`select` while its standard input is the terminal), as Linux
-/// shows in `/proc/<pid>/syscall` (x86-64 and AArch64 numbers). It ends at
+/// standard input, one line `<foreground pgid> <leader pid> <waiting>
+/// <leader state> <leader executable>` about the terminal of the session
+/// tagged `<tag>` (found as [`TREE_SCRIPT`] finds it, retried for up to two
+/// seconds): the terminal's foreground process group (`tpgid` of the
+/// leader), the leader, `1` when a process of that group sleeps in a read
+/// of the terminal (a `read` on it, or a `poll`/`select` while its standard
+/// input is the terminal), as Linux shows in `/proc/<pid>/syscall` (x86-64
+/// and AArch64 numbers), the leader's state letter (`T`: stopped) and the
+/// target of its `/proc/<pid>/exe` (empty when unreadable). It ends at
 /// end-of-file or when the leader is gone; `-` answers mean "not found".
 pub const FOREGROUND_SCRIPT: &str = r#"t="DSH_TREE=$1" L=
 tagged() { case $(cat "$1/environ" 2>/dev/null) in *"$t"*) return 0;; esac; return 1; }
@@ -109,7 +111,7 @@ esac
 while read -r q; do
   if [ -z "$L" ] || ! read -r s < "/proc/$L/stat" 2>/dev/null; then echo "- - 0"; continue; fi
   set -- ${s##*) }
-  tp=$6 w=0
+  tp=$6 st=$1 w=0
   for d in /proc/[0-9]*; do
     read -r s < "$d/stat" 2>/dev/null || continue
     set -- ${s##*) }
@@ -119,6 +121,6 @@ while read -r q; do
     x=$(readlink "$d/fd/$f" 2>/dev/null)
     if [ "$x" = "$tty" ] || [ "$x" = /dev/tty ]; then w=1; break; fi
   done
-  echo "$tp $L $w"
+  echo "$tp $L $w $st $(readlink "/proc/$L/exe" 2>/dev/null)"
 done
 "#;

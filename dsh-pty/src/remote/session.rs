@@ -26,9 +26,8 @@ const EXIT_WAIT: Duration = Duration::from_secs(10);
 /// reached through the link `L` of its engine.
 ///
 /// Every process of the session carries [`TAG_VAR`](super::TAG_VAR)`=<tag>`:
-/// [`PtySession::kill_tree`], [`PtySession::kill_now`] (and dropping the
-/// session) and [`PtySession::signal_foreground`] run [`TREE_SCRIPT`] next
-/// to them; [`PtySession::put_scratch_file`] runs [`SCRATCH_SCRIPT`]; the
+/// [`PtySession::end`] (and dropping the session, in the background) and
+/// [`PtySession::signal_foreground`] run [`TREE_SCRIPT`] next to them; [`PtySession::put_scratch_file`] runs [`SCRATCH_SCRIPT`]; the
 /// foreground comes from this host's `/proc` when the link gives a
 /// [`LocalView`], else from [`FOREGROUND_SCRIPT`] kept running as a helper.
 pub struct RemoteSession<L: RemoteLink> {
@@ -90,8 +89,8 @@ impl<L: RemoteLink> RemoteSession<L> {
         });
     }
 
-    /// Kills everything without grace, in the background.
-    fn end_now(&self) {
+    /// Kills everything without grace, in the background (for `Drop`).
+    fn end_in_background(&self) {
         if self.ended.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -199,57 +198,67 @@ impl<L: RemoteLink> PtySession for RemoteSession<L> {
         Ok(())
     }
 
-    fn foreground(&self) -> Result<Foreground, PtyError> {
-        #[cfg(unix)]
-        if let Some(view) = self.local.get() {
-            return crate::foreground_of_leader(view.pid, &view.tty);
-        }
-        self.probe.latest().ok_or(PtyError::Unsupported {
-            backend: L::NAME,
-            what: "seeing the terminal's foreground (the other side did not answer)",
-        })
-    }
-
-    async fn refresh_foreground(&self) {
+    async fn foreground(&self) -> Result<Foreground, PtyError> {
+        // The first look comes once the program runs: this host's view, if
+        // the link has one, is settled then and never changed after.
         if !self.looked.swap(true, Ordering::SeqCst)
             && let Some(view) = self.link.local_view(&self.tag).await
         {
             let _ = self.local.set(view);
         }
-        if self.local.get().is_none() && self.plumbing.status().is_none() {
-            let link = Arc::clone(&self.link);
-            let tag = self.tag.clone();
-            self.probe
-                .refresh(|| async move {
-                    match link.start_helper(FOREGROUND_SCRIPT, &[&tag]).await {
-                        Ok(helper) => Some(helper),
-                        Err(e) => {
-                            tracing::debug!(error = %e, "starting the foreground script failed");
-                            None
-                        }
-                    }
-                })
-                .await;
+        #[cfg(unix)]
+        if let Some(view) = self.local.get() {
+            let (pid, tty) = (view.pid, view.tty.clone());
+            return tokio::task::spawn_blocking(move || crate::foreground_of_leader(pid, &tty))
+                .await
+                .unwrap_or(Err(PtyError::Closed));
         }
+        let unanswered = PtyError::Unsupported {
+            backend: L::NAME,
+            what: "seeing the terminal's foreground (the other side did not answer)",
+        };
+        if self.plumbing.status().is_some() {
+            return Err(unanswered);
+        }
+        let link = Arc::clone(&self.link);
+        let tag = self.tag.clone();
+        self.probe
+            .ask(|| async move {
+                match link.start_helper(FOREGROUND_SCRIPT, &[&tag]).await {
+                    Ok(helper) => Some(helper),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "starting the foreground script failed");
+                        None
+                    }
+                }
+            })
+            .await
+            .ok_or(unanswered)
     }
 
-    fn pids_are_local(&self) -> bool {
-        self.local.get().is_some()
-    }
-
-    async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
-        let tenths = (grace.as_millis() / 100).max(1).to_string();
-        self.ended.store(true, Ordering::SeqCst);
-        if let Err(e) = run_tree(self.link.as_ref(), &self.tag, "tree", &tenths).await {
-            tracing::debug!(error = %e, "killing the session's processes failed");
+    async fn end(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
+        if self.ended.swap(true, Ordering::SeqCst) {
+            // Ended already (or ending in the background): its exit comes.
+            return Ok(self.plumbing.settle(EXIT_WAIT).await);
+        }
+        if grace.is_zero() && self.link.close_ends_all() {
+            // Closing the link ends everything (a container of its own).
+            let closed = self.link.close().await;
+            let status = self.plumbing.settle(EXIT_WAIT).await;
+            closed.map_err(Self::disconnected)?;
+            return Ok(status);
+        }
+        let tenths = if grace.is_zero() {
+            0
+        } else {
+            (grace.as_millis() / 100).max(1)
+        };
+        if let Err(e) = run_tree(self.link.as_ref(), &self.tag, "tree", &tenths.to_string()).await {
+            tracing::debug!(error = %e, "ending the session's processes failed");
         }
         let status = self.plumbing.settle(EXIT_WAIT).await;
         self.link.close().await.map_err(Self::disconnected)?;
         Ok(status)
-    }
-
-    fn kill_now(&self) {
-        self.end_now();
     }
 
     fn status(&self) -> Option<ExitStatus> {
@@ -283,6 +292,6 @@ impl<L: RemoteLink> PtySession for RemoteSession<L> {
 
 impl<L: RemoteLink> Drop for RemoteSession<L> {
     fn drop(&mut self) {
-        self.end_now();
+        self.end_in_background();
     }
 }

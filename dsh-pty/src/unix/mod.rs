@@ -445,18 +445,21 @@ impl PtySession for NativeSession {
         }
     }
 
-    fn foreground(&self) -> Result<Foreground, PtyError> {
+    async fn foreground(&self) -> Result<Foreground, PtyError> {
         let pgid = nix::unistd::tcgetpgrp(self.master.get_ref().as_fd())
             .map_err(|e| PtyError::io("reading the terminal's foreground process group", e))?
             .as_raw();
-        Ok(Foreground {
+        let (pid, tty) = (self.pid, self.tty_path.clone());
+        Ok(tree::off_runtime(move || Foreground {
             pgid,
-            is_leader: pgid == self.pid,
-            waiting_for_input: procfs::group_waits_on_tty(pgid, &self.tty_path),
+            is_leader: pgid == pid,
+            waiting_for_input: procfs::waits_on_tty(pgid, &tty),
+            leader: procfs::leader(pid),
         })
+        .await)
     }
 
-    async fn kill_tree(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
+    async fn end(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
         let mut status = self.status.clone();
         let st = self.tree.end(grace, &mut status).await;
         let _ = self.closed.send(true);
@@ -465,17 +468,6 @@ impl PtySession for NativeSession {
 
     fn limit_events(&self) -> Option<crate::LimitEvents> {
         self.tree.limit_events()
-    }
-
-    fn kill_now(&self) {
-        let _ = self.closed.send(true);
-        // No grace: nothing can await here. The exit waiter task reaps the
-        // leader as soon as it dies.
-        self.tree.kill_now(&self.status);
-    }
-
-    async fn end_now(&self) {
-        let _ = self.kill_tree(Duration::ZERO).await;
     }
 
     fn status(&self) -> Option<ExitStatus> {
@@ -492,7 +484,8 @@ impl PtySession for NativeSession {
 /// Docker daemon, known by its process id *in this host's namespace*.
 ///
 /// `tty` is the terminal's name as the session's processes see it (the
-/// target of `/proc/<leader>/fd/0` when the program started). Linux only;
+/// target of `/proc/<leader>/fd/0` when the program started). It reads the
+/// process table in place: call it off the runtime's threads. Linux only;
 /// elsewhere it answers [`PtyError::Unsupported`].
 pub fn foreground_of_leader(leader: i32, tty: &std::path::Path) -> Result<Foreground, PtyError> {
     #[cfg(target_os = "linux")]
@@ -507,7 +500,8 @@ pub fn foreground_of_leader(leader: i32, tty: &std::path::Path) -> Result<Foregr
         Ok(Foreground {
             pgid,
             is_leader: pgid == leader,
-            waiting_for_input: pgid > 0 && procfs::group_waits_on_tty(pgid, tty),
+            waiting_for_input: procfs::waits_on_tty(pgid, tty),
+            leader: procfs::leader(leader),
         })
     }
     #[cfg(not(target_os = "linux"))]
@@ -522,9 +516,14 @@ pub fn foreground_of_leader(leader: i32, tty: &std::path::Path) -> Result<Foregr
 
 impl Drop for NativeSession {
     fn drop(&mut self) {
-        self.kill_now();
+        let _ = self.closed.send(true);
+        // No grace: nothing can await here. The exit waiter task reaps the
+        // leader as soon as it dies.
+        self.tree.kill_now(&self.status);
     }
 }
 
 #[cfg(feature = "portable")]
-pub(crate) use procfs::group_waits_on_tty as procfs_group_waits_on_tty;
+pub(crate) use procfs::{leader as procfs_leader, waits_on_tty as procfs_waits_on_tty};
+#[cfg(feature = "portable")]
+pub(crate) use tree::off_runtime;

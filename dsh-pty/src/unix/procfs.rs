@@ -232,6 +232,36 @@ pub(crate) fn session_members(sid: i32, _fresh: bool) -> Vec<i32> {
         .collect()
 }
 
+/// Whether a live process of group `pgid` is blocked in a read of the
+/// terminal at `tty`: `None` where `/proc` cannot tell (not Linux).
+pub(crate) fn waits_on_tty(pgid: i32, tty: &Path) -> Option<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        Some(pgid > 0 && group_waits_on_tty(pgid, tty))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pgid, tty);
+        None
+    }
+}
+
+/// The session program's state (Linux): the executable it runs and whether
+/// it is stopped; `None` where `/proc` cannot tell, or it is gone.
+pub(crate) fn leader(pid: i32) -> Option<crate::Leader> {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = stat_of(pid)?;
+        let program = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        Some(crate::Leader::new(program, stat.state == b'T'))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
 /// `true` when some live process of group `pgid` is blocked in a read of the
 /// terminal at `tty`.
 pub(crate) fn group_waits_on_tty(pgid: i32, tty: &Path) -> bool {

@@ -12,6 +12,7 @@ use crate::{PtyError, TermSize};
 
 /// A freshly allocated terminal: the master side (non-blocking, close-on-exec)
 /// and the slave side (close-on-exec; the child gets duplicates as 0, 1, 2).
+/// See [`open`] for when close-on-exec is set.
 pub(crate) struct PtyPair {
     pub(crate) master: OwnedFd,
     pub(crate) slave: OwnedFd,
@@ -19,10 +20,11 @@ pub(crate) struct PtyPair {
 }
 
 pub(crate) fn open(size: TermSize, echo: bool, opost: bool) -> Result<PtyPair, PtyError> {
-    // Close-on-exec from the start: no child forked by another thread, even
-    // between these two lines, may inherit the master (it would keep the
-    // terminal open, hide EOF, and hand one owner's terminal to another's
-    // confined shell).
+    // Close-on-exec from the start on Linux: no child forked by another
+    // thread may inherit the master (it would keep the terminal open, hide
+    // EOF, and hand one owner's terminal to another's confined shell).
+    // Elsewhere `posix_openpt` takes no O_CLOEXEC: it is set on the next
+    // line, and a fork by another thread in between could inherit it.
     let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | CLOEXEC_AT_OPEN)
         .map_err(|e| PtyError::OpenPty(e.into()))?;
     // Where `posix_openpt` takes no O_CLOEXEC, set it at once.

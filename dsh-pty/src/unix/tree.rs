@@ -196,7 +196,9 @@ impl Tree {
 /// Runs `/proc` work on tokio's blocking pool, never on the runtime's own
 /// threads; in place when the pool no longer runs jobs (the runtime is
 /// shutting down).
-async fn off_runtime<T: Send + 'static>(work: impl Fn() -> T + Clone + Send + 'static) -> T {
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    work: impl Fn() -> T + Clone + Send + 'static,
+) -> T {
     match tokio::task::spawn_blocking(work.clone()).await {
         Ok(value) => value,
         Err(_) => work(),

@@ -16,6 +16,27 @@ const KEPT_ENV: [&str; 8] = [
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "SHELL",
 ];
 
+/// The locale categories `LC_ALL` stands for, but messages.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+const LOCALE_CATEGORIES: [&str; 11] = [
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_PAPER",
+    "LC_NAME",
+    "LC_ADDRESS",
+    "LC_TELEPHONE",
+    "LC_MEASUREMENT",
+    "LC_IDENTIFICATION",
+];
+
+/// The confined shell's environment: the kept host variables, `TMPDIR`,
+/// then the host's own settings for the shell; and messages in the C
+/// locale, so that the errors of refused writes read as the denial check
+/// knows them (`LC_MESSAGES=C`; an `LC_ALL` is given to every other
+/// category instead, so dates, numbers and character types stay the host's).
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 fn confined_env(host_env: &[(String, String)]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = std::env::vars()
@@ -23,6 +44,27 @@ fn confined_env(host_env: &[(String, String)]) -> Vec<(String, String)> {
         .collect();
     env.push(("TMPDIR".to_owned(), "/tmp".to_owned()));
     env.extend(host_env.iter().cloned());
+    c_messages(env)
+}
+
+/// `env` (later entries win) with `LC_MESSAGES=C` and no `LC_ALL`.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn c_messages(env: Vec<(String, String)>) -> Vec<(String, String)> {
+    let all = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "LC_ALL")
+        .map(|(_, v)| v.clone());
+    let mut env: Vec<(String, String)> = env
+        .into_iter()
+        .filter(|(k, _)| k != "LC_ALL" && k != "LC_MESSAGES")
+        .collect();
+    if let Some(all) = all.filter(|v| !v.is_empty()) {
+        // `LC_ALL` overrode every category: it still does, but messages.
+        env.retain(|(k, _)| !LOCALE_CATEGORIES.contains(&k.as_str()));
+        env.extend(LOCALE_CATEGORIES.map(|c| (c.to_owned(), all.clone())));
+    }
+    env.push(("LC_MESSAGES".to_owned(), "C".to_owned()));
     env
 }
 
@@ -149,4 +191,49 @@ pub(crate) fn confine(
     _namespaces: bool,
 ) -> Result<Enforcement, SandboxError> {
     Err(SandboxError::Unsupported { mode: rules.mode })
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "macos")))]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn messages_are_in_the_c_locale_and_every_other_category_is_kept() {
+        let env = c_messages(pairs(&[
+            ("LANG", "de_DE.UTF-8"),
+            ("LC_MESSAGES", "fr_FR.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+        ]));
+        assert_eq!(
+            env,
+            pairs(&[
+                ("LANG", "de_DE.UTF-8"),
+                ("LC_TIME", "en_GB.UTF-8"),
+                ("LC_MESSAGES", "C"),
+            ])
+        );
+        // The last LC_ALL (a host's own setting) stands for every category.
+        let env = c_messages(pairs(&[
+            ("LC_ALL", "fr_FR.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+            ("LC_ALL", "de_DE.UTF-8"),
+        ]));
+        assert!(!env.iter().any(|(k, _)| k == "LC_ALL"));
+        let get = |name: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("LC_TIME"), Some("de_DE.UTF-8"));
+        assert_eq!(get("LC_CTYPE"), Some("de_DE.UTF-8"));
+        assert_eq!(get("LC_MESSAGES"), Some("C"));
+        assert_eq!(env.iter().filter(|(k, _)| k == "LC_TIME").count(), 1);
+    }
 }

@@ -37,7 +37,7 @@
 //! // and the command's own output.
 //! use dsh_sandbox::{SandboxRequest, contract};
 //! let outcome = shell.call("agent", SandboxRequest::new("touch /etc/motd")).await?;
-//! assert!(outcome.denial.is_some() && outcome.call.exit_code() == Some(1));
+//! assert!(outcome.likely_denial.is_some() && outcome.call.exit_code() == Some(1));
 //! assert_eq!(contract::render(&outcome), denied);
 //! shell.close_all().await;
 //! # Ok::<(), Box<dyn std::error::Error>>(()) })?;
@@ -113,7 +113,10 @@
 //!   writer that does not ask for them is never held back.
 //! * the host's **environment** left out: the shell gets `PATH`, `HOME`,
 //!   `USER`, `LOGNAME`, `LANG`, `LANGUAGE`, `LC_*`, `TZ`, `SHELL`,
-//!   `TMPDIR=/tmp` and [`ShellConfig::env`](dsh_shell_persistent::ShellConfig::env).
+//!   `TMPDIR=/tmp` and [`ShellConfig::env`](dsh_shell_persistent::ShellConfig::env),
+//!   with messages in the C locale (`LC_MESSAGES=C`; an `LC_ALL` is given
+//!   to every other category instead), so that the errors
+//!   [`SandboxOutcome::likely_denial`] reads are the same on every host.
 //!
 //! It works as root and as an unprivileged user (unprivileged user
 //! namespaces). Where namespaces cannot be created (some container runtimes

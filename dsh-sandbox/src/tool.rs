@@ -492,7 +492,7 @@ impl SandboxedShell {
                         call,
                         mode,
                         escalated,
-                        denial,
+                        likely_denial: denial,
                     });
                 }
                 Err(ShellError::Spawn {

@@ -41,12 +41,14 @@ struct Args {
     /// (`head`, the documented contract), or its first and last halves with
     /// the number left out between them (`head-tail`: the end of a failing
     /// build is kept).
-    #[arg(long, env = "DSH_CLIP", value_enum, default_value_t = Clip::Head)]
-    clip: Clip,
+    #[arg(long, env = "DSH_CLIP", default_value = ClipMode::Head.name(),
+          value_parser = one_of(&ClipMode::ALL, ClipMode::name))]
+    clip: ClipMode,
 
     /// The shell dialect; the tool is named after it.
-    #[arg(long, env = "DSH_SHELL", value_enum, default_value_t = Shell::default())]
-    shell: Shell,
+    #[arg(long, env = "DSH_SHELL", default_value = Dialect::default().tool_name(),
+          value_parser = one_of(&Dialect::ALL, Dialect::tool_name))]
+    shell: Dialect,
 
     /// Write one JSONL record per tool call to a new file in DIR. Default:
     /// `$DSH_HOME/sessions` when `DSH_HOME` is set, else no log.
@@ -55,8 +57,9 @@ struct Args {
 
     /// The sandbox mode. The default runs without a sandbox: use
     /// `workspace-write` for untrusted work.
-    #[arg(long, env = "DSH_SANDBOX", value_enum, default_value_t = Mode::DangerFullAccess)]
-    sandbox: Mode,
+    #[arg(long, env = "DSH_SANDBOX", default_value = SandboxMode::DangerFullAccess.name(),
+          value_parser = one_of(&SandboxMode::ALL, SandboxMode::name))]
+    sandbox: SandboxMode,
 
     /// Allow network access in the restricted sandbox modes.
     #[arg(long, env = "DSH_NETWORK")]
@@ -217,40 +220,25 @@ enum Backend {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Mode {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Clip {
-    Head,
-    HeadTail,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Approve {
     Never,
     Always,
     Elicit,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Shell {
-    Bash,
-    Sh,
-    Pwsh,
-}
-
-impl Default for Shell {
-    fn default() -> Self {
-        if cfg!(windows) {
-            Shell::Pwsh
-        } else {
-            Shell::Bash
-        }
-    }
+/// A flag whose values are a library type's names: clap lists them in
+/// `--help` and refuses any other.
+fn one_of<T: Copy + Send + Sync + 'static>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(all.iter().map(|&v| name(v))).try_map(move |given| {
+        all.iter()
+            .copied()
+            .find(|&v| name(v) == given)
+            .ok_or("not one of the possible values")
+    })
 }
 
 fn main() -> ExitCode {
@@ -323,7 +311,7 @@ impl Place {
     }
 
     fn remote_sandbox(args: &Args, backend: &str) -> Result<(), String> {
-        if args.sandbox == Mode::DangerFullAccess {
+        if args.sandbox == SandboxMode::DangerFullAccess {
             return Ok(());
         }
         Err(format!(
@@ -464,28 +452,17 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
     let workspace = place.workspace.clone();
     let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
     let config = ShellConfig::new(&workspace)
-        .dialect(match args.shell {
-            Shell::Bash => Dialect::Bash,
-            Shell::Sh => Dialect::Sh,
-            Shell::Pwsh => Dialect::Pwsh,
-        })
+        .dialect(args.shell)
         .timeout(Duration::from_secs(args.timeout_secs))
         .max_output_chars(max_output_chars)
-        .clip(match args.clip {
-            Clip::Head => ClipMode::Head,
-            Clip::HeadTail => ClipMode::HeadTail,
-        });
+        .clip(args.clip);
     // A remote backend's limits are the container's, set when it was made.
     let config = match &place.backend {
         Some(backend) => config.backend(Arc::clone(backend)),
         None => config.limits(args.limits()),
     };
     let policy = SandboxPolicy::default()
-        .mode(match args.sandbox {
-            Mode::ReadOnly => SandboxMode::ReadOnly,
-            Mode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
-            Mode::DangerFullAccess => SandboxMode::DangerFullAccess,
-        })
+        .mode(args.sandbox)
         .network(args.network)
         .unix_sockets(args.allow_unix_socket.clone())
         .hidden_paths({

@@ -21,6 +21,13 @@ pub enum SandboxMode {
 }
 
 impl SandboxMode {
+    /// Every mode, narrowest first.
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::DangerFullAccess,
+    ];
+
     /// The kebab-case name, as in config files and messages.
     ///
     /// ```

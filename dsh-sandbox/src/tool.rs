@@ -558,7 +558,12 @@ async fn close_together(owners: Vec<Arc<Owner>>) {
         entry.closed.store(true, Ordering::Release);
         let live = entry.live().take();
         if let Some(handle) = live {
-            closing.spawn(async move { handle.close().await });
+            // The owner (and so its shell process) is held until the shell
+            // is closed: dropped first, it would be killed without grace.
+            closing.spawn(async move {
+                handle.close().await;
+                drop(entry);
+            });
         }
     }
     while closing.join_next().await.is_some() {}

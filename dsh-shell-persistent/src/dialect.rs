@@ -25,6 +25,9 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// Every dialect, by [`Dialect::tool_name`]: bash, sh, pwsh.
+    pub const ALL: [Dialect; 3] = [Dialect::Bash, Dialect::Sh, Dialect::Pwsh];
+
     /// The tool's name, which is also the shell's name in messages.
     pub fn tool_name(self) -> &'static str {
         match self {

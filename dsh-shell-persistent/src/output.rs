@@ -13,6 +13,19 @@ pub enum ClipMode {
     HeadTail,
 }
 
+impl ClipMode {
+    /// Every mode, in the order of [`ClipMode::name`]'s documentation.
+    pub const ALL: [ClipMode; 2] = [ClipMode::Head, ClipMode::HeadTail];
+
+    /// The kebab-case name: `head`, `head-tail`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClipMode::Head => "head",
+            ClipMode::HeadTail => "head-tail",
+        }
+    }
+}
+
 /// Collects normalized output within a bound: memory stays within about
 /// `max_output_chars` (twice that for [`ClipMode::HeadTail`]) however much
 /// the command prints.

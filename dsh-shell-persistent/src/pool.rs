@@ -187,21 +187,21 @@ impl ShellPool {
     /// Closes and forgets the owners idle for at least `limit` whose shell
     /// is not in a call.
     async fn close_idle(&self, limit: Duration) {
-        let idle: Vec<ShellHandle> = {
+        let idle: Vec<Arc<Owner>> = {
             let mut owners = self.inner.owners();
-            let mut handles = Vec::new();
+            let mut idle = Vec::new();
             owners.retain(|name, owner| {
                 // A call under way (or waiting its turn) holds the owner.
-                let idle = owner.idle_for() >= limit
+                let is_idle = owner.idle_for() >= limit
                     && Arc::strong_count(owner) == 1
                     && owner.turn.try_lock().is_ok();
-                if idle {
+                if is_idle {
                     tracing::debug!(owner = name, "idle owner closed");
-                    handles.push(owner.handle.clone());
+                    idle.push(Arc::clone(owner));
                 }
-                !idle
+                !is_idle
             });
-            handles
+            idle
         };
         close_together(idle).await;
     }
@@ -249,13 +249,8 @@ impl ShellPool {
     /// process trees are ended at once, sharing one grace period.
     pub async fn close_all(&self) {
         self.inner.closed.store(true, Ordering::Release);
-        let handles: Vec<ShellHandle> = self
-            .inner
-            .owners()
-            .drain()
-            .map(|(_, o)| o.handle.clone())
-            .collect();
-        close_together(handles).await;
+        let owners: Vec<Arc<Owner>> = self.inner.owners().drain().map(|(_, o)| o).collect();
+        close_together(owners).await;
     }
 
     /// The owners that currently have a shell.
@@ -273,13 +268,15 @@ impl ShellPool {
     }
 }
 
-/// Closes every shell at once, sharing one grace period and `/proc`
-/// readings.
-async fn close_together(handles: Vec<ShellHandle>) {
+/// Closes the owners' shells at once, sharing one grace period and `/proc`
+/// readings. Each owner (and so its shell process) is held until its shell
+/// is closed: dropped first, the process would be killed without grace and
+/// a remote one in the background.
+async fn close_together(owners: Vec<Arc<Owner>>) {
     let _shared = dsh_pty::SharedScans::new();
     let mut closing = tokio::task::JoinSet::new();
-    for handle in handles {
-        closing.spawn(async move { handle.close().await });
+    for owner in owners {
+        closing.spawn(async move { owner.handle.close().await });
     }
     while closing.join_next().await.is_some() {}
 }

@@ -123,6 +123,35 @@ async fn close_all_ends_every_tree_at_once() {
     assert!(pool.owners().is_empty());
 }
 
+/// Closing gives an idle shell's processes their grace (`SIGTERM`, and the
+/// `SIGHUP` bash passes on, before any `SIGKILL`), as
+/// a host's shutdown should: a job that cleans up on `SIGTERM` gets to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_idle_shells_gives_their_jobs_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(|c| c);
+    let job = |name: &str| {
+        let file = dir.path().join(name);
+        format!(
+            "sh -c 'trap \"echo graceful > {}; exit\" TERM HUP; while :; do sleep 0.05; done' & echo started",
+            file.display()
+        )
+    };
+    for owner in ["a", "b"] {
+        let out = run(&pool, owner, &job(owner)).await;
+        assert!(out.ends_with("started"), "{out}");
+    }
+    pool.close_owner("a").await;
+    pool.close_all().await;
+    for name in ["a", "b"] {
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(name)).unwrap_or_default(),
+            "graceful\n",
+            "owner {name}'s job got no SIGTERM"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
     let dir = tempfile::tempdir().unwrap();

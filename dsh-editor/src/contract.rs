@@ -5,7 +5,8 @@
 use crate::outcome::{DirectoryView, EditorOutcome, FileView};
 
 /// Appended, without a separator, to output cut at `max_output_chars`.
-pub const VIEW_CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+/// It is [`dsh_tool::CLIP_NOTE`], the note both tools use.
+pub const VIEW_CLIP_NOTE: &str = dsh_tool::CLIP_NOTE;
 
 /// The exact text the model sees for `outcome`.
 pub fn render(outcome: &EditorOutcome) -> String {

@@ -8,7 +8,8 @@ use crate::outcome::{
 
 /// Appended, without a separator, to output cut at `max_output_chars` in
 /// [`ClipMode::Head`](crate::ClipMode::Head).
-pub const OUTPUT_CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+/// It is [`dsh_tool::CLIP_NOTE`], the note both tools use.
+pub const OUTPUT_CLIP_NOTE: &str = dsh_tool::CLIP_NOTE;
 
 /// The line added when end-of-file was sent to a command waiting for input.
 pub const INPUT_EOF_NOTE: &str = "[the command was waiting for input on the terminal, so end-of-file (Ctrl-D) was sent to it; pass input through a pipe or a here-string instead]";

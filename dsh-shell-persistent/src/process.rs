@@ -370,6 +370,13 @@ enum End {
     Cancelled,
 }
 
+/// An abandoned-line prompt of this call that the shell was not yet seen
+/// waiting at, and the status it showed.
+#[derive(Debug, Clone, Copy)]
+struct Unconfirmed {
+    status: Option<i32>,
+}
+
 /// One call after its line was written: the scanner and the output on one
 /// side, the events that move it on the other (output, a periodic look at
 /// the foreground, the timeout, cancellation), one handler each.
@@ -383,9 +390,8 @@ struct CallState<'a> {
     waiting_since: Option<Instant>,
     eofs_sent: u32,
     continued: bool,
-    /// This call's abandoned-line prompt, seen but not yet confirmed, and
-    /// its status.
-    unconfirmed: Option<Option<i32>>,
+    /// This call's abandoned-line prompt, seen but not yet confirmed.
+    unconfirmed: Option<Unconfirmed>,
 }
 
 impl<'a> CallState<'a> {
@@ -475,7 +481,7 @@ impl<'a> CallState<'a> {
                         repairs: Repairs::default(),
                     });
                 }
-                self.unconfirmed = Some(status);
+                self.unconfirmed = Some(Unconfirmed { status });
             }
             Seen::Inherited => {
                 // The shell itself, if it was replaced.
@@ -516,7 +522,7 @@ impl<'a> CallState<'a> {
             let reading = home::may_read(fg);
             // The shell waits at its prompt and no end prompt came: the
             // abandoned line was real.
-            if let Some(status) = self.unconfirmed
+            if let Some(Unconfirmed { status }) = self.unconfirmed
                 && reading
                 && !look.replaced
             {

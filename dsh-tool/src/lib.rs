@@ -3,6 +3,11 @@
 
 use serde_json::{Map, Value, json};
 
+/// The note the shell and the editor append, without a separator, to
+/// output they cut at their `max_output_chars`: the words of the
+/// `str_replace_editor` contract, the same for both tools.
+pub const CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+
 /// A tool as a model is offered it: its name, what it does, and its
 /// parameters (a JSON object's members, in the order given).
 #[derive(Debug, Clone, PartialEq, Eq)]

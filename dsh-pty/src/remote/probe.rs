@@ -64,32 +64,45 @@ impl ForegroundProbe {
                 let bound = if first { FIRST_ANSWER } else { ANSWER };
                 tokio::time::timeout(bound, ask(h.as_mut(), pending))
                     .await
-                    .ok()
-                    .flatten()
+                    .unwrap_or(Answer::Failed)
             }
-            None => None,
+            None => Answer::Failed,
         };
-        if answer.is_none() {
-            *helper = None;
+        match answer {
+            Answer::Line(fg) => fg,
+            Answer::Failed => {
+                *helper = None;
+                None
+            }
         }
-        answer.flatten()
     }
 }
 
 /// A running script and what it printed past its last answer.
 type Asking = (Box<dyn Helper>, Vec<u8>);
 
-/// One question, one answer line: `None` when the helper failed.
-async fn ask(helper: &mut dyn Helper, pending: &mut Vec<u8>) -> Option<Option<Foreground>> {
+/// What one question to the script got.
+enum Answer {
+    /// An answer line: a foreground, or `None` when the script found none.
+    Line(Option<Foreground>),
+    /// The helper failed (it is started again next time).
+    Failed,
+}
+
+/// One question, one answer line.
+async fn ask(helper: &mut dyn Helper, pending: &mut Vec<u8>) -> Answer {
     if !helper.send(b"?\n").await {
-        return None;
+        return Answer::Failed;
     }
     loop {
         if let Some(at) = memchr::memchr(b'\n', pending) {
             let line: Vec<u8> = pending.drain(..=at).collect();
-            return Some(parse_foreground(&line));
+            return Answer::Line(parse_foreground(&line));
         }
-        pending.extend_from_slice(&helper.recv().await?);
+        match helper.recv().await {
+            Some(chunk) => pending.extend_from_slice(&chunk),
+            None => return Answer::Failed,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+#[cfg(not(target_os = "macos"))]
 /// One line of `/proc/<pid>/stat`, the fields this crate needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProcStat {
@@ -14,6 +15,7 @@ pub(crate) struct ProcStat {
     pub(crate) tpgid: i32,
 }
 
+#[cfg(not(target_os = "macos"))]
 impl ProcStat {
     /// Zombies and dead entries are already gone as far as signals go.
     pub(crate) fn is_alive(&self) -> bool {
@@ -21,6 +23,7 @@ impl ProcStat {
     }
 }
 
+#[cfg(not(target_os = "macos"))]
 /// Parses the text of `/proc/<pid>/stat`. The command name may itself hold
 /// spaces and parentheses, so fields are counted from the last `)`.
 pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
@@ -42,6 +45,7 @@ pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     })
 }
 
+#[cfg(not(target_os = "macos"))]
 /// Every process visible in `/proc` (empty where there is no procfs).
 pub(crate) fn all_processes() -> Vec<ProcStat> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -148,11 +152,13 @@ pub(crate) fn session_members(sid: i32, fresh: bool) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+#[cfg(target_os = "linux")]
 pub(crate) fn stat_of(pid: i32) -> Option<ProcStat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(pid, &text)
 }
 
+#[cfg(target_os = "linux")]
 /// The children of every thread of `pid` (`None` where the kernel does not
 /// list them).
 fn children(pid: i32) -> Option<Vec<i32>> {
@@ -167,6 +173,7 @@ fn children(pid: i32) -> Option<Vec<i32>> {
     Some(out)
 }
 
+#[cfg(target_os = "linux")]
 /// The live processes of group `pgid`, found from its leader through the
 /// process tree rather than by reading every process: the leader, its
 /// siblings in the group (a pipeline's other commands) when its parent is in
@@ -262,6 +269,7 @@ pub(crate) fn leader(pid: i32) -> Option<crate::Leader> {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// `true` when some live process of group `pgid` is blocked in a read of the
 /// terminal at `tty`.
 pub(crate) fn group_waits_on_tty(pgid: i32, tty: &Path) -> bool {
@@ -271,6 +279,7 @@ pub(crate) fn group_waits_on_tty(pgid: i32, tty: &Path) -> bool {
         .any(|p| blocked_reading(p.pid, tty))
 }
 
+#[cfg(target_os = "linux")]
 /// Reads `/proc/<pid>/syscall`: "NR arg0 arg1 ..." while blocked in a system
 /// call. A read-family call whose descriptor is the terminal is a wait for input.
 fn blocked_reading(pid: i32, tty: &Path) -> bool {
@@ -307,11 +316,6 @@ fn is_read_syscall(nr: i64) -> bool {
     [libc::SYS_read, libc::SYS_readv, libc::SYS_pread64].contains(&nr)
 }
 
-#[cfg(not(target_os = "linux"))]
-fn is_read_syscall(_nr: i64) -> bool {
-    false
-}
-
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn is_poll_syscall(nr: i64) -> bool {
     [
@@ -328,12 +332,7 @@ fn is_poll_syscall(nr: i64) -> bool {
     [libc::SYS_pselect6, libc::SYS_ppoll].contains(&nr)
 }
 
-#[cfg(not(target_os = "linux"))]
-fn is_poll_syscall(_nr: i64) -> bool {
-    false
-}
-
-#[cfg(test)]
+#[cfg(all(test, not(target_os = "macos")))]
 mod tests {
     use super::*;
 

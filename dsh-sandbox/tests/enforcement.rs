@@ -89,6 +89,29 @@ fn outside_untouched(d: &Dirs) {
     );
 }
 
+/// Whether a process whose command line starts with `mark` runs (this
+/// host's `/proc` shows the sandbox's processes: its PID namespace is a
+/// child of ours).
+fn marked_alive(mark: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().any(|e| {
+        std::fs::read(e.unwrap().path().join("cmdline"))
+            .is_ok_and(|c| c.starts_with(mark.as_bytes()))
+    })
+}
+
+/// Waits (30 s at most) until a process marked `mark` runs (`alive`) or
+/// none does; `false` if that did not come.
+async fn wait_marked(mark: &str, alive: bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while marked_alive(mark) != alive {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    true
+}
+
 const DENIED_WW: &str = "[sandbox: file access denied under workspace-write mode]";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -635,25 +658,17 @@ async fn a_reset_kills_everything_the_confined_shell_started() {
         .await,
         "ok"
     );
-    let alive = || {
-        std::fs::read_dir("/proc").unwrap().any(|e| {
-            std::fs::read(e.unwrap().path().join("cmdline"))
-                .is_ok_and(|c| c.starts_with(mark.as_bytes()))
-        })
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !alive() && std::time::Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-    assert!(alive(), "the detached process did not start");
+    assert!(
+        wait_marked(&mark, true).await,
+        "the detached process did not start"
+    );
     // A timeout resets the shell: its whole namespace goes with it.
     let out = run(&s, "sleep 100").await;
     assert!(out.contains("timed out"), "{out}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while alive() && std::time::Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-    assert!(!alive(), "a process outlived the reset");
+    assert!(
+        wait_marked(&mark, false).await,
+        "a process outlived the reset"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -894,21 +909,14 @@ async fn idle_shells_end_and_their_owners_keep_their_modes() {
         .await,
         "ok"
     );
-    let alive = || {
-        std::fs::read_dir("/proc").unwrap().any(|e| {
-            std::fs::read(e.unwrap().path().join("cmdline"))
-                .is_ok_and(|c| c.starts_with(mark.as_bytes()))
-        })
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !alive() && std::time::Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-    assert!(alive(), "the background process did not start");
-    while alive() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(!alive(), "the idle shell's tree was not ended");
+    assert!(
+        wait_marked(&mark, true).await,
+        "the background process did not start"
+    );
+    assert!(
+        wait_marked(&mark, false).await,
+        "the idle shell's tree was not ended"
+    );
     assert_eq!(s.mode("agent"), SandboxMode::ReadOnly);
     assert_eq!(run(&s, "echo ${KEEP-fresh}").await, "fresh");
     let out = run(&s, "touch made").await;

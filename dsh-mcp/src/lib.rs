@@ -37,5 +37,5 @@ pub mod transport;
 
 pub use approve::ElicitApprover;
 
-pub use log::{SessionLog, rfc3339};
+pub use log::SessionLog;
 pub use server::{DshServer, OWNER};

@@ -3,6 +3,10 @@
 
 use serde_json::{Map, Value, json};
 
+/// The JSON crate of the rendered definitions, re-exported so a host needs
+/// no matching version of its own.
+pub use serde_json;
+
 /// A tool as a model is offered it: its name, what it does, and its
 /// parameters (a JSON object's members, in the order given).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -173,7 +173,8 @@ impl FsError {
 /// [`Fs::replace`] never overwrites a change it was not shown.
 ///
 /// The trait uses `async-trait` so that it can be used as `dyn Fs` (a host
-/// picks the filesystem at run time; the sandbox crate wraps any `Fs`).
+/// picks the filesystem at run time: `dsh-mcp`'s server holds an
+/// `Arc<dyn Fs>` of the local sandbox's, a container's or an SSH host's).
 #[async_trait]
 pub trait Fs: Send + Sync {
     /// Metadata of `path`, following symbolic links.

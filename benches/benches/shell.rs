@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use benches::{RawPty, SEQ_BYTES};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dsh_pty::{NativeBackend, PtyBackend, SpawnSpec};
-use dsh_shell_persistent::marker::{CallScanner, Markers};
+use dsh_shell_persistent::__private::{CallScanner, Markers};
 use dsh_shell_persistent::{ShellConfig, ShellPool};
 
 const PREFIX: &str = "0123456789abcdef";

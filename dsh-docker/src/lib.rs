@@ -81,3 +81,11 @@ pub use dsh_pty::remote::Ran;
 pub use error::DockerError;
 pub use fs::DockerFs;
 pub use link::{DockerLink, DockerSession};
+
+/// The crates this one's signatures use, re-exported so a host needs no
+/// matching versions of its own: [`bollard`] (the Docker client and its
+/// errors), [`dsh_pty`] (the backend traits) and [`dsh_editor`] (the `Fs`
+/// trait [`DockerFs`] implements).
+pub use bollard;
+pub use dsh_editor;
+pub use dsh_pty;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::args::{self, Parsed};
-use crate::fs::{FileKind, Fs, FsError, Metadata};
+use crate::fs::{BlockingFs, FileKind, Fs, FsError, Inline, Metadata, Version};
 use crate::outcome::{DirectoryView, EditorOutcome, FileView};
 use crate::scan::{Kept, LineScan};
 use crate::text::{DecodeError, Document};
@@ -249,27 +249,37 @@ impl<F: Fs + 'static> Editor<F> {
         result
     }
 
-    /// Runs the call; over a filesystem of blocking calls, as one job on
-    /// tokio's blocking pool (one hop for the whole call). That job runs to
-    /// its end even if this future is dropped: an edit is made whole or not
-    /// at all, never half.
+    /// Runs the call; over a filesystem of blocking calls
+    /// ([`Fs::blocking`]), as one job on tokio's blocking pool that makes
+    /// them directly (one hop for the whole call). That job runs to its end
+    /// even if this future is dropped: an edit is made whole or not at all,
+    /// never half.
     async fn offloaded(
         &self,
         request: EditorRequest,
         bad_range: bool,
     ) -> Result<EditorOutcome, EditorError> {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return self.run(request, bad_range).await;
+        let Some(blocking) = self.fs.blocking() else {
+            return Call::over(&*self.fs, &self.config)
+                .run(request, bad_range)
+                .await;
         };
-        if !self.fs.blocking_calls() {
-            return self.run(request, bad_range).await;
-        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime to keep free: the calls are made right here.
+            return Call::blocking(blocking, &self.config)
+                .run(request, bad_range)
+                .await;
+        };
         let editor = self.clone();
         let path = request.path().to_owned();
         let span = tracing::Span::current();
         let job = runtime.clone().spawn_blocking(move || {
             let _entered = span.enter();
-            crate::fs::inline(|| runtime.block_on(editor.run(request, bad_range)))
+            let call = match editor.fs.blocking() {
+                Some(blocking) => Call::blocking(blocking, &editor.config),
+                None => Call::over(&*editor.fs, &editor.config),
+            };
+            runtime.block_on(call.run(request, bad_range))
         });
         job.await.unwrap_or_else(|joined| {
             Err(EditorError::Io {
@@ -277,6 +287,46 @@ impl<F: Fs + 'static> Editor<F> {
                 source: Arc::new(std::io::Error::other(joined.to_string())),
             })
         })
+    }
+}
+
+/// One tool call over a filesystem.
+struct Call<'a> {
+    via: Via<'a>,
+    config: &'a EditorConfig,
+}
+
+/// How a call reaches its filesystem.
+enum Via<'a> {
+    /// Through its futures.
+    Futures(&'a dyn Fs),
+    /// Through its blocking calls, made on this thread: the call runs where
+    /// it may block.
+    Blocking(Inline<'a>),
+}
+
+impl<'a> Call<'a> {
+    /// A call over `fs` through its futures.
+    fn over(fs: &'a dyn Fs, config: &'a EditorConfig) -> Self {
+        Call {
+            via: Via::Futures(fs),
+            config,
+        }
+    }
+
+    /// A call that makes `fs`'s blocking calls on this thread.
+    fn blocking(fs: &'a dyn BlockingFs, config: &'a EditorConfig) -> Self {
+        Call {
+            via: Via::Blocking(Inline(fs)),
+            config,
+        }
+    }
+
+    fn fs(&self) -> &dyn Fs {
+        match &self.via {
+            Via::Futures(fs) => *fs,
+            Via::Blocking(inline) => inline,
+        }
     }
 
     async fn run(
@@ -336,13 +386,13 @@ impl<F: Fs + 'static> Editor<F> {
         file_text: Option<String>,
     ) -> Result<EditorOutcome, EditorError> {
         let path = Path::new(&display);
-        match self.fs.stat(path).await {
+        match self.fs().stat(path).await {
             Ok(_) => return Err(EditorError::CreateExists(display)),
             Err(FsError::NotFound(_)) => {}
             Err(e) => return Err(fs_error(e, &display)),
         }
         let text = file_text.ok_or(EditorError::CreateNoText)?;
-        self.fs
+        self.fs()
             .create_new(path, text.into_bytes())
             .await
             .map_err(|e| match e {
@@ -405,7 +455,7 @@ impl<F: Fs + 'static> Editor<F> {
     }
 
     async fn existing(&self, path: &Path, display: &str) -> Result<Metadata, EditorError> {
-        self.fs.stat(path).await.map_err(|e| match e {
+        self.fs().stat(path).await.map_err(|e| match e {
             FsError::NotFound(_) => EditorError::Missing(display.to_owned()),
             e => fs_error(e, display),
         })
@@ -422,11 +472,11 @@ impl<F: Fs + 'static> Editor<F> {
     }
 
     /// The text of the file at `path` from line `first` on (or from its
-    /// start), and its line count, for a view. Over local system calls, one
+    /// start), and its line count, for a view. Through blocking calls, one
     /// pass over the file's blocks keeps only that text, up to what the
     /// output can show; a file that is not UTF-8 without NUL, and any file
-    /// of a remote filesystem (which would be fetched twice), is decoded
-    /// whole.
+    /// read through futures (a remote filesystem's, which would be fetched
+    /// twice), is decoded whole.
     async fn lines_from(
         &self,
         path: &Path,
@@ -434,17 +484,15 @@ impl<F: Fs + 'static> Editor<F> {
         meta: &Metadata,
         first: usize,
     ) -> Result<Kept, EditorError> {
-        if self.fs.blocking_calls() {
+        if let Via::Blocking(Inline(fs)) = self.via {
             self.check_len(display, meta)?;
             // A clipped view shows at most `max_output_chars` characters.
             let shown = self.config.max_output_chars.saturating_add(1);
             let mut scan = LineScan::new(first, shown.saturating_mul(4));
-            self.fs
-                .read_blocks(path, self.config.max_file_bytes, &mut |block| {
-                    scan.push(block)
-                })
-                .await
-                .map_err(|e| fs_error(e, display))?;
+            fs.read_blocks(path, self.config.max_file_bytes, &mut |block| {
+                scan.push(block)
+            })
+            .map_err(|e| fs_error(e, display))?;
             if let Some(kept) = scan.finish() {
                 return Ok(kept);
             }
@@ -474,10 +522,10 @@ impl<F: Fs + 'static> Editor<F> {
         path: &Path,
         display: &str,
         meta: &Metadata,
-    ) -> Result<(Document, crate::fs::Version), EditorError> {
+    ) -> Result<(Document, Version), EditorError> {
         self.check_len(display, meta)?;
         let (bytes, version) = self
-            .fs
+            .fs()
             .read(path, self.config.max_file_bytes)
             .await
             .map_err(|e| fs_error(e, display))?;
@@ -490,7 +538,7 @@ impl<F: Fs + 'static> Editor<F> {
         &self,
         display: String,
         edited: Document,
-        version: &crate::fs::Version,
+        version: &Version,
     ) -> Result<EditorOutcome, EditorError> {
         let unrepresentable = |u: crate::text::Unrepresentable| EditorError::Unrepresentable {
             path: display.clone(),
@@ -498,7 +546,7 @@ impl<F: Fs + 'static> Editor<F> {
             ch: u.ch,
         };
         let bytes = edited.encode().map_err(unrepresentable)?;
-        self.fs
+        self.fs()
             .replace(Path::new(&display), bytes, version)
             .await
             .map_err(|e| fs_error(e, &display))?;
@@ -554,7 +602,7 @@ impl<F: Fs + 'static> Editor<F> {
         let max = self.config.max_output_chars;
         let mut body = String::new();
         let used = header.chars().count();
-        listing::list(&*self.fs, &root, &mut body, used, max).await;
+        listing::list(self.fs(), &root, &mut body, used, max).await;
         body.push('\n');
         (view.listing, view.cut) = contract::clip(used, body, max);
         view

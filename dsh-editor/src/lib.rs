@@ -93,11 +93,11 @@ mod editor;
 mod error;
 pub mod fs;
 mod listing;
-pub mod ops;
+mod ops;
 pub mod outcome;
 mod request;
 mod scan;
-pub mod text;
+mod text;
 
 pub use contract::VIEW_CLIP_NOTE;
 pub use editor::{
@@ -106,9 +106,23 @@ pub use editor::{
 pub use error::EditorError;
 pub use outcome::{DirectoryView, EditorOutcome, FileView};
 pub use request::EditorRequest;
+pub use text::Encoding;
 
 /// The tool definition type of [`Editor::spec`].
 pub use dsh_tool::{self, ToolSpec};
 /// The JSON crate of [`Editor::execute`]'s arguments and the schemas,
 /// re-exported so a host needs no matching version of its own.
 pub use serde_json;
+
+/// What the crate's fuzz target drives directly: the decoding of files, the
+/// text operations the commands make, and the block-by-block view scan.
+/// **Not part of the API**: no stability promise, and it may change or go
+/// in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::ops::{
+        find_some, insert_after, line_count, line_numbers, line_start_counted, number_lines_from,
+    };
+    pub use crate::scan::{Kept, LineScan};
+    pub use crate::text::{DecodeError, Document, Unrepresentable};
+}

@@ -57,32 +57,12 @@ pub fn line_start_counted(text: &str, lines: usize, line: usize) -> usize {
         .map_or(0, |i| i + 1)
 }
 
-/// Lines `first..=last` (1-based, inclusive, within range), each formatted as
-/// `{:>6}  {line}` and followed by `\n`, appended to `out`.
+/// Lines `first..=last` (1-based, inclusive, within range) of `text`, whose
+/// line `first` starts at byte `start` (see [`line_start_counted`]), each
+/// formatted as `{:>6}  {line}` and followed by `\n`, appended to `out`.
 ///
 /// Stops early once `out` holds more than `budget` characters, counting
 /// `used` characters already in it, since the caller clips there anyway.
-pub fn number_lines(
-    text: &str,
-    first: usize,
-    last: usize,
-    out: &mut String,
-    used: usize,
-    budget: usize,
-) {
-    number_lines_from(
-        text,
-        line_start(text, first),
-        first,
-        last,
-        out,
-        used,
-        budget,
-    );
-}
-
-/// [`number_lines`] with the byte offset where line `first` starts already
-/// known (see [`line_start_counted`]).
 pub fn number_lines_from(
     text: &str,
     start: usize,
@@ -107,11 +87,6 @@ pub fn number_lines_from(
             return;
         }
     }
-}
-
-/// Where `needle` occurs in `text`, without overlaps, as byte offsets.
-pub fn find_all(text: &str, needle: &str) -> Vec<usize> {
-    matches(text, needle).collect()
 }
 
 /// The first `keep` non-overlapping matches of `needle` in `text` and how
@@ -161,15 +136,6 @@ pub fn line_numbers(text: &str, offsets: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// `text` with the `len` bytes at `at` replaced by `with`.
-pub fn splice(text: &str, at: usize, len: usize, with: &str) -> String {
-    let mut out = String::with_capacity(text.len() - len + with.len());
-    out.push_str(&text[..at]);
-    out.push_str(with);
-    out.push_str(&text[at + len..]);
-    out
-}
-
 /// `lines` of `insert` placed after line `after` of `text` (0 = at the top),
 /// the whole joined with `\n`. `None` if `after > line_count(text)`.
 pub fn insert_after(text: &str, after: usize, insert: &str) -> Option<String> {
@@ -201,6 +167,19 @@ pub fn insert_after(text: &str, after: usize, insert: &str) -> Option<String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Every non-overlapping match.
+    fn find_all(text: &str, needle: &str) -> Vec<usize> {
+        find_some(text, needle, usize::MAX).0
+    }
+
+    /// `text` with the `len` bytes at `at` replaced by `with`, as the
+    /// editor replaces (`String::replace_range`).
+    fn splice(text: &str, at: usize, len: usize, with: &str) -> String {
+        let mut out = text.to_owned();
+        out.replace_range(at..at + len, with);
+        out
+    }
 
     #[test]
     fn finds_line_starts_across_blocks() {
@@ -256,7 +235,9 @@ mod tests {
     #[test]
     fn numbers_lines() {
         let mut out = String::new();
-        number_lines("a\n\tb\n", 2, 3, &mut out, 0, usize::MAX);
+        let text = "a\n\tb\n";
+        let start = line_start_counted(text, line_count(text), 2);
+        number_lines_from(text, start, 2, 3, &mut out, 0, usize::MAX);
         assert_eq!(out, "     2  \tb\n     3  \n");
     }
 

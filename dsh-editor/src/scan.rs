@@ -16,7 +16,7 @@ const UTF8_BOM: [u8; 3] = *b"\xEF\xBB\xBF";
 /// The state of a scan; [`LineScan::push`] each block in order, then
 /// [`LineScan::finish`].
 #[derive(Debug)]
-pub(crate) struct LineScan {
+pub struct LineScan {
     /// The first line kept (1-based).
     keep_from: usize,
     /// At most this many bytes are kept.
@@ -44,7 +44,7 @@ pub(crate) struct LineScan {
 
 /// What a scan kept: the file's text from line `first_line` on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Kept {
+pub struct Kept {
     /// The file's line count, as [`crate::ops::line_count`] counts it.
     pub lines: usize,
     /// The line `text` starts with (1-based).
@@ -57,7 +57,7 @@ impl LineScan {
     /// A scan that keeps the text from line `keep_from` (1-based; 0 counts
     /// as 1) on, up to about `keep_bytes` bytes of it (it ends on a whole
     /// character, so at least `keep_bytes / 4` characters).
-    pub(crate) fn new(keep_from: usize, keep_bytes: usize) -> Self {
+    pub fn new(keep_from: usize, keep_bytes: usize) -> Self {
         let keep_from = keep_from.max(1);
         LineScan {
             keep_from,
@@ -83,7 +83,7 @@ impl LineScan {
     }
 
     /// Takes the next block of the file.
-    pub(crate) fn push(&mut self, block: &[u8]) {
+    pub fn push(&mut self, block: &[u8]) {
         let Some(&last) = block.last() else { return };
         for (i, &b) in block.iter().take(3).enumerate() {
             if let Some(slot) = usize::try_from(self.seen)
@@ -174,7 +174,7 @@ impl LineScan {
 
     /// What was kept, as [`Document::decode`](crate::text::Document::decode)
     /// would have read it; `None` for a file that is not UTF-8 without NUL.
-    pub(crate) fn finish(self) -> Option<Kept> {
+    pub fn finish(self) -> Option<Kept> {
         if self.nul || !self.utf8 || self.pending_len > 0 {
             return None;
         }

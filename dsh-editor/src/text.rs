@@ -56,17 +56,6 @@ pub struct Unrepresentable {
 }
 
 /// A decoded file.
-///
-/// ```
-/// use dsh_editor::text::{Document, Encoding};
-/// let doc = Document::decode(b"a\r\nb\r\n".to_vec()).unwrap();
-/// assert!(doc.is_crlf());
-/// assert_eq!(doc.text(), "a\nb\n");
-/// assert_eq!(doc.encode().unwrap(), b"a\r\nb\r\n");
-/// let latin = Document::decode(vec![b'c', b'a', b'f', 0xE9]).unwrap();
-/// assert_eq!(latin.encoding(), Encoding::Windows1252);
-/// assert_eq!(latin.text(), "café");
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Document {
     encoding: Encoding,
@@ -153,20 +142,6 @@ impl Document {
             Cow::Owned(input.replace("\r\n", "\n"))
         } else {
             Cow::Borrowed(input)
-        }
-    }
-
-    /// The first character of `input` the encoding cannot hold, if any.
-    pub fn check_representable(&self, input: &str) -> Result<(), Unrepresentable> {
-        if self.encoding != Encoding::Windows1252 {
-            return Ok(());
-        }
-        match input.chars().find(|&c| cp1252_byte(c).is_none()) {
-            Some(ch) => Err(Unrepresentable {
-                ch,
-                encoding: self.encoding,
-            }),
-            None => Ok(()),
         }
     }
 
@@ -337,14 +312,17 @@ mod tests {
     #[test]
     fn cp1252_refuses_what_it_cannot_hold() {
         let doc = Document::decode(vec![0xE9]).unwrap();
-        assert_eq!(doc.check_representable("é€"), Ok(()));
+        assert_eq!(doc.with_text("é€".into()).encode(), Ok(vec![0xE9, 0x80]));
         assert_eq!(
-            doc.check_representable("a中"),
+            doc.with_text("a中".into()).encode(),
             Err(Unrepresentable {
                 ch: '中',
                 encoding: Encoding::Windows1252
             })
         );
+        let crlf = Document::decode(b"a\r\nb\r\n".to_vec()).unwrap();
+        assert!(crlf.is_crlf());
+        assert_eq!(crlf.text(), "a\nb\n");
     }
 
     proptest! {

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use dsh_editor::fs::{DirEntry, Fs, FsError, LocalFs, MemFs, Metadata, Version};
+// `BlockingFs` is named by its path, not imported: its methods have
+// `Fs`'s names, and `LocalFs` has both.
 use dsh_editor::{Editor, VIEW_CLIP_NOTE as CLIP_NOTE};
 use serde_json::json;
 
@@ -162,12 +164,14 @@ async fn replace_refuses_a_stale_version() {
 /// What [`Observed`] runs after each operation: its name and path.
 type Hook = Box<dyn Fn(&'static str, &Path) + Send + Sync>;
 
-/// `LocalFs` with a hook run after each operation, and a choice of what
-/// `blocking_calls` says.
+/// `LocalFs` with a hook run after each operation, and a choice of whether
+/// it hands out its blocking calls (`Fs::blocking`).
 struct Observed {
     local: LocalFs,
     blocking: bool,
     after: Hook,
+    /// How many operations were blocking calls.
+    blocking_ops: AtomicUsize,
 }
 
 impl Observed {
@@ -176,44 +180,37 @@ impl Observed {
             local: LocalFs::new(),
             blocking,
             after: Box::new(after),
+            blocking_ops: AtomicUsize::new(0),
         }
+    }
+
+    /// Runs the hook after a blocking call.
+    fn blocking_op<T>(&self, op: &'static str, path: &Path, out: T) -> T {
+        self.blocking_ops.fetch_add(1, Ordering::SeqCst);
+        (self.after)(op, path);
+        out
     }
 }
 
 #[async_trait]
 impl Fs for Observed {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
-        let out = self.local.stat(path).await;
+        let out = Fs::stat(&self.local, path).await;
         (self.after)("stat", path);
         out
     }
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
-        let out = self.local.read(path, limit).await;
+        let out = Fs::read(&self.local, path, limit).await;
         (self.after)("read", path);
         out
     }
-    /// Runs the hook for each block (`"block"`), then once more.
-    async fn read_blocks(
-        &self,
-        path: &Path,
-        limit: u64,
-        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
-    ) -> Result<Version, FsError> {
-        let mut counted = |block: &[u8]| {
-            (self.after)("block", path);
-            each(block);
-        };
-        let out = self.local.read_blocks(path, limit, &mut counted).await;
-        (self.after)("read_blocks", path);
-        out
-    }
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
-        let out = self.local.read_dir(path).await;
+        let out = Fs::read_dir(&self.local, path).await;
         (self.after)("read_dir", path);
         out
     }
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
-        let out = self.local.create_new(path, data).await;
+        let out = Fs::create_new(&self.local, path, data).await;
         (self.after)("create_new", path);
         out
     }
@@ -223,12 +220,59 @@ impl Fs for Observed {
         data: Vec<u8>,
         expected: &Version,
     ) -> Result<Version, FsError> {
-        let out = self.local.replace(path, data, expected).await;
+        let out = Fs::replace(&self.local, path, data, expected).await;
         (self.after)("replace", path);
         out
     }
-    fn blocking_calls(&self) -> bool {
+    fn blocking(&self) -> Option<&dyn dsh_editor::fs::BlockingFs> {
         self.blocking
+            .then_some(self as &dyn dsh_editor::fs::BlockingFs)
+    }
+}
+
+impl dsh_editor::fs::BlockingFs for Observed {
+    fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        self.blocking_op(
+            "stat",
+            path,
+            dsh_editor::fs::BlockingFs::stat(&self.local, path),
+        )
+    }
+    fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+        self.blocking_op(
+            "read",
+            path,
+            dsh_editor::fs::BlockingFs::read(&self.local, path, limit),
+        )
+    }
+    /// Runs the hook for each block (`"block"`), then once more.
+    fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<Version, FsError> {
+        let mut counted = |block: &[u8]| {
+            (self.after)("block", path);
+            each(block);
+        };
+        let out = self.local.read_blocks(path, limit, &mut counted);
+        self.blocking_op("read_blocks", path, out)
+    }
+    fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        self.blocking_op(
+            "read_dir",
+            path,
+            dsh_editor::fs::BlockingFs::read_dir(&self.local, path),
+        )
+    }
+    fn create_new(&self, path: &Path, data: &[u8]) -> Result<(), FsError> {
+        let out = dsh_editor::fs::BlockingFs::create_new(&self.local, path, data);
+        self.blocking_op("create_new", path, out)
+    }
+    fn replace(&self, path: &Path, data: &[u8], expected: &Version) -> Result<Version, FsError> {
+        let out = dsh_editor::fs::BlockingFs::replace(&self.local, path, data, expected);
+        self.blocking_op("replace", path, out)
     }
 }
 
@@ -461,22 +505,26 @@ async fn reads_are_bounded_by_the_limit_given() {
             "{path}"
         );
         assert_eq!(fs.read(Path::new(path), 4).await.unwrap().0, b"abcd");
-        let mut seen = Vec::new();
-        let mut keep = |block: &[u8]| seen.extend_from_slice(block);
-        assert!(
-            matches!(
-                fs.read_blocks(Path::new(path), 3, &mut keep).await,
-                Err(FsError::TooLarge {
-                    len: 4,
-                    limit: 3,
-                    ..
-                })
-            ),
-            "{path}"
-        );
-        fs.read_blocks(Path::new(path), 4, &mut keep).await.unwrap();
-        assert_eq!(seen, b"abcd");
     }
+    // The same bound on a read in blocks (of the filesystems that have them).
+    assert!(mem.blocking().is_none());
+    let local = LocalFs::new();
+    let blocks = Fs::blocking(&local).unwrap();
+    let mut seen = Vec::new();
+    let mut keep = |block: &[u8]| seen.extend_from_slice(block);
+    assert!(
+        matches!(
+            blocks.read_blocks(Path::new(&path), 3, &mut keep),
+            Err(FsError::TooLarge {
+                len: 4,
+                limit: 3,
+                ..
+            })
+        ),
+        "{path}"
+    );
+    blocks.read_blocks(Path::new(&path), 4, &mut keep).unwrap();
+    assert_eq!(seen, b"abcd");
     // The editor passes its bound down: the error names the size.
     let editor = Editor::with_config(
         LocalFs::new(),
@@ -600,16 +648,15 @@ async fn views_of_long_files_show_the_lines_asked_for() {
 }
 
 /// Over a filesystem of blocking calls, a whole tool call is one job on the
-/// blocking pool: every operation runs on the same thread, in place.
+/// blocking pool: every operation is a blocking call on the same thread.
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_over_local_files_is_one_blocking_hop() {
     use std::sync::Mutex;
     use std::thread::ThreadId;
-    let seen: Arc<Mutex<Vec<(ThreadId, bool)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
     let record = Arc::clone(&seen);
     let fs = Observed::new(true, move |_, _| {
-        let here = (std::thread::current().id(), dsh_editor::fs::is_inline());
-        record.lock().unwrap().push(here);
+        record.lock().unwrap().push(std::thread::current().id());
     });
     let (_dir, root) = tempdir();
     let path = format!("{root}/a.txt");
@@ -623,10 +670,7 @@ async fn a_call_over_local_files_is_one_blocking_hop() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\n2\n");
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     assert_eq!(seen.len(), 3, "stat, read, replace: {seen:?}");
-    assert!(
-        seen.iter()
-            .all(|&(thread, inline)| inline && thread == seen[0].0)
-    );
-    assert_ne!(seen[0].0, runtime_thread);
-    assert!(!dsh_editor::fs::is_inline());
+    assert_eq!(editor.fs().blocking_ops.load(Ordering::SeqCst), 3);
+    assert!(seen.iter().all(|&thread| thread == seen[0]));
+    assert_ne!(seen[0], runtime_thread);
 }

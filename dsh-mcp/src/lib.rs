@@ -37,5 +37,13 @@ pub mod transport;
 
 pub use approve::ElicitApprover;
 
-pub use log::{SessionLog, rfc3339};
+pub use log::SessionLog;
 pub use server::{DshServer, OWNER};
+
+/// The crates this one's signatures use, re-exported so a host needs no
+/// matching versions of its own: [`rmcp`] (the MCP server traits
+/// [`DshServer`] implements), [`dsh_sandbox`] (the shell it serves; it
+/// re-exports the shell crate) and [`dsh_editor`] (the editor and its `Fs`).
+pub use dsh_editor;
+pub use dsh_sandbox;
+pub use rmcp;

@@ -56,8 +56,22 @@ impl SessionLog {
     }
 
     /// Appends one JSON value as a line and flushes it, so a crash loses at
-    /// most the record being written.
+    /// most the record being written. An object without a `ts` gets one:
+    /// the time of the call, as an RFC 3339 UTC timestamp with
+    /// milliseconds.
     pub fn append(&self, line: &Value) {
+        if let Some(record) = line.as_object()
+            && !record.contains_key("ts")
+        {
+            let mut stamped = serde_json::Map::with_capacity(record.len() + 1);
+            stamped.insert("ts".into(), rfc3339(SystemTime::now()).into());
+            stamped.extend(record.iter().map(|(k, v)| (k.clone(), v.clone())));
+            return self.write(&Value::Object(stamped));
+        }
+        self.write(line);
+    }
+
+    fn write(&self, line: &Value) {
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         let written = writeln!(file, "{line}").and_then(|()| file.flush());
         if let Err(err) = written {
@@ -67,7 +81,7 @@ impl SessionLog {
 }
 
 /// `t` as an RFC 3339 UTC timestamp with milliseconds.
-pub fn rfc3339(t: SystemTime) -> String {
+fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);

@@ -107,6 +107,10 @@ mod spec;
 #[cfg(unix)]
 mod unix;
 
+/// The byte buffers of the terminal's output ([`OutputStream`]),
+/// re-exported so a host needs no matching version of its own.
+pub use bytes;
+
 pub use backend::{Foreground, Leader, PtyBackend, PtySession, default_backend};
 pub use error::PtyError;
 pub use exit::ExitStatus;

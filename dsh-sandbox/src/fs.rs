@@ -4,9 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-#[cfg(target_os = "linux")]
-use dsh_editor::fs::blocking;
-use dsh_editor::fs::{DirEntry, Fs, FsError, LocalFs, Metadata, Version};
+use dsh_editor::fs::{BlockingFs, DirEntry, Fs, FsError, LocalFs, Metadata, Version};
 
 use crate::{SandboxMode, SandboxPolicy, WriteRules};
 
@@ -55,6 +53,11 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 /// A refusal is `[sandbox: file access denied under <mode> mode]` and
 /// changes nothing.
 ///
+/// Each operation is a system call of this machine (or the helper's
+/// answer): through [`Fs`] it runs on tokio's blocking pool, and
+/// [`Fs::blocking`] hands out the same operations as blocking calls
+/// ([`BlockingFs`]), so the editor makes a whole call in one hop there.
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use dsh_editor::Editor;
@@ -73,6 +76,13 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 /// ```
 #[derive(Debug)]
 pub struct SandboxFs {
+    /// Shared with the operations running on the blocking pool.
+    shared: Arc<Shared>,
+}
+
+/// What [`SandboxFs`] holds.
+#[derive(Debug)]
+struct Shared {
     local: LocalFs,
     policy: SandboxPolicy,
     workspace: PathBuf,
@@ -103,15 +113,49 @@ impl SandboxFs {
         let workspace = workspace.into();
         let rules = WriteRules::new(&policy, policy.mode, &workspace);
         SandboxFs {
-            local: LocalFs::new(),
-            policy,
-            workspace,
-            rules: Mutex::new(Arc::new(rules)),
-            #[cfg(target_os = "linux")]
-            reader: Mutex::new(Reader::Unknown),
+            shared: Arc::new(Shared {
+                local: LocalFs::new(),
+                policy,
+                workspace,
+                rules: Mutex::new(Arc::new(rules)),
+                #[cfg(target_os = "linux")]
+                reader: Mutex::new(Reader::Unknown),
+            }),
         }
     }
 
+    /// The current mode.
+    pub fn mode(&self) -> SandboxMode {
+        self.shared.rules().mode
+    }
+
+    /// Switches the mode (the writable roots are resolved again).
+    pub fn set_mode(&self, mode: SandboxMode) {
+        self.shared.set_mode(mode);
+    }
+
+    /// Runs `op` on tokio's blocking pool (here, where no runtime runs).
+    async fn on_blocking_pool<T: Send + 'static>(
+        &self,
+        path: &Path,
+        op: impl FnOnce(&Shared, &Path) -> Result<T, FsError> + Send + 'static,
+    ) -> Result<T, FsError> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return op(&self.shared, path);
+        };
+        let shared = Arc::clone(&self.shared);
+        let p = path.to_owned();
+        runtime
+            .spawn_blocking(move || op(&shared, &p))
+            .await
+            .map_err(|e| FsError::Io {
+                path: path.to_owned(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+    }
+}
+
+impl Shared {
     /// The helper that reads in the restricted modes; `None` when this
     /// process reads (danger-full-access, or the weaker mode).
     #[cfg(target_os = "linux")]
@@ -153,13 +197,7 @@ impl SandboxFs {
         self.rules.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The current mode.
-    pub fn mode(&self) -> SandboxMode {
-        self.rules().mode
-    }
-
-    /// Switches the mode (the writable roots are resolved again).
-    pub fn set_mode(&self, mode: SandboxMode) {
+    fn set_mode(&self, mode: SandboxMode) {
         *self.rules() = Arc::new(WriteRules::new(&self.policy, mode, &self.workspace));
         // The confined reader's view is the mode's: the next call starts
         // one for the new mode.
@@ -191,7 +229,7 @@ impl SandboxFs {
         }
         let real = crate::resolve(path).unwrap_or_else(|| path.to_owned());
         if real.starts_with("/proc") || path.starts_with("/proc") {
-            return Err(Self::refused(path, &rules));
+            return Err(refused(path, &rules));
         }
         if rules.hides_resolved(path, &real) {
             return Err(FsError::NotFound(path.to_owned()));
@@ -202,17 +240,17 @@ impl SandboxFs {
     /// Refuses writes to a hidden path in the restricted modes.
     fn check_hidden(&self, path: &Path, rules: &WriteRules) -> Result<(), FsError> {
         if rules.hides(path) {
-            return Err(Self::refused(path, rules));
+            return Err(refused(path, rules));
         }
         Ok(())
     }
+}
 
-    fn refused(path: &Path, rules: &WriteRules) -> FsError {
-        tracing::info!(path = %path.display(), mode = %rules.mode, "sandbox refused a write");
-        FsError::Refused {
-            path: path.to_owned(),
-            message: rules.mode.denial_line(),
-        }
+fn refused(path: &Path, rules: &WriteRules) -> FsError {
+    tracing::info!(path = %path.display(), mode = %rules.mode, "sandbox refused a write");
+    FsError::Refused {
+        path: path.to_owned(),
+        message: rules.mode.denial_line(),
     }
 }
 
@@ -220,124 +258,143 @@ impl SandboxFs {
 #[cfg(unix)]
 type RootOpener = Arc<dyn Fn(&Path) -> Result<cap_std::fs::Dir, FsError> + Send + Sync>;
 
-/// Runs a confined write on the blocking pool.
+/// Runs a confined write on this thread, its capabilities out of effect
+/// meanwhile.
 #[cfg(unix)]
-async fn confined<T: Send + 'static>(
-    rules: Arc<WriteRules>,
+fn confined<T>(
+    rules: &WriteRules,
     path: &Path,
-    f: impl FnOnce(&WriteRules) -> Result<T, crate::beneath::Outcome> + Send + 'static,
+    f: impl FnOnce(&WriteRules) -> Result<T, crate::beneath::Outcome>,
 ) -> Result<T, FsError> {
     use crate::beneath::Outcome;
-    let joined = tokio::task::spawn_blocking(move || {
-        // The write has the shell's file permissions: this thread's
-        // capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER... when the host runs
-        // as root) are out of effect while it runs.
-        #[cfg(target_os = "linux")]
-        let out = crate::linux::without_capabilities(|| f(&rules));
-        #[cfg(not(target_os = "linux"))]
-        let out = f(&rules);
-        (out, rules)
-    })
-    .await;
-    match joined {
-        Ok((Ok(v), _)) => Ok(v),
+    // The write has the shell's file permissions: this thread's
+    // capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER... when the host runs as
+    // root) are out of effect while it runs.
+    #[cfg(target_os = "linux")]
+    let out = crate::linux::without_capabilities(|| f(rules));
+    #[cfg(not(target_os = "linux"))]
+    let out = f(rules);
+    match out {
+        Ok(v) => Ok(v),
         // A read-only mount of the shell's view, or a rename across its
         // mounts: what the shell would have been refused too.
-        Ok((Err(Outcome::Fs(FsError::Io { source, .. })), rules))
+        Err(Outcome::Fs(FsError::Io { source, .. }))
             if matches!(source.raw_os_error(), Some(libc::EROFS | libc::EXDEV)) =>
         {
-            Err(SandboxFs::refused(path, &rules))
+            Err(refused(path, rules))
         }
-        Ok((Err(Outcome::Fs(e)), _)) => Err(e),
-        Ok((Err(Outcome::Refused), rules)) => Err(SandboxFs::refused(path, &rules)),
-        Err(e) => Err(FsError::Io {
-            path: path.to_owned(),
-            source: std::io::Error::other(e.to_string()),
-        }),
+        Err(Outcome::Fs(e)) => Err(e),
+        Err(Outcome::Refused) => Err(refused(path, rules)),
+    }
+}
+
+impl BlockingFs for Shared {
+    fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            return files.stat(path);
+        }
+        BlockingFs::stat(&self.local, path)
+    }
+
+    fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+        self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            return files.read(path, limit);
+        }
+        BlockingFs::read(&self.local, path, limit)
+    }
+
+    fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<Version, FsError> {
+        self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            return files.read_blocks(path, limit, each);
+        }
+        self.local.read_blocks(path, limit, each)
+    }
+
+    fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        self.check_read(path)?;
+        #[cfg(target_os = "linux")]
+        if let Some(files) = self.helper(path)? {
+            return files.read_dir(path);
+        }
+        BlockingFs::read_dir(&self.local, path)
+    }
+
+    fn create_new(&self, path: &Path, data: &[u8]) -> Result<(), FsError> {
+        let rules = Arc::clone(&self.rules());
+        self.check_hidden(path, &rules)?;
+        match rules.mode {
+            SandboxMode::DangerFullAccess => BlockingFs::create_new(&self.local, path, data),
+            SandboxMode::ReadOnly => Err(refused(path, &rules)),
+            #[cfg(unix)]
+            SandboxMode::WorkspaceWrite => {
+                let open_root = self.root_opener(path)?;
+                confined(&rules, path, |r| {
+                    crate::beneath::create_new(r, path, data, &*open_root)
+                })
+            }
+            #[cfg(not(unix))]
+            SandboxMode::WorkspaceWrite => {
+                if !rules.allows(path) {
+                    return Err(refused(path, &rules));
+                }
+                BlockingFs::create_new(&self.local, path, data)
+            }
+        }
+    }
+
+    fn replace(&self, path: &Path, data: &[u8], expected: &Version) -> Result<Version, FsError> {
+        let rules = Arc::clone(&self.rules());
+        self.check_hidden(path, &rules)?;
+        match rules.mode {
+            SandboxMode::DangerFullAccess => BlockingFs::replace(&self.local, path, data, expected),
+            SandboxMode::ReadOnly => Err(refused(path, &rules)),
+            #[cfg(unix)]
+            SandboxMode::WorkspaceWrite => {
+                let open_root = self.root_opener(path)?;
+                confined(&rules, path, |r| {
+                    crate::beneath::replace(r, path, data, expected, &*open_root)
+                })
+            }
+            #[cfg(not(unix))]
+            SandboxMode::WorkspaceWrite => {
+                if !rules.allows(path) {
+                    return Err(refused(path, &rules));
+                }
+                BlockingFs::replace(&self.local, path, data, expected)
+            }
+        }
     }
 }
 
 #[async_trait]
 impl Fs for SandboxFs {
-    fn blocking_calls(&self) -> bool {
-        self.local.blocking_calls()
-    }
-
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
-        self.check_read(path)?;
-        #[cfg(target_os = "linux")]
-        if let Some(files) = self.helper(path)? {
-            let p = path.to_owned();
-            return blocking(path, move || files.stat(&p)).await;
-        }
-        self.local.stat(path).await
+        self.on_blocking_pool(path, BlockingFs::stat).await
     }
 
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
-        self.check_read(path)?;
-        #[cfg(target_os = "linux")]
-        if let Some(files) = self.helper(path)? {
-            let p = path.to_owned();
-            return blocking(path, move || files.read(&p, limit)).await;
-        }
-        self.local.read(path, limit).await
-    }
-
-    async fn read_blocks(
-        &self,
-        path: &Path,
-        limit: u64,
-        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
-    ) -> Result<Version, FsError> {
-        self.check_read(path)?;
-        #[cfg(target_os = "linux")]
-        if let Some(files) = self.helper(path)? {
-            // Blocks are read in place only where a whole call runs on the
-            // blocking pool; elsewhere the file is read as one block there.
-            if dsh_editor::fs::is_inline() {
-                return files.read_blocks(path, limit, each);
-            }
-            let p = path.to_owned();
-            let (bytes, version) = blocking(path, move || files.read(&p, limit)).await?;
-            each(&bytes);
-            return Ok(version);
-        }
-        self.local.read_blocks(path, limit, each).await
+        self.on_blocking_pool(path, move |fs, p| BlockingFs::read(fs, p, limit))
+            .await
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
-        self.check_read(path)?;
-        #[cfg(target_os = "linux")]
-        if let Some(files) = self.helper(path)? {
-            let p = path.to_owned();
-            return blocking(path, move || files.read_dir(&p)).await;
-        }
-        self.local.read_dir(path).await
+        self.on_blocking_pool(path, BlockingFs::read_dir).await
     }
 
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
-        let rules = Arc::clone(&self.rules());
-        self.check_hidden(path, &rules)?;
-        match rules.mode {
-            SandboxMode::DangerFullAccess => self.local.create_new(path, data).await,
-            SandboxMode::ReadOnly => Err(Self::refused(path, &rules)),
-            #[cfg(unix)]
-            SandboxMode::WorkspaceWrite => {
-                let p = path.to_owned();
-                let open_root = self.root_opener(path)?;
-                confined(rules, path, move |r| {
-                    crate::beneath::create_new(r, &p, &data, &*open_root)
-                })
-                .await
-            }
-            #[cfg(not(unix))]
-            SandboxMode::WorkspaceWrite => {
-                if !rules.allows(path) {
-                    return Err(Self::refused(path, &rules));
-                }
-                self.local.create_new(path, data).await
-            }
-        }
+        self.on_blocking_pool(path, move |fs, p| BlockingFs::create_new(fs, p, &data))
+            .await
     }
 
     async fn replace(
@@ -346,28 +403,14 @@ impl Fs for SandboxFs {
         data: Vec<u8>,
         expected: &Version,
     ) -> Result<Version, FsError> {
-        let rules = Arc::clone(&self.rules());
-        self.check_hidden(path, &rules)?;
-        match rules.mode {
-            SandboxMode::DangerFullAccess => self.local.replace(path, data, expected).await,
-            SandboxMode::ReadOnly => Err(Self::refused(path, &rules)),
-            #[cfg(unix)]
-            SandboxMode::WorkspaceWrite => {
-                let p = path.to_owned();
-                let expected = expected.clone();
-                let open_root = self.root_opener(path)?;
-                confined(rules, path, move |r| {
-                    crate::beneath::replace(r, &p, &data, &expected, &*open_root)
-                })
-                .await
-            }
-            #[cfg(not(unix))]
-            SandboxMode::WorkspaceWrite => {
-                if !rules.allows(path) {
-                    return Err(Self::refused(path, &rules));
-                }
-                self.local.replace(path, data, expected).await
-            }
-        }
+        let expected = expected.clone();
+        self.on_blocking_pool(path, move |fs, p| {
+            BlockingFs::replace(fs, p, &data, &expected)
+        })
+        .await
+    }
+
+    fn blocking(&self) -> Option<&dyn BlockingFs> {
+        Some(&*self.shared)
     }
 }

@@ -202,6 +202,14 @@ pub use request::SandboxRequest;
 pub use seatbelt::seatbelt_profile;
 pub use tool::SandboxedShell;
 
+/// The crates this one's signatures use, re-exported so a host needs no
+/// matching versions of its own: [`dsh_shell_persistent`] (the shell's
+/// configuration, outcomes and errors; it re-exports `dsh_pty`, `dsh_tool`
+/// and `serde_json`) and [`dsh_editor`] (the `Fs` trait [`SandboxFs`]
+/// implements).
+pub use dsh_editor;
+pub use dsh_shell_persistent;
+
 /// What the operating system enforces for one mode.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]

@@ -33,6 +33,19 @@ fn readers() -> Vec<i32> {
         .collect()
 }
 
+/// Live (not zombie) processes in the user namespace `ns`.
+fn live_in(ns: &std::path::Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/user")).is_ok_and(|n| n == ns)
+                && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| !s.contains(") Z"))
+        })
+        .collect()
+}
+
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !done() {
@@ -56,14 +69,15 @@ async fn a_dead_reader_is_reported_then_replaced_and_none_outlives_its_filesyste
     let first = readers();
     assert_eq!(first.len(), 1, "one reader: {first:?}");
 
+    // The reader's processes: the supervisor and, in their own PID
+    // namespace, its init and the helper that answers.
+    let reader_ns = std::fs::read_link(format!("/proc/{}/ns/user", first[0])).unwrap();
     // SAFETY: killing the reader this test's filesystem started.
     unsafe { libc::kill(first[0], libc::SIGKILL) };
-    // Reaped only by its owner: wait until it is a zombie or gone.
-    until("the reader did not die", || {
-        std::fs::read_to_string(format!("/proc/{}/stat", first[0]))
-            .map_or(true, |s| s.contains(") Z"))
-    })
-    .await;
+    // The supervisor is reaped only by its owner (a zombie until the next
+    // read); the helper goes a moment after it: wait until no live process
+    // is left in the reader's namespace, so the next read finds it dead.
+    until("the reader did not die", || live_in(&reader_ns).is_empty()).await;
     let err = editor.execute(&view).await.unwrap_err().to_string();
     assert!(err.contains("stopped answering"), "{err}");
     assert!(editor.execute(&view).await.unwrap().contains("hello"));

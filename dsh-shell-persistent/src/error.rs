@@ -40,7 +40,7 @@ pub enum ShellError {
     },
     /// No random marker could be drawn from the operating system.
     #[error("The operating system's random number generator failed: {0}")]
-    Random(#[source] getrandom::Error),
+    Random(#[source] std::io::Error),
     /// Talking to the terminal failed.
     #[error("Writing the command to the {shell} shell failed: {source}")]
     Terminal {

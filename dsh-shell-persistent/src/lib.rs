@@ -112,10 +112,10 @@
 //! Everything before the start marker (echo, background-job output between
 //! calls) is discarded.
 //!
-//! Output is scanned as it streams ([`marker::CallScanner`]), normalized
-//! ([`normalize`]: `\r\n` → `\n`, escape sequences removed, carriage-return
-//! overwrites collapsed, invalid UTF-8 → U+FFFD) and bounded
-//! ([`output::Collector`]): a command printing a gigabyte keeps at most
+//! Output is scanned as it streams (for the markers), normalized (`\r\n`
+//! → `\n`, escape sequences removed, carriage-return overwrites collapsed,
+//! invalid UTF-8 → U+FFFD; [`NormalizeOptions`] keeps escapes or carriage
+//! returns) and bounded: a command printing a gigabyte keeps at most
 //! `max_output_chars` characters (twice that in head+tail mode) plus the
 //! pty's scrollback. The call returns as soon as the end marker is seen;
 //! nothing polls.
@@ -159,14 +159,14 @@ pub mod contract;
 mod dialect;
 mod error;
 mod home;
-pub mod marker;
-pub mod normalize;
+mod marker;
+mod normalize;
 mod notice;
 pub mod outcome;
-pub mod output;
+mod output;
 mod pool;
 mod process;
-pub mod quote;
+mod quote;
 mod request;
 mod shell;
 
@@ -190,3 +190,12 @@ pub use dsh_pty;
 /// The tool definition type of [`ShellConfig::spec`].
 pub use dsh_tool::{self, ToolSpec};
 pub use serde_json;
+
+/// What the crate's fuzz targets and benches drive directly: the marker
+/// scanner and bash quoting. **Not part of the API**: no stability promise,
+/// and it may change or go in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::marker::{CallScanner, Markers, Progress, Prompt};
+    pub use crate::quote::bash_ansi_c;
+}

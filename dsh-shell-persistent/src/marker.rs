@@ -11,18 +11,19 @@
 
 use memchr::memmem::Finder;
 
-/// 128 random bits from the operating system, as 32 lowercase hex digits.
-pub fn new_token() -> Result<String, getrandom::Error> {
-    random_hex(32)
-}
-
 /// `len` random lowercase hex digits (`len` even, at most 64) from one
-/// request to the operating system.
-pub(crate) fn random_hex(len: usize) -> Result<String, getrandom::Error> {
+/// request to the operating system; its error as an `io::Error` (the OS
+/// error code where there is one).
+pub(crate) fn random_hex(len: usize) -> std::io::Result<String> {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut bytes = [0u8; 32];
     let bytes = &mut bytes[..len.div_ceil(2).min(32)];
-    getrandom::fill(bytes)?;
+    getrandom::fill(bytes).map_err(|e| {
+        e.raw_os_error().map_or_else(
+            || std::io::Error::other(e.to_string()),
+            std::io::Error::from_raw_os_error,
+        )
+    })?;
     let mut hex = String::with_capacity(len);
     for b in bytes.iter() {
         hex.push(char::from(DIGITS[usize::from(b >> 4)]));
@@ -97,7 +98,7 @@ impl Search {
 }
 
 /// How many hex digits a marker's per-call part has.
-pub const ID_LEN: usize = 16;
+pub(crate) const ID_LEN: usize = 16;
 /// How long a prompt's tail (tag, status, `#`) may be before it is not one.
 const MAX_TAIL: usize = 80;
 
@@ -165,7 +166,7 @@ enum Phase {
 /// prompt that ends it.
 ///
 /// ```
-/// use dsh_shell_persistent::marker::{CallScanner, Markers, Progress, Prompt};
+/// use dsh_shell_persistent::__private::{CallScanner, Markers, Progress, Prompt};
 /// let markers = Markers {
 ///     prefix: "P".repeat(16),
 ///     start: "1".repeat(16),
@@ -417,8 +418,8 @@ mod tests {
 
     #[test]
     fn tokens_are_fresh_hex() {
-        let a = new_token().unwrap();
-        let b = new_token().unwrap();
+        let a = random_hex(32).unwrap();
+        let b = random_hex(32).unwrap();
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);

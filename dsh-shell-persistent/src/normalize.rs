@@ -46,7 +46,7 @@ enum Line {
 
 /// A streaming normalizer; completed text goes to the sink given to each call.
 #[derive(Debug)]
-pub struct Normalizer {
+pub(crate) struct Normalizer {
     options: NormalizeOptions,
     pending_utf8: Vec<u8>,
     esc: Esc,
@@ -56,7 +56,7 @@ pub struct Normalizer {
 
 impl Normalizer {
     /// A normalizer with `options`.
-    pub fn new(options: NormalizeOptions) -> Self {
+    pub(crate) fn new(options: NormalizeOptions) -> Self {
         Normalizer {
             options,
             pending_utf8: Vec::new(),
@@ -67,7 +67,7 @@ impl Normalizer {
     }
 
     /// Normalizes one chunk of raw bytes.
-    pub fn push(&mut self, bytes: &[u8], sink: &mut dyn FnMut(&str)) {
+    pub(crate) fn push(&mut self, bytes: &[u8], sink: &mut dyn FnMut(&str)) {
         let joined;
         let input: &[u8] = if self.pending_utf8.is_empty() {
             bytes
@@ -93,7 +93,7 @@ impl Normalizer {
     }
 
     /// The end of the output: flushes the current line.
-    pub fn finish(&mut self, sink: &mut dyn FnMut(&str)) {
+    pub(crate) fn finish(&mut self, sink: &mut dyn FnMut(&str)) {
         if !self.pending_utf8.is_empty() {
             self.pending_utf8.clear();
             self.push_str("\u{FFFD}", sink);
@@ -278,13 +278,8 @@ fn is_incomplete_utf8(bytes: &[u8]) -> bool {
 }
 
 /// Normalizes a whole buffer at once.
-///
-/// ```
-/// use dsh_shell_persistent::normalize::{normalize, NormalizeOptions};
-/// let raw = b"\x1b[32mok\x1b[0m\r\n 10%\r100%\r\nbad \xff byte";
-/// assert_eq!(normalize(raw, NormalizeOptions::default()), "ok\n100%\nbad \u{FFFD} byte");
-/// ```
-pub fn normalize(raw: &[u8], options: NormalizeOptions) -> String {
+#[cfg(test)]
+fn normalize(raw: &[u8], options: NormalizeOptions) -> String {
     let mut out = String::new();
     let mut n = Normalizer::new(options);
     n.push(raw, &mut |s| out.push_str(s));
@@ -296,6 +291,15 @@ pub fn normalize(raw: &[u8], options: NormalizeOptions) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn normalizes_escapes_overwrites_and_bad_bytes() {
+        let raw = b"\x1b[32mok\x1b[0m\r\n 10%\r100%\r\nbad \xff byte";
+        assert_eq!(
+            normalize(raw, NormalizeOptions::default()),
+            "ok\n100%\nbad \u{FFFD} byte"
+        );
+    }
 
     fn norm(raw: &[u8]) -> String {
         normalize(raw, NormalizeOptions::default())

@@ -30,7 +30,7 @@ impl ClipMode {
 /// `max_output_chars` (twice that for [`ClipMode::HeadTail`]) however much
 /// the command prints.
 #[derive(Debug)]
-pub struct Collector {
+pub(crate) struct Collector {
     max: usize,
     mode: ClipMode,
     head: String,
@@ -43,7 +43,7 @@ pub struct Collector {
 
 impl Collector {
     /// A collector keeping at most `max` characters.
-    pub fn new(max: usize, mode: ClipMode) -> Self {
+    pub(crate) fn new(max: usize, mode: ClipMode) -> Self {
         Collector {
             max: max.max(1),
             mode,
@@ -57,17 +57,12 @@ impl Collector {
     }
 
     /// `true` once nothing more will be kept (head mode, bound reached).
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.clipped && self.mode == ClipMode::Head
     }
 
-    /// `true` when nothing was collected.
-    pub fn is_empty(&self) -> bool {
-        self.head.is_empty()
-    }
-
     /// Adds text.
-    pub fn push(&mut self, s: &str) {
+    pub(crate) fn push(&mut self, s: &str) {
         if s.is_empty() || self.is_full() {
             return;
         }
@@ -131,7 +126,7 @@ impl Collector {
 
     /// The output as data: the whole text minus one final newline, or the
     /// kept parts of clipped output.
-    pub fn finish(mut self) -> Output {
+    pub(crate) fn finish(mut self) -> Output {
         if !self.clipped {
             if self.head.ends_with('\n') {
                 self.head.pop();
@@ -178,7 +173,8 @@ impl Collector {
 
     /// The text for the model ([`crate::contract::render_output`] of
     /// [`Collector::finish`]).
-    pub fn render(self) -> String {
+    #[cfg(test)]
+    fn render(self) -> String {
         crate::contract::render_output(&self.finish())
     }
 }

@@ -6,7 +6,7 @@
 /// characters reach it raw).
 ///
 /// ```
-/// use dsh_shell_persistent::quote::bash_ansi_c;
+/// use dsh_shell_persistent::__private::bash_ansi_c;
 /// assert_eq!(bash_ansi_c("it's\n\t$HOME\\"), r"$'it\'s\n\t$HOME\\'");
 /// ```
 pub fn bash_ansi_c(s: &str) -> String {
@@ -31,12 +31,7 @@ pub fn bash_ansi_c(s: &str) -> String {
 
 /// POSIX single quoting: `'` becomes `'\''`. Only for text without control
 /// characters (the result must stay one physical line).
-///
-/// ```
-/// use dsh_shell_persistent::quote::posix_single;
-/// assert_eq!(posix_single("it's $x"), r"'it'\''s $x'");
-/// ```
-pub fn posix_single(s: &str) -> String {
+pub(crate) fn posix_single(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for c in s.chars() {
@@ -52,12 +47,7 @@ pub fn posix_single(s: &str) -> String {
 
 /// PowerShell single quoting: `'` (and its typographic variants, which
 /// PowerShell also treats as quotes) are doubled.
-///
-/// ```
-/// use dsh_shell_persistent::quote::pwsh_single;
-/// assert_eq!(pwsh_single("it's $x"), "'it''s $x'");
-/// ```
-pub fn pwsh_single(s: &str) -> String {
+pub(crate) fn pwsh_single(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for c in s.chars() {
@@ -72,7 +62,7 @@ pub fn pwsh_single(s: &str) -> String {
 
 /// `true` if `s` holds a character that must not be written raw to a
 /// terminal line (control characters and DEL).
-pub fn has_control(s: &str) -> bool {
+pub(crate) fn has_control(s: &str) -> bool {
     s.bytes().any(|b| b < 0x20 || b == 0x7f)
 }
 
@@ -92,5 +82,46 @@ mod tests {
         assert_eq!(bash_ansi_c("\x03\x04\x7f"), r"$'\x03\x04\x7f'");
         assert!(!has_control(&bash_ansi_c("a\u{1}b\nc\r")));
         assert_eq!(split_token("abcd"), "'ab''cd'");
+    }
+
+    #[test]
+    fn single_quotes_are_escaped() {
+        assert_eq!(posix_single("it's $x"), r"'it'\''s $x'");
+        assert_eq!(pwsh_single("it's $x"), "'it''s $x'");
+    }
+
+    mod through_bash {
+        use super::super::{bash_ansi_c, posix_single};
+        use proptest::prelude::*;
+
+        fn bash_printf(quoted: &str) -> Vec<u8> {
+            let out = std::process::Command::new("bash")
+                .args([
+                    "--norc",
+                    "--noprofile",
+                    "-c",
+                    &format!("printf %s {quoted}"),
+                ])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            out.stdout
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+
+            /// Any string (but NUL, which no shell string can hold) quoted for
+            /// bash comes back from real bash byte for byte.
+            #[test]
+            fn ansi_c_quoting_round_trips_through_bash(s in "[^\\x00]{0,40}") {
+                prop_assert_eq!(bash_printf(&bash_ansi_c(&s)), s.as_bytes());
+            }
+
+            #[test]
+            fn posix_quoting_round_trips_through_bash(s in "[^\\x00-\\x1f\\x7f]{0,40}") {
+                prop_assert_eq!(bash_printf(&posix_single(&s)), s.as_bytes());
+            }
+        }
     }
 }

@@ -350,41 +350,6 @@ async fn one_shot_shells_keep_nothing_and_never_print_the_reset_line() {
     assert_eq!(session_members(sid), Vec::<i32>::new());
 }
 
-mod quoting {
-    use dsh_shell_persistent::quote::{bash_ansi_c, posix_single};
-    use proptest::prelude::*;
-
-    fn bash_printf(quoted: &str) -> Vec<u8> {
-        let out = std::process::Command::new("bash")
-            .args([
-                "--norc",
-                "--noprofile",
-                "-c",
-                &format!("printf %s {quoted}"),
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        out.stdout
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
-
-        /// Any string (but NUL, which no shell string can hold) quoted for
-        /// bash comes back from real bash byte for byte.
-        #[test]
-        fn ansi_c_quoting_round_trips_through_bash(s in "[^\\x00]{0,40}") {
-            prop_assert_eq!(bash_printf(&bash_ansi_c(&s)), s.as_bytes());
-        }
-
-        #[test]
-        fn posix_quoting_round_trips_through_bash(s in "[^\\x00-\\x1f\\x7f]{0,40}") {
-            prop_assert_eq!(bash_printf(&posix_single(&s)), s.as_bytes());
-        }
-    }
-}
-
 #[test]
 fn a_missing_start_directory_is_refused_at_construction() {
     let missing = std::env::temp_dir().join("dsh-no-such-dir-for-this-test");

@@ -64,3 +64,12 @@ pub use error::SshError;
 pub use fs::SftpFs;
 pub use host::{SshHost, SshTarget};
 pub use link::{SshLink, SshSession};
+
+/// The crates this one's signatures use, re-exported so a host needs no
+/// matching versions of its own: [`russh`] and [`russh_sftp`] (the errors
+/// [`SshError`] carries), [`dsh_pty`] (the backend traits) and
+/// [`dsh_editor`] (the `Fs` trait [`SftpFs`] implements).
+pub use dsh_editor;
+pub use dsh_pty;
+pub use russh;
+pub use russh_sftp;

@@ -8,6 +8,10 @@ use serde_json::{Map, Value, json};
 /// `str_replace_editor` contract, the same for both tools.
 pub const CLIP_NOTE: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
 
+/// The JSON crate of the rendered definitions, re-exported so a host needs
+/// no matching version of its own.
+pub use serde_json;
+
 /// A tool as a model is offered it: its name, what it does, and its
 /// parameters (a JSON object's members, in the order given).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,10 +6,9 @@
 //! by default).
 
 use std::path::PathBuf;
-use std::time::SystemTime;
 
 use dsh_editor::{Editor, fs::LocalFs};
-use dsh_mcp::{SessionLog, rfc3339};
+use dsh_mcp::SessionLog;
 use dsh_shell_persistent::{ShellConfig, ShellPool};
 use serde_json::{Value, json};
 
@@ -136,9 +135,8 @@ impl Agent {
         self.messages.push(message);
     }
 
-    fn append_log(&self, mut record: Value) {
+    fn append_log(&self, record: Value) {
         if let Some(log) = &self.log {
-            record["ts"] = json!(rfc3339(SystemTime::now()));
             log.append(&record);
         }
     }

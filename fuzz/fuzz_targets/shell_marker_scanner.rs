@@ -2,7 +2,7 @@
 //! command's output is recovered exactly and the status read.
 #![no_main]
 
-use dsh_shell_persistent::marker::{CallScanner, Markers, Progress, Prompt};
+use dsh_shell_persistent::__private::{CallScanner, Markers, Progress, Prompt};
 use libfuzzer_sys::fuzz_target;
 
 const S: &str = "0123456789abcdef0123456789abcdee";

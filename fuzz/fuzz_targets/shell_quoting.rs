@@ -1,7 +1,7 @@
 //! A quoted random string round-trips through real bash `printf %s` exactly.
 #![no_main]
 
-use dsh_shell_persistent::quote::bash_ansi_c;
+use dsh_shell_persistent::__private::bash_ansi_c;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

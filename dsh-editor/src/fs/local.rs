@@ -5,9 +5,12 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{DirEntry, FileKind, Fs, FsError, Metadata, Version};
+use super::blocking::on_blocking_pool;
+use super::{BlockingFs, DirEntry, FileKind, Fs, FsError, Metadata, Version};
 
-/// The local filesystem, through `std::fs` on tokio's blocking pool.
+/// The local filesystem, through `std::fs`: as [`Fs`], each operation on
+/// tokio's blocking pool (on the calling thread where no runtime runs); as
+/// [`BlockingFs`], on the calling thread.
 ///
 /// Writes are atomic: the new content goes to a temporary file in the same
 /// directory as the target, is flushed to disk (`fsync`), given the target's
@@ -49,8 +52,6 @@ impl LocalFs {
         version_of(meta)
     }
 }
-
-use super::blocking;
 
 #[cfg(unix)]
 fn version_of(meta: &std::fs::Metadata) -> Version {
@@ -244,11 +245,9 @@ fn open_within(
     Ok((file.take(limit.saturating_add(1)), meta))
 }
 
-fn read_blocks_sync(
-    p: &Path,
-    limit: u64,
-    each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
-) -> Result<Version, FsError> {
+/// In blocks of 64 KiB read into one buffer, so each block is handed over
+/// while it is in the CPU's cache.
+fn read_blocks_sync(p: &Path, limit: u64, each: &mut dyn FnMut(&[u8])) -> Result<Version, FsError> {
     const BLOCK: usize = 64 * 1024;
     let (mut file, meta) = open_within(p, limit)?;
     // A small file needs no more than its length (and one byte to see its end).
@@ -269,75 +268,87 @@ fn read_blocks_sync(
     Ok(version_of(&meta))
 }
 
-#[async_trait]
-impl Fs for LocalFs {
-    fn blocking_calls(&self) -> bool {
-        true
+fn read_sync(p: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+    let (mut file, meta) = open_within(p, limit)?;
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut buf)
+        .map_err(|e| FsError::from_io(p, e))?;
+    FsError::check_len(p, buf.len() as u64, limit)?;
+    Ok((buf, version_of(&meta)))
+}
+
+fn read_dir_sync(p: &Path) -> Result<Vec<DirEntry>, FsError> {
+    let entries = std::fs::read_dir(p).map_err(|e| FsError::from_io(p, e))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| FsError::from_io(p, e))?;
+        let Ok(ft) = entry.file_type() else { continue };
+        let is_symlink = ft.is_symlink();
+        let kind = if is_symlink {
+            std::fs::metadata(entry.path()).map_or(FileKind::Other, |m| m.file_type().into())
+        } else {
+            ft.into()
+        };
+        out.push(DirEntry {
+            name: entry.file_name(),
+            kind,
+            is_symlink,
+        });
+    }
+    Ok(out)
+}
+
+impl BlockingFs for LocalFs {
+    fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
+        stat_sync(path)
     }
 
+    fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
+        read_sync(path, limit)
+    }
+
+    fn read_blocks(
+        &self,
+        path: &Path,
+        limit: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<Version, FsError> {
+        read_blocks_sync(path, limit, each)
+    }
+
+    fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
+        read_dir_sync(path)
+    }
+
+    fn create_new(&self, path: &Path, data: &[u8]) -> Result<(), FsError> {
+        create_sync(path, data)
+    }
+
+    fn replace(&self, path: &Path, data: &[u8], expected: &Version) -> Result<Version, FsError> {
+        replace_sync(path, data, expected)
+    }
+}
+
+#[async_trait]
+impl Fs for LocalFs {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         let p = path.to_owned();
-        blocking(path, move || stat_sync(&p)).await
+        on_blocking_pool(path, move || stat_sync(&p)).await
     }
 
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         let p = path.to_owned();
-        blocking(path, move || {
-            let (mut file, meta) = open_within(&p, limit)?;
-            let mut buf = Vec::with_capacity(meta.len() as usize);
-            file.read_to_end(&mut buf)
-                .map_err(|e| FsError::from_io(&p, e))?;
-            FsError::check_len(&p, buf.len() as u64, limit)?;
-            Ok((buf, version_of(&meta)))
-        })
-        .await
-    }
-
-    /// In blocks of 64 KiB read into one buffer, so each block is handed
-    /// over while it is in the CPU's cache. Where calls are handed to the
-    /// blocking pool one by one (outside [`inline`](super::inline) on a
-    /// runtime), the whole file as one block, as the default.
-    async fn read_blocks(
-        &self,
-        path: &Path,
-        limit: u64,
-        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
-    ) -> Result<Version, FsError> {
-        if !super::is_inline() && tokio::runtime::Handle::try_current().is_ok() {
-            return super::read_as_one_block(self, path, limit, each).await;
-        }
-        read_blocks_sync(path, limit, each)
+        on_blocking_pool(path, move || read_sync(&p, limit)).await
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
         let p = path.to_owned();
-        blocking(path, move || {
-            let entries = std::fs::read_dir(&p).map_err(|e| FsError::from_io(&p, e))?;
-            let mut out = Vec::new();
-            for entry in entries {
-                let entry = entry.map_err(|e| FsError::from_io(&p, e))?;
-                let Ok(ft) = entry.file_type() else { continue };
-                let is_symlink = ft.is_symlink();
-                let kind = if is_symlink {
-                    std::fs::metadata(entry.path())
-                        .map_or(FileKind::Other, |m| m.file_type().into())
-                } else {
-                    ft.into()
-                };
-                out.push(DirEntry {
-                    name: entry.file_name(),
-                    kind,
-                    is_symlink,
-                });
-            }
-            Ok(out)
-        })
-        .await
+        on_blocking_pool(path, move || read_dir_sync(&p)).await
     }
 
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
         let p = path.to_owned();
-        blocking(path, move || create_sync(&p, &data)).await
+        on_blocking_pool(path, move || create_sync(&p, &data)).await
     }
 
     async fn replace(
@@ -348,7 +359,11 @@ impl Fs for LocalFs {
     ) -> Result<Version, FsError> {
         let p = path.to_owned();
         let expected = expected.clone();
-        blocking(path, move || replace_sync(&p, &data, &expected)).await
+        on_blocking_pool(path, move || replace_sync(&p, &data, &expected)).await
+    }
+
+    fn blocking(&self) -> Option<&dyn BlockingFs> {
+        Some(self)
     }
 }
 
@@ -373,10 +388,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.txt");
         let fs = LocalFs::new();
-        run_here(fs.create_new(&path, b"one\n".to_vec())).unwrap();
-        let (bytes, version) = run_here(fs.read(&path, u64::MAX)).unwrap();
+        run_here(Fs::create_new(&fs, &path, b"one\n".to_vec())).unwrap();
+        let (bytes, version) = run_here(Fs::read(&fs, &path, u64::MAX)).unwrap();
         assert_eq!(bytes, b"one\n");
-        run_here(fs.replace(&path, b"two\n".to_vec(), &version)).unwrap();
+        run_here(Fs::replace(&fs, &path, b"two\n".to_vec(), &version)).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
     }
 }

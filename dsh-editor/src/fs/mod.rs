@@ -1,6 +1,9 @@
-//! The filesystem the editor works on: a small async trait and two
-//! implementations, [`LocalFs`] (the real filesystem) and [`MemFs`] (in memory).
+//! The filesystem the editor works on: a small async trait, [`Fs`], and two
+//! implementations, [`LocalFs`] (the real filesystem) and [`MemFs`] (in
+//! memory). A filesystem of this machine's system calls also offers them as
+//! blocking calls, [`BlockingFs`].
 
+mod blocking;
 mod local;
 mod mem;
 
@@ -11,6 +14,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use blocking::BlockingFs;
+pub(crate) use blocking::Inline;
 pub use local::LocalFs;
 pub use mem::MemFs;
 
@@ -168,7 +173,8 @@ impl FsError {
 /// [`Fs::replace`] never overwrites a change it was not shown.
 ///
 /// The trait uses `async-trait` so that it can be used as `dyn Fs` (a host
-/// picks the filesystem at run time; the sandbox crate wraps any `Fs`).
+/// picks the filesystem at run time: `dsh-mcp`'s server holds an
+/// `Arc<dyn Fs>` of the local sandbox's, a container's or an SSH host's).
 #[async_trait]
 pub trait Fs: Send + Sync {
     /// Metadata of `path`, following symbolic links.
@@ -179,23 +185,6 @@ pub trait Fs: Send + Sync {
     /// [`FsError::TooLarge`] (implementations check the size first and stop
     /// reading past the limit, so a file that grows meanwhile is caught too).
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError>;
-
-    /// Reads the file at `path` as [`Fs::read`] does, handing its content to
-    /// `each` in order, one block at a time, instead of returning it: a
-    /// reader that keeps only part of a file (the end of a long log) never
-    /// holds all of it. The same errors as [`Fs::read`]; after an error
-    /// `each` may have seen part of the file. The default hands the whole
-    /// content as one block.
-    // The `for<'b>` is spelled out: `async_trait` would give an elided
-    // lifetime in `FnMut(&[u8])` a name of the method's, which no block has.
-    async fn read_blocks(
-        &self,
-        path: &Path,
-        limit: u64,
-        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
-    ) -> Result<Version, FsError> {
-        read_as_one_block(self, path, limit, each).await
-    }
 
     /// The entries of the directory at `path`, in no particular order.
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError>;
@@ -215,72 +204,16 @@ pub trait Fs: Send + Sync {
         expected: &Version,
     ) -> Result<Version, FsError>;
 
-    /// `true` when every operation of this filesystem is blocking work on
-    /// this machine (system calls), done right away when called within
-    /// [`inline`]. The editor then runs a whole tool call on tokio's
-    /// blocking pool — one hop per call instead of one per operation.
-    /// `false` (the default) for filesystems that wait on a network.
-    fn blocking_calls(&self) -> bool {
-        false
+    /// The same filesystem as blocking calls, where its operations are
+    /// system calls of this machine ([`LocalFs`], the sandbox's
+    /// filesystem); `None` (the default) for a filesystem that waits on a
+    /// network or on nothing. A caller that makes several operations in a
+    /// row (one editor call) can then make them all on one thread of
+    /// tokio's blocking pool, and read a file block by block
+    /// ([`BlockingFs::read_blocks`]).
+    fn blocking(&self) -> Option<&dyn BlockingFs> {
+        None
     }
-}
-
-/// [`Fs::read_blocks`] through [`Fs::read`]: the whole file as one block.
-pub(crate) async fn read_as_one_block<F: Fs + ?Sized>(
-    fs: &F,
-    path: &Path,
-    limit: u64,
-    each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
-) -> Result<Version, FsError> {
-    let (bytes, version) = fs.read(path, limit).await?;
-    each(&bytes);
-    Ok(version)
-}
-
-/// Runs `f`, blocking work on this machine's filesystem, on tokio's
-/// blocking pool — or right here when this thread is already there for a
-/// whole call ([`inline`]) or no tokio runtime is running. For [`Fs`]
-/// implementations whose calls are system calls ([`LocalFs`], the
-/// sandbox's filesystem). A task that panicked is an [`FsError::Io`] on
-/// `path`.
-pub async fn blocking<T: Send + 'static>(
-    path: &Path,
-    f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
-) -> Result<T, FsError> {
-    if is_inline() {
-        return f();
-    }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return f();
-    };
-    runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
-        path: path.to_owned(),
-        source: io::Error::other(e.to_string()),
-    })?
-}
-
-thread_local! {
-    static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` with this thread marked as one where blocking filesystem work
-/// may be done in place ([`is_inline`]): [`LocalFs`]
-/// then makes its system calls right here instead of handing each to
-/// tokio's blocking pool. The editor calls it on a blocking-pool thread.
-pub fn inline<T>(f: impl FnOnce() -> T) -> T {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            INLINE.with(|i| i.set(self.0));
-        }
-    }
-    let _reset = Reset(INLINE.with(|i| i.replace(true)));
-    f()
-}
-
-/// Whether this thread is inside [`inline`].
-pub fn is_inline() -> bool {
-    INLINE.with(std::cell::Cell::get)
 }
 
 macro_rules! forward_fs {
@@ -293,19 +226,8 @@ macro_rules! forward_fs {
             async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
                 (**self).read(path, limit).await
             }
-            async fn read_blocks(
-                &self,
-                path: &Path,
-                limit: u64,
-                each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
-            ) -> Result<Version, FsError> {
-                (**self).read_blocks(path, limit, each).await
-            }
             async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
                 (**self).read_dir(path).await
-            }
-            fn blocking_calls(&self) -> bool {
-                (**self).blocking_calls()
             }
             async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
                 (**self).create_new(path, data).await
@@ -317,6 +239,9 @@ macro_rules! forward_fs {
                 expected: &Version,
             ) -> Result<Version, FsError> {
                 (**self).replace(path, data, expected).await
+            }
+            fn blocking(&self) -> Option<&dyn BlockingFs> {
+                (**self).blocking()
             }
         }
     )*};

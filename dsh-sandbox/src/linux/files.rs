@@ -256,7 +256,7 @@ impl Files {
         &self,
         path: &Path,
         limit: u64,
-        each: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+        each: &mut dyn FnMut(&[u8]),
     ) -> Result<Version, FsError> {
         const BLOCK: usize = 64 * 1024;
         let (file, meta) = self.open_file(path, limit)?;

@@ -99,6 +99,7 @@ mod plumbing;
 #[cfg(any(windows, feature = "portable"))]
 mod portable;
 mod pump;
+mod random;
 pub mod remote;
 mod scans;
 mod scrollback;
@@ -122,6 +123,7 @@ pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(any(windows, feature = "portable"))]
 pub use portable::{PortableBackend, PortableSession};
+pub use random::random_hex;
 pub use scans::SharedScans;
 pub use scrollback::{
     CHUNK_COST, Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits,

@@ -11,27 +11,6 @@
 
 use memchr::memmem::Finder;
 
-/// `len` random lowercase hex digits (`len` even, at most 64) from one
-/// request to the operating system; its error as an `io::Error` (the OS
-/// error code where there is one).
-pub(crate) fn random_hex(len: usize) -> std::io::Result<String> {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut bytes = [0u8; 32];
-    let bytes = &mut bytes[..len.div_ceil(2).min(32)];
-    getrandom::fill(bytes).map_err(|e| {
-        e.raw_os_error().map_or_else(
-            || std::io::Error::other(e.to_string()),
-            std::io::Error::from_raw_os_error,
-        )
-    })?;
-    let mut hex = String::with_capacity(len);
-    for b in bytes.iter() {
-        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    Ok(hex)
-}
-
 /// An incremental search for one marker in a stream of chunks.
 #[derive(Debug)]
 pub(crate) struct Search {
@@ -414,21 +393,6 @@ mod tests {
             tag: tag.into(),
             status,
         }
-    }
-
-    #[test]
-    fn tokens_are_fresh_hex() {
-        let a = random_hex(32).unwrap();
-        let b = random_hex(32).unwrap();
-        assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, b);
-        for len in [8, 16, 40] {
-            let hex = random_hex(len).unwrap();
-            assert_eq!(hex.len(), len);
-            assert!(hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
-        }
-        assert_ne!(random_hex(40).unwrap(), random_hex(40).unwrap());
     }
 
     #[test]

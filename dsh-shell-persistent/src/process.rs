@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::bash::{Fatal, Protocol, Repairs, Seen};
 use crate::dialect::{CallIds, CommandSource, Dialect};
 use crate::home;
-use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Search, random_hex};
+use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Search};
 use crate::normalize::Normalizer;
 use crate::notice::NoticeFilter;
 use crate::output::Collector;
@@ -109,7 +109,7 @@ pub(crate) struct Process {
 
 /// A fresh id of `len` hex digits.
 fn id(len: usize) -> Result<String, ShellError> {
-    random_hex(len).map_err(ShellError::Random)
+    dsh_pty::random_hex(len).map_err(ShellError::Random)
 }
 
 impl Process {

@@ -170,7 +170,10 @@ impl FsError {
 ///
 /// Implementations decide what "atomic" means for their storage, but must
 /// keep the contract of each method: a failed write changes nothing, and
-/// [`Fs::replace`] never overwrites a change it was not shown.
+/// [`Fs::replace`] refuses a file that changed since the version it was
+/// shown. That check is made right before the final rename, not with it:
+/// a change that lands between the two (microseconds on a local disk, one
+/// script's run in a container, one round trip over SFTP) is overwritten.
 ///
 /// The trait uses `async-trait` so that it can be used as `dyn Fs` (a host
 /// picks the filesystem at run time: `dsh-mcp`'s server holds an
@@ -193,10 +196,13 @@ pub trait Fs: Send + Sync {
     /// Fails with [`FsError::AlreadyExists`] if anything exists at `path`.
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError>;
 
-    /// Atomically replaces the content of the file at `path` with `data`, if
-    /// its version is still `expected`; otherwise fails with
-    /// [`FsError::Changed`] and changes nothing. Keeps the file's permissions,
-    /// and writes through a symbolic link to its target.
+    /// Atomically replaces the content of the file at `path` with `data`
+    /// (readers see the old or the new content, never a mix), if its version
+    /// is still `expected` when the new content is in place to be renamed;
+    /// otherwise fails with [`FsError::Changed`] and changes nothing. A
+    /// change made after that last check and before the rename is lost (see
+    /// the trait's docs). Keeps the file's permissions, and writes through a
+    /// symbolic link to its target.
     async fn replace(
         &self,
         path: &Path,

@@ -35,10 +35,8 @@ pub const TAG_VAR: &str = "DSH_TREE";
 
 /// A new random session tag: 16 hexadecimal digits.
 pub fn new_tag() -> Result<String, crate::PtyError> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| crate::PtyError::Io {
+    crate::random_hex(16).map_err(|source| crate::PtyError::Io {
         what: "drawing a random session tag",
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        source,
+    })
 }

@@ -89,6 +89,33 @@ fn outside_untouched(d: &Dirs) {
     );
 }
 
+/// Makes the FIFO `path`.
+fn mkfifo(path: &Path) -> PathBuf {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    path.to_owned()
+}
+
+/// Opens `fifo` for writing, which completes once `call`'s command has it
+/// open for reading: the call is then under way. Panics if `call` ends
+/// first.
+async fn open_when_read<T: std::fmt::Debug>(
+    fifo: &Path,
+    call: std::pin::Pin<&mut impl std::future::Future<Output = T>>,
+) -> std::fs::File {
+    let fifo = fifo.to_owned();
+    let opened = tokio::task::spawn_blocking(move || {
+        std::fs::OpenOptions::new().write(true).open(fifo).unwrap()
+    });
+    tokio::select! {
+        w = opened => w.unwrap(),
+        r = call => panic!("the call ended first: {r:?}"),
+    }
+}
+
 /// Whether a process whose command line starts with `mark` runs (this
 /// host's `/proc` shows the sandbox's processes: its PID namespace is a
 /// child of ours).
@@ -822,27 +849,11 @@ async fn with_the_network_on_raw_packet_netlink_and_host_abstract_sockets_stay_c
 async fn a_mode_change_waits_for_the_call_under_way() {
     let d = dirs();
     let s = persistent(&d, ww());
-    let fifo = d.ws.join("fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = mkfifo(&d.ws.join("fifo"));
     let args = json!({"command": "cat fifo && touch still-writable && echo done"});
     let call = s.execute("agent", &args);
     tokio::pin!(call);
-    // Opening the fifo for writing completes once `cat` has it open: the call
-    // is then under way.
-    let opened = tokio::task::spawn_blocking({
-        let fifo = fifo.clone();
-        move || std::fs::OpenOptions::new().write(true).open(fifo).unwrap()
-    });
-    let mut writer = tokio::select! {
-        w = opened => w.unwrap(),
-        r = &mut call => panic!("the call ended first: {r:?}"),
-    };
+    let mut writer = open_when_read(&fifo, call.as_mut()).await;
     let change = s.set_mode("agent", SandboxMode::ReadOnly);
     tokio::pin!(change);
     tokio::select! {
@@ -953,25 +964,11 @@ async fn the_editor_follows_the_owners_mode_in_its_turn() {
     assert_eq!(s.editor_fs("other").mode(), SandboxMode::WorkspaceWrite);
 
     // Work in the owner's turn runs after the call that holds it.
-    let fifo = d.ws.join("fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = mkfifo(&d.ws.join("fifo"));
     let args = json!({"command": "cat fifo"});
     let call = s.execute("agent", &args);
     tokio::pin!(call);
-    let opened = tokio::task::spawn_blocking({
-        let fifo = fifo.clone();
-        move || std::fs::OpenOptions::new().write(true).open(fifo).unwrap()
-    });
-    let mut writer = tokio::select! {
-        w = opened => w.unwrap(),
-        r = &mut call => panic!("the call ended first: {r:?}"),
-    };
+    let mut writer = open_when_read(&fifo, call.as_mut()).await;
     let later = s.in_turn("agent", async { "in turn" });
     tokio::pin!(later);
     tokio::select! {

@@ -2,165 +2,15 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stderr)]
 
+mod common;
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::{BOUND, Client, gone, visible_tmp};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-
-const BOUND: Duration = Duration::from_secs(60);
-
-struct Client {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    elicitations: usize,
-}
-
-impl Client {
-    async fn start(workspace: &Path, extra: &[&str]) -> Client {
-        Client::start_with(workspace, extra, json!({})).await
-    }
-
-    async fn start_with(workspace: &Path, extra: &[&str], capabilities: Value) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
-            .arg("--workspace")
-            .arg(workspace)
-            .args(extra)
-            .env_remove("DSH_HOME")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut client = Client {
-            child,
-            stdin,
-            lines,
-            elicitations: 0,
-        };
-        let init = client
-            .request(
-                1,
-                "initialize",
-                json!({
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": capabilities,
-                    "clientInfo": {"name": "test-client", "version": "0"}
-                }),
-            )
-            .await;
-        assert_eq!(init["result"]["serverInfo"]["name"], "dsh-mcp", "{init}");
-        client
-            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        client
-    }
-
-    async fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).await.unwrap();
-        stdin.write_all(b"\n").await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    async fn send(&mut self, message: Value) {
-        self.send_raw(&message.to_string()).await;
-    }
-
-    /// The next message whose id is `id`.
-    async fn response(&mut self, id: Value) -> Value {
-        self.response_answering(id, None).await
-    }
-
-    /// The next message whose id is `id`, answering elicitation requests on
-    /// the way (accepting with `approve`, or declining when `None`).
-    async fn response_answering(&mut self, id: Value, approve: Option<bool>) -> Value {
-        tokio::time::timeout(BOUND, async {
-            loop {
-                let line = self
-                    .lines
-                    .next_line()
-                    .await
-                    .unwrap()
-                    .expect("server closed stdout");
-                let message: Value = serde_json::from_str(&line).unwrap();
-                if message["method"] == "elicitation/create" {
-                    self.elicitations += 1;
-                    let result = match approve {
-                        Some(a) => json!({"action": "accept", "content": {"approve": a}}),
-                        None => json!({"action": "decline"}),
-                    };
-                    self.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
-                        .await;
-                    continue;
-                }
-                if message["id"] == id && message.get("method").is_none() {
-                    return message;
-                }
-            }
-        })
-        .await
-        .expect("no response")
-    }
-
-    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        self.response(json!(id)).await
-    }
-
-    /// `(text, is_error)` of a tool call.
-    async fn call(&mut self, id: u64, tool: &str, arguments: Value) -> (String, bool) {
-        let r = self
-            .request(
-                id,
-                "tools/call",
-                json!({"name": tool, "arguments": arguments}),
-            )
-            .await;
-        let result = &r["result"];
-        assert!(
-            result.is_object(),
-            "tools/call must not be a protocol error: {r}"
-        );
-        let content = result["content"].as_array().unwrap();
-        assert_eq!(content.len(), 1, "{r}");
-        assert_eq!(content[0]["type"], "text");
-        (
-            content[0]["text"].as_str().unwrap().to_owned(),
-            result["isError"].as_bool().unwrap_or(false),
-        )
-    }
-
-    async fn finish(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take()); // EOF
-        tokio::time::timeout(BOUND, self.child.wait())
-            .await
-            .expect("server did not exit")
-            .unwrap()
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
-}
-
-async fn gone(pid: i32) -> bool {
-    for _ in 0..500 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
+use tokio::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_whole_session() {
@@ -674,21 +524,6 @@ async fn sockets_hidden_paths_and_fifos_through_the_server() {
     assert!(pong["result"].is_object(), "{pong}");
     assert!(fifo_seen, "the swap never showed the FIFO");
     assert!(c.finish().await.success());
-}
-
-/// A directory for test files that a confined shell can see wherever the
-/// checkout lives: the shell's `/tmp` is private, so not under `/tmp`.
-fn visible_tmp() -> std::path::PathBuf {
-    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    if !target.starts_with("/tmp") {
-        return target.to_owned();
-    }
-    let var_tmp = std::path::PathBuf::from("/var/tmp");
-    assert!(
-        var_tmp.is_dir(),
-        "the checkout is under /tmp, which confined shells do not see, and /var/tmp is missing"
-    );
-    var_tmp
 }
 
 /// `--backend docker`, driven through the real binary (ignored where no

@@ -26,6 +26,10 @@ use crate::{SshError, SshHost};
 ///   version a read returns also holds a hash of the content; a replace
 ///   reads the file again right before writing and refuses when either
 ///   changed.
+/// * **Edits the next command sees**: a replaced file's modification time
+///   is in a later whole second than the old content's, never ahead of the
+///   host's clock (when the write lands in the old second, the replace waits
+///   one second and sets the next one).
 /// * **Create-new** never overwrites: the file is written aside and
 ///   hard-linked into place (`hardlink@openssh.com`), or renamed with the
 ///   plain SFTP rename, which refuses an existing target.
@@ -150,6 +154,27 @@ impl SftpFs {
         let _ = file.sync_all().await;
         let _ = file.shutdown().await;
         Ok(temp)
+    }
+
+    /// Gives the temporary file `temp` a modification time in a later whole
+    /// second than `old`'s (the file it replaces), as `LocalFs` does: SFTP
+    /// times are whole seconds of the other host's clock, so when the write
+    /// left `temp` in `old`'s second this waits a whole second (the other
+    /// clock is then past it, whatever fraction it was at) and sets `temp`'s
+    /// time to the next second, which is not in that clock's future.
+    async fn later_second(&self, temp: &str, old: &FileAttributes) -> Result<(), SftpError> {
+        let Some(old_second) = old.mtime else {
+            return Ok(());
+        };
+        let new = self.sftp.metadata(temp).await?;
+        if new.mtime != Some(old_second) {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let mut times = FileAttributes::empty();
+        times.atime = new.atime.or(Some(old_second));
+        times.mtime = Some(old_second.saturating_add(1));
+        self.sftp.set_metadata(temp, times).await
     }
 
     /// The version of a file read as `content` with metadata `attrs`.
@@ -354,6 +379,10 @@ impl Fs for SftpFs {
         let mut perms = FileAttributes::empty();
         perms.permissions = mode;
         let _ = self.sftp.set_metadata(temp.as_str(), perms).await;
+        if let Err(e) = self.later_second(&temp, &attrs).await {
+            let _ = self.sftp.remove_file(&temp).await;
+            return Err(error(path, e));
+        }
         if let Err(e) = self.posix_rename(&temp, &real).await {
             let _ = self.sftp.remove_file(&temp).await;
             return Err(error(path, e));

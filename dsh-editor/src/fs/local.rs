@@ -2,6 +2,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
@@ -24,6 +25,10 @@ use super::{BlockingFs, DirEntry, FileKind, Fs, FsError, Metadata, Version};
 ///   the old content (an in-place write could not be atomic).
 /// * [`Fs::create_new`] creates missing parent directories and gives the new
 ///   file the mode `0o666` minus the process umask, as `open(2)` would.
+/// * [`Fs::replace`] gives the new content a modification time in a later
+///   whole second than the old content's ([`LocalFs::later_second`]), so a
+///   cache keyed on the time in seconds and the size (Python's bytecode)
+///   never takes the new content for the old.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), dsh_editor::fs::FsError> {
@@ -51,6 +56,56 @@ impl LocalFs {
     pub fn version(meta: &std::fs::Metadata) -> Version {
         version_of(meta)
     }
+
+    /// Gives `new` (the new content of a file, written but not yet renamed
+    /// into place) a modification time in a later whole second than `old`'s
+    /// (the metadata of the content it replaces), for other filesystems over
+    /// the same files (the sandbox's confined writer).
+    ///
+    /// Tools that cache what a file held by its modification time in whole
+    /// seconds and its size (Python's bytecode cache, `rsync`'s quick check)
+    /// would otherwise take an edit made within the second of the last write
+    /// for the old content whenever the size is unchanged. The rule: when the
+    /// time `new` got from its write falls in the same second as `old`'s, wait
+    /// until the clock is in the next second and set `new`'s time to that
+    /// moment. No time is ever set in the future (GNU `make` warns of clock
+    /// skew for a file even 0.01 s ahead, and `make` and cargo rebuild again
+    /// after it), and every edit's second is later than the one before, so
+    /// no earlier content of the file shares it, whatever its size. The wait
+    /// costs at most a second, and only for a file written less than a
+    /// second ago. An old time already in a later second than the clock's (a
+    /// file from an archive, another host's clock) is a different second
+    /// already: nothing is changed then.
+    pub fn later_second(new: &std::fs::File, old: &std::fs::Metadata) -> std::io::Result<()> {
+        later_second(new, old)
+    }
+}
+
+/// Whole seconds since the epoch (`None` before it, or where the platform
+/// has no such time).
+fn second_of(t: std::io::Result<SystemTime>) -> Option<u64> {
+    t.ok()?.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs())
+}
+
+fn later_second(new: &std::fs::File, old: &std::fs::Metadata) -> std::io::Result<()> {
+    let Some(old_second) = second_of(old.modified()) else {
+        return Ok(());
+    };
+    if second_of(new.metadata()?.modified()) != Some(old_second) {
+        return Ok(());
+    }
+    let next = UNIX_EPOCH + Duration::from_secs(old_second.saturating_add(1));
+    // The file got its time from the kernel's coarse clock, which may lag the
+    // real one by a tick: the wait is at most a second.
+    // A clock stepped back meanwhile ends the wait all the same.
+    for _ in 0..3 {
+        let now = SystemTime::now();
+        match next.duration_since(now) {
+            Ok(wait) if !wait.is_zero() => std::thread::sleep(wait.min(Duration::from_secs(1))),
+            _ => return new.set_modified(now),
+        }
+    }
+    new.set_modified(next)
 }
 
 #[cfg(unix)]
@@ -171,6 +226,7 @@ fn replace_sync(path: &Path, data: &[u8], expected: &Version) -> Result<Version,
     let mut tmp = temp_in(&dir, &name)?;
     let io = |e| FsError::from_io(path, e);
     tmp.write_all(data).map_err(io)?;
+    later_second(tmp.as_file(), &before).map_err(io)?;
     std::fs::set_permissions(tmp.path(), before.permissions()).map_err(io)?;
     #[cfg(unix)]
     {
@@ -393,5 +449,26 @@ mod tests {
         assert_eq!(bytes, b"one\n");
         run_here(Fs::replace(&fs, &path, b"two\n".to_vec(), &version)).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn every_edit_is_in_a_later_second_never_in_the_future() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("calc.py");
+        let fs = LocalFs::new();
+        BlockingFs::create_new(&fs, &path, b"a - b\n").unwrap();
+        let mut second = std::fs::metadata(&path).unwrap().mtime();
+        // Same size each time, as fast as the calls come.
+        for text in [b"a + b\n", b"a * b\n", b"a / b\n"] {
+            let (_, version) = BlockingFs::read(&fs, &path, u64::MAX).unwrap();
+            BlockingFs::replace(&fs, &path, text, &version).unwrap();
+            let meta = std::fs::metadata(&path).unwrap();
+            assert!(meta.mtime() > second, "{} then {}", second, meta.mtime());
+            assert!(meta.modified().unwrap() <= SystemTime::now());
+            assert_eq!(std::fs::read(&path).unwrap(), text);
+            second = meta.mtime();
+        }
     }
 }

@@ -1,0 +1,555 @@
+//! Agent sessions: development loops scripted as a model acts, through the
+//! real `dsh-mcp` binary over stdio, in each mode: `danger-full-access`,
+//! `--sandbox workspace-write` (the persistent confined shell) and
+//! `--backend docker` where the test image allows (busybox and a static
+//! bash: no Python, no compiler).
+//!
+//! Each step asserts what matters to the agent — the tests pass, the diff
+//! is the fix, the state is kept, the server answers — not only the text's
+//! shape. Every test is under `session::`, so `.ci/run` times them apart
+//! from the rest of the workspace's tests.
+//!
+//! What they need of the host: `/usr/bin/python3` with `venv` and pytest
+//! (Debian's `python3-venv` and `python3-pytest`, which `.ci/run`
+//! installs), git, curl, and a Rust toolchain on `PATH` (the one building
+//! this test). Nothing is fetched from a network.
+#![cfg(target_os = "linux")]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stderr)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use common::Client;
+use serde_json::{Value, json};
+
+/// The Python the sessions use: the system's, whose pytest `.ci/run`
+/// installs (`python3-pytest`); a venv made with `--system-site-packages`
+/// sees it.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Where a session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// No sandbox.
+    Full,
+    /// `--sandbox workspace-write`.
+    WorkspaceWrite,
+    /// `--backend docker --image dsh-test`.
+    Docker,
+}
+
+/// One agent's session: the server, and the directory it works in.
+struct Session {
+    client: Client,
+    next_id: u64,
+    /// The project directory, absolute, as the shell and the editor see it.
+    root: PathBuf,
+    mode: Mode,
+    started: Instant,
+    name: &'static str,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The status a result ends with (`[exit code: N]`), 0 when it has none.
+fn status_of(text: &str) -> i32 {
+    text.rsplit('\n')
+        .next()
+        .and_then(|last| last.strip_prefix("[exit code: "))
+        .and_then(|rest| rest.strip_suffix(']'))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+impl Session {
+    async fn open(name: &'static str, mode: Mode) -> Session {
+        let started = Instant::now();
+        match mode {
+            Mode::Full | Mode::WorkspaceWrite => {
+                // A confined shell's `/tmp` is its own: the project lives
+                // where it can see it.
+                let dir = tempfile::tempdir_in(common::visible_tmp()).unwrap();
+                let root = std::fs::canonicalize(dir.path()).unwrap();
+                let extra: &[&str] = match mode {
+                    Mode::Full => &[],
+                    _ => &["--sandbox", "workspace-write"],
+                };
+                let client = Client::start(&root, extra).await;
+                Session {
+                    client,
+                    next_id: 2,
+                    root,
+                    mode,
+                    started,
+                    name,
+                    _dir: Some(dir),
+                }
+            }
+            Mode::Docker => {
+                let image = dsh_testbeds::test_image();
+                let client = Client::start(
+                    Path::new("/tmp"),
+                    &["--backend", "docker", "--image", &image],
+                )
+                .await;
+                let mut session = Session {
+                    client,
+                    next_id: 2,
+                    root: PathBuf::from("/tmp/project"),
+                    mode,
+                    started,
+                    name,
+                    _dir: None,
+                };
+                session.ok("mkdir -p /tmp/project && cd /tmp/project").await;
+                session
+            }
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// A `bash` call's text; the call itself must not fail.
+    async fn bash(&mut self, command: &str) -> String {
+        let id = self.id();
+        let (text, is_error) = self
+            .client
+            .call(id, "bash", json!({"command": command}))
+            .await;
+        assert!(!is_error, "{command}: {text}");
+        text
+    }
+
+    /// A `bash` call that must exit 0; its text.
+    async fn ok(&mut self, command: &str) -> String {
+        let text = self.bash(command).await;
+        assert_eq!(status_of(&text), 0, "{command}: {text}");
+        text
+    }
+
+    /// A `str_replace_editor` call that must succeed; its text.
+    async fn edit(&mut self, mut args: Value) -> String {
+        let rel = args["path"].as_str().unwrap().to_owned();
+        args["path"] = json!(self.path(&rel));
+        let id = self.id();
+        let (text, is_error) = self.client.call(id, "str_replace_editor", args).await;
+        assert!(!is_error, "{text}");
+        text
+    }
+
+    async fn create(&mut self, rel: &str, text: &str) {
+        self.edit(json!({"command": "create", "path": rel, "file_text": text}))
+            .await;
+    }
+
+    async fn replace(&mut self, rel: &str, old: &str, new: &str) {
+        self.edit(json!({"command": "str_replace", "path": rel, "old_str": old, "new_str": new}))
+            .await;
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.root.join(rel).display().to_string()
+    }
+
+    async fn close(self) {
+        let Session {
+            client,
+            started,
+            name,
+            mode,
+            ..
+        } = self;
+        assert!(client.finish().await.success());
+        eprintln!(
+            "session {name} ({mode:?}) took {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// The note a clipped result ends with.
+fn dsh_tool_note() -> &'static str {
+    "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>"
+}
+
+/// Runs `git` on the host in `dir`, as a harness preparing a checkout.
+fn host_git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.email=host@example.com", "-c", "user.name=Host"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A port free on this host's loopback just now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The editor's edits are seen by the next command: ten rounds of create →
+/// import → same-size `str_replace` → import, each within a second, all
+/// run the new code (Python's bytecode cache keys on the source's time in
+/// whole seconds and its size).
+async fn stale_bytecode(mode: Mode) {
+    let mut s = Session::open("stale bytecode", mode).await;
+    let mut fresh = 0;
+    for i in 0..10 {
+        let module = format!("round{i}");
+        s.create(&format!("{module}.py"), "VALUE = 'old'\n").await;
+        let import = format!("{PYTHON} -c 'import {module}; print({module}.VALUE)'");
+        assert_eq!(s.ok(&import).await, "old");
+        s.replace(&format!("{module}.py"), "'old'", "'new'").await;
+        match s.ok(&import).await.as_str() {
+            "new" => fresh += 1,
+            other => assert_eq!(other, "old"),
+        }
+    }
+    eprintln!("stale bytecode ({mode:?}): {fresh} of 10 imports ran the new code");
+    assert_eq!(fresh, 10, "imports that ran the edited code, of 10");
+    s.close().await;
+}
+
+/// A Python project: a venv, a dependency installed from a wheel built
+/// here, pytest failing, the editor's fix, pytest passing, and `git diff`
+/// showing exactly the fix.
+async fn python_project(mode: Mode) {
+    let mut s = Session::open("python project", mode).await;
+    let files = [
+        (
+            ".gitignore",
+            ".venv/\ndist/\n__pycache__/\n.pytest_cache/\n",
+        ),
+        (
+            "calc.py",
+            "from mathutil import double\n\n\ndef add(a, b):\n    return a - b\n\n\ndef twice_sum(a, b):\n    return double(add(a, b))\n",
+        ),
+        (
+            "test_calc.py",
+            "from calc import add, twice_sum\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_twice_sum():\n    assert twice_sum(1, 2) == 6\n",
+        ),
+    ];
+    if mode == Mode::WorkspaceWrite {
+        // A confined shell cannot make or change a repository (`.git` is
+        // read-only in its view): the host checks the project out first,
+        // as a benchmark's harness does.
+        for (rel, text) in files {
+            std::fs::write(s.root.join(rel), text).unwrap();
+        }
+        host_git(&s.root, &["init", "-q"]);
+        host_git(&s.root, &["add", "-A"]);
+        host_git(&s.root, &["commit", "-qm", "calc"]);
+        let refused = s.bash("git commit -q --allow-empty -m mine").await;
+        assert!(refused.contains("Read-only file system"), "{refused}");
+        assert!(refused.contains("\n[exit code: 128]\n"), "{refused}");
+    } else {
+        s.ok(
+            "git init -q && git config user.email agent@example.com && git config user.name Agent",
+        )
+        .await;
+        for (rel, text) in files {
+            s.create(rel, text).await;
+        }
+        let left = s
+            .ok("git add -A && git commit -qm 'calc' && git status --short | wc -l")
+            .await;
+        assert_eq!(left.trim(), "0", "nothing left uncommitted");
+    }
+    // The dependency, as a wheel built by hand (no network, no setuptools).
+    let built = s
+        .ok(&format!(
+            r#"mkdir -p dist && {PYTHON} - <<'EOF'
+import base64, hashlib, zipfile
+files = {{
+    "mathutil/__init__.py": "def double(x):\n    return 2 * x\n",
+    "mathutil-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: mathutil\nVersion: 1.0\n",
+    "mathutil-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}}
+record = []
+with zipfile.ZipFile("dist/mathutil-1.0-py3-none-any.whl", "w") as z:
+    for path, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{{path}},sha256={{digest}},{{len(data)}}")
+        z.writestr(path, data)
+    record.append("mathutil-1.0.dist-info/RECORD,,")
+    z.writestr("mathutil-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+print("built", *z.namelist())
+EOF"#
+        ))
+        .await;
+    assert!(built.starts_with("built mathutil/__init__.py"), "{built}");
+    let installed = s
+        .ok(&format!(
+            "{PYTHON} -m venv --system-site-packages .venv && . .venv/bin/activate \
+             && pip install --no-index --disable-pip-version-check dist/mathutil-1.0-py3-none-any.whl"
+        ))
+        .await;
+    assert!(
+        installed.contains("Successfully installed mathutil-1.0"),
+        "{installed}"
+    );
+    // The venv stays active: the next calls' `python` is its own.
+    let python = s.ok("command -v python").await;
+    assert_eq!(python, s.path(".venv/bin/python"));
+    let failing = s.bash("python -m pytest -q").await;
+    assert_eq!(status_of(&failing), 1, "{failing}");
+    assert!(failing.contains("2 failed"), "{failing}");
+    // The fix: same size, within a second of the bytecode pytest cached.
+    s.replace("calc.py", "return a - b", "return a + b").await;
+    let passing = s.bash("python -m pytest -q").await;
+    assert_eq!(status_of(&passing), 0, "{passing}");
+    assert!(passing.contains("2 passed"), "{passing}");
+    let diff = s.ok("git diff").await;
+    let changed: Vec<&str> = diff
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect();
+    assert_eq!(
+        changed,
+        ["-    return a - b", "+    return a + b"],
+        "{diff}"
+    );
+    assert!(diff.starts_with("diff --git a/calc.py b/calc.py"), "{diff}");
+    // Coloured output reaches the model as plain text.
+    let coloured = s.bash("python -m pytest -q --color=yes").await;
+    assert!(!coloured.contains('\x1b'), "{coloured:?}");
+    assert!(coloured.contains("2 passed"), "{coloured}");
+    s.close().await;
+}
+
+/// A Rust crate: `cargo new`, test, a same-size edit that breaks it, test,
+/// the fix, test; coloured cargo output normalized.
+async fn rust_crate(mode: Mode) {
+    let mut s = Session::open("rust crate", mode).await;
+    let first = s
+        .bash("cargo new --offline --vcs none --lib tiny 2>&1 && cd tiny && cargo test --offline --color always 2>&1")
+        .await;
+    assert_eq!(status_of(&first), 0, "{first}");
+    assert!(!first.contains('\x1b'), "{first:?}");
+    assert!(first.contains("test result: ok. 1 passed"), "{first}");
+    // The shell stayed in the crate.
+    assert_eq!(s.ok("pwd").await, s.path("tiny"));
+    s.replace("tiny/src/lib.rs", "left + right", "left - right")
+        .await;
+    let broken = s.bash("cargo test --offline 2>&1").await;
+    assert_eq!(status_of(&broken), 101, "{broken}");
+    assert!(broken.contains("test result: FAILED"), "{broken}");
+    s.replace("tiny/src/lib.rs", "left - right", "left + right")
+        .await;
+    let fixed = s.bash("cargo test --offline --color always 2>&1").await;
+    assert_eq!(status_of(&fixed), 0, "{fixed}");
+    assert!(fixed.contains("test result: ok. 1 passed"), "{fixed}");
+    assert!(!fixed.contains('\x1b'), "{fixed:?}");
+    s.close().await;
+}
+
+/// A server started in one call, queried in the next, gone after a reset.
+async fn background_server(mode: Mode) {
+    let mut s = Session::open("background server", mode).await;
+    let port = free_port();
+    s.ok("echo hello from the server > hello.txt").await;
+    let (start, fetch) = match mode {
+        Mode::Docker => (
+            format!("httpd -f -p 127.0.0.1:{port} -h . & echo $!"),
+            format!("wget -q -O - http://127.0.0.1:{port}/hello.txt"),
+        ),
+        _ => (
+            format!(
+                "{PYTHON} -u -m http.server {port} --bind 127.0.0.1 > server.log 2>&1 & echo $!"
+            ),
+            format!("curl -sS http://127.0.0.1:{port}/hello.txt"),
+        ),
+    };
+    let started = s.ok(&start).await;
+    // The job's start line, `[1] PID`.
+    let pid: i32 = started
+        .strip_prefix("[1] ")
+        .and_then(|rest| rest.lines().next())
+        .expect(&started)
+        .parse()
+        .expect(&started);
+    // As an agent waits for a server: poll until it answers.
+    let answer = s
+        .ok(&format!(
+            "for i in $(seq 100); do {fetch} 2>/dev/null && exit_now=1 && break; sleep 0.05; done; [ -n \"$exit_now\" ]"
+        ))
+        .await;
+    assert_eq!(answer, "hello from the server");
+    // Still there a call later.
+    assert_eq!(s.ok(&fetch).await, "hello from the server");
+    // The agent resets its shell.
+    let reset = s.bash("exit").await;
+    assert!(reset.contains("was reset"), "{reset}");
+    let after = s.bash(&format!("{fetch}; echo \"fetch: $?\"")).await;
+    assert!(
+        !after.contains("hello from the server") && !after.ends_with("fetch: 0"),
+        "{after}"
+    );
+    if mode == Mode::Full {
+        assert!(common::gone(pid).await, "the server outlived the reset");
+    }
+    s.close().await;
+}
+
+/// Commands that ask for input are answered by end-of-file, and what they
+/// guard is left as it was.
+async fn input_prompts(mode: Mode) {
+    let mut s = Session::open("input prompts", mode).await;
+    let read = s
+        .bash("read -r -p 'Your name? ' name; echo \"status $? name [$name]\"")
+        .await;
+    assert!(read.contains("status 1 name []"), "{read}");
+    assert!(read.contains("end-of-file (Ctrl-D) was sent"), "{read}");
+    let confirm = s
+        .bash("printf 'data\\n' > keep.txt; read -r -p 'Overwrite keep.txt? [y/N] ' a; case $a in [yY]) : > keep.txt; echo overwritten;; *) echo kept;; esac")
+        .await;
+    assert!(confirm.contains("kept"), "{confirm}");
+    let rm = s.bash("rm -i keep.txt; cat keep.txt").await;
+    assert!(rm.contains("end-of-file (Ctrl-D) was sent"), "{rm}");
+    assert_eq!(s.ok("cat keep.txt").await, "data");
+    // The shell's state survived the prompts.
+    assert_eq!(s.ok("echo $a-$name-done").await, "--done");
+    s.close().await;
+}
+
+/// Heredocs write files byte for byte, quoted or expanded.
+async fn heredoc(mode: Mode) {
+    let mut s = Session::open("heredoc", mode).await;
+    s.ok("cat > notes.md <<'EOF'\n# Notes\nprice: $5 and `date`\n\tindented\nEOF")
+        .await;
+    let view = s.edit(json!({"command": "view", "path": "notes.md"})).await;
+    assert!(view.contains("price: $5 and `date`"), "{view}");
+    assert!(view.contains("\tindented"), "{view}");
+    assert_eq!(
+        s.ok("cat notes.md").await,
+        "# Notes\nprice: $5 and `date`\n\tindented"
+    );
+    s.ok("who=world; cat > greet.txt <<EOF\nhello $who\nEOF")
+        .await;
+    assert_eq!(s.ok("cat greet.txt").await, "hello world");
+    // A heredoc the model indents, as many do.
+    s.ok("cat > run.sh <<-EOF\n\techo ran\n\tEOF\nchmod +x run.sh")
+        .await;
+    assert_eq!(s.ok("./run.sh").await, "ran");
+    s.close().await;
+}
+
+/// A 20 MB build log is clipped, quickly, and the shell goes on.
+async fn huge_log(mode: Mode) {
+    let mut s = Session::open("20 MB log", mode).await;
+    let started = Instant::now();
+    let text = s
+        .bash("yes 'compiling unit ... ok' | head -c 20000000; printf '\\nerror: the build failed\\n'")
+        .await;
+    let took = started.elapsed();
+    assert!(text.len() < 17_000, "{} characters", text.len());
+    assert!(text.starts_with("compiling unit ... ok\n"), "{text:.100}");
+    // The default clip keeps the head (`--clip head-tail` would keep the end).
+    assert!(
+        text.ends_with(dsh_tool_note()),
+        "{}",
+        &text[text.len() - 300..]
+    );
+    assert!(!text.contains("error: the build failed"));
+    eprintln!("20 MB log ({mode:?}) took {:.1} s", took.as_secs_f64());
+    // The end an agent needs is one call away.
+    assert_eq!(
+        s.ok("yes 'compiling unit ... ok' | head -c 20000000 > build.log; printf '\\nerror: the build failed\\n' >> build.log; tail -n 1 build.log")
+            .await,
+        "error: the build failed"
+    );
+    assert_eq!(s.ok("echo still here").await, "still here");
+    s.close().await;
+}
+
+/// Every session as its own test in each local mode.
+mod session {
+    use super::*;
+
+    macro_rules! local {
+        ($($name:ident),*) => {$(
+            mod $name {
+                use super::*;
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn danger_full_access() {
+                    super::super::$name(Mode::Full).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn workspace_write() {
+                    super::super::$name(Mode::WorkspaceWrite).await;
+                }
+            }
+        )*};
+    }
+
+    local!(
+        stale_bytecode,
+        python_project,
+        rust_crate,
+        background_server,
+        input_prompts,
+        heredoc,
+        huge_log
+    );
+
+    /// `--backend docker`: the sessions the test image allows (ignored
+    /// where no Docker daemon runs; `.ci/run` runs them).
+    mod docker {
+        use super::*;
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn edits_get_a_later_second() {
+            // No Python in the image: the rule itself, ten times.
+            let mut s = Session::open("later second", Mode::Docker).await;
+            for i in 0..10 {
+                let file = format!("f{i}.txt");
+                s.create(&file, "old\n").await;
+                let before: u64 = s.ok(&format!("stat -c %Y {file}")).await.parse().unwrap();
+                s.replace(&file, "old", "new").await;
+                let after: u64 = s.ok(&format!("stat -c %Y {file}")).await.parse().unwrap();
+                assert!(after > before, "round {i}: {before} then {after}");
+                let now: u64 = s.ok("date +%s").await.parse().unwrap();
+                assert!(after <= now, "round {i}: {after} is ahead of {now}");
+                assert_eq!(s.ok(&format!("cat {file}")).await, "new");
+            }
+            s.close().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn background_server() {
+            super::super::background_server(Mode::Docker).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn input_prompts() {
+            super::super::input_prompts(Mode::Docker).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn heredoc() {
+            super::super::heredoc(Mode::Docker).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn huge_log() {
+            super::super::huge_log(Mode::Docker).await;
+        }
+    }
+}

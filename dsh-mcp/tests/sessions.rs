@@ -29,6 +29,12 @@ use serde_json::{Value, json};
 /// sees it.
 const PYTHON: &str = "/usr/bin/python3";
 
+/// Variables of the environment running the tests that a session must not
+/// inherit: without the sandbox the shell keeps the host's environment, and
+/// a CI machine's `PYTHONDONTWRITEBYTECODE=1` would leave the bytecode cache
+/// (which the stale-bytecode round is about) unwritten.
+const HOST_CHOICES: &[&str] = &["PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"];
+
 /// Where a session runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -74,7 +80,7 @@ impl Session {
                     Mode::Full => &[],
                     _ => &["--sandbox", "workspace-write"],
                 };
-                let client = Client::start(&root, extra).await;
+                let client = Client::start_without(&root, extra, HOST_CHOICES).await;
                 Session {
                     client,
                     next_id: 2,
@@ -87,9 +93,10 @@ impl Session {
             }
             Mode::Docker => {
                 let image = dsh_testbeds::test_image();
-                let client = Client::start(
+                let client = Client::start_without(
                     Path::new("/tmp"),
                     &["--backend", "docker", "--image", &image],
+                    HOST_CHOICES,
                 )
                 .await;
                 let mut session = Session {
@@ -204,6 +211,9 @@ async fn stale_bytecode(mode: Mode) {
         s.create(&format!("{module}.py"), "VALUE = 'old'\n").await;
         let import = format!("{PYTHON} -c 'import {module}; print({module}.VALUE)'");
         assert_eq!(s.ok(&import).await, "old");
+        // The cache the round is about was written.
+        let cached = s.ok(&format!("ls __pycache__ | grep -c '^{module}\\.'")).await;
+        assert_eq!(cached, "1", "no bytecode cached for {module}");
         s.replace(&format!("{module}.py"), "'old'", "'new'").await;
         match s.ok(&import).await.as_str() {
             "new" => fresh += 1,

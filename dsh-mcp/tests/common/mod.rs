@@ -29,7 +29,21 @@ impl Client {
         extra: &[&str],
         capabilities: Value,
     ) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        Client::spawn(workspace, extra, capabilities, &[]).await
+    }
+
+    /// A server started without the variables `unset` of this process's
+    /// environment (a host's choice the test must not inherit).
+    pub(crate) async fn start_without(workspace: &Path, extra: &[&str], unset: &[&str]) -> Client {
+        Client::spawn(workspace, extra, json!({}), unset).await
+    }
+
+    async fn spawn(workspace: &Path, extra: &[&str], capabilities: Value, unset: &[&str]) -> Client {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"));
+        for name in unset {
+            command.env_remove(name);
+        }
+        let mut child = command
             .arg("--workspace")
             .arg(workspace)
             .args(extra)

@@ -89,6 +89,16 @@ struct Args {
     #[arg(long, env = "DSH_ONE_SHOT")]
     one_shot: bool,
 
+    /// A variable for the shell (repeatable): `NAME=VALUE`, or `NAME` for
+    /// this server's own value (left out when it has none). A confined
+    /// shell keeps only `PATH`, `HOME`, `USER`, `LOGNAME`, `LANG`,
+    /// `LANGUAGE`, `LC_*`, `TZ` and `SHELL` of the server's environment:
+    /// this is how a host passes a proxy (`--env HTTPS_PROXY`), a package
+    /// index (`PIP_INDEX_URL`) or a toolchain's home (`CARGO_HOME`,
+    /// `RUSTUP_HOME`).
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    env: Vec<(String, Option<String>)>,
+
     /// Who approves a call's `sandbox_permissions`: nobody (`never`), every
     /// request (`always`), or the client's user through MCP elicitation
     /// (`elicit`, refused when the client cannot ask).
@@ -196,7 +206,29 @@ fn parse_cpus(text: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_env(text: &str) -> Result<(String, Option<String>), String> {
+    let (name, value) = match text.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_owned())),
+        None => (text, None),
+    };
+    if name.is_empty() {
+        return Err(format!("{text:?} names no variable (NAME=VALUE or NAME)"));
+    }
+    Ok((name.to_owned(), value))
+}
+
 impl Args {
+    /// The `--env` variables, a bare `NAME` with this process's value.
+    fn shell_env(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .filter_map(|(name, value)| {
+                let value = value.clone().or_else(|| std::env::var(name).ok())?;
+                Some((name.clone(), value))
+            })
+            .collect()
+    }
+
     /// The resource limits the flags ask for.
     fn limits(&self) -> dsh_pty::ResourceLimits {
         dsh_pty::ResourceLimits::default()
@@ -451,11 +483,12 @@ async fn serve(args: Args) -> ExitCode {
 async fn serve_at(args: Args, place: &Place) -> ExitCode {
     let workspace = place.workspace.clone();
     let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
-    let config = ShellConfig::new(&workspace)
+    let mut config = ShellConfig::new(&workspace)
         .dialect(args.shell)
         .timeout(Duration::from_secs(args.timeout_secs))
         .max_output_chars(max_output_chars)
         .clip(args.clip);
+    config.env.extend(args.shell_env());
     // A remote backend's limits are the container's, set when it was made.
     let config = match &place.backend {
         Some(backend) => config.backend(Arc::clone(backend)),

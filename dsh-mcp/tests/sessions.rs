@@ -33,7 +33,10 @@ const PYTHON: &str = "/usr/bin/python3";
 /// inherit: without the sandbox the shell keeps the host's environment, and
 /// a CI machine's `PYTHONDONTWRITEBYTECODE=1` would leave the bytecode cache
 /// (which the stale-bytecode round is about) unwritten.
-const HOST_CHOICES: &[&str] = &["PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"];
+const HOST_CHOICES: &[(&str, Option<&str>)] = &[
+    ("PYTHONDONTWRITEBYTECODE", None),
+    ("PYTHONPYCACHEPREFIX", None),
+];
 
 /// Where a session runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +72,18 @@ fn status_of(text: &str) -> i32 {
 
 impl Session {
     async fn open(name: &'static str, mode: Mode) -> Session {
+        Session::open_with(name, mode, &[], &[]).await
+    }
+
+    /// A session whose server gets the flags `more` and the environment
+    /// changes `env` too.
+    async fn open_with(
+        name: &'static str,
+        mode: Mode,
+        more: &[&str],
+        env: &[(&str, Option<&str>)],
+    ) -> Session {
+        let env: Vec<(&str, Option<&str>)> = HOST_CHOICES.iter().chain(env).copied().collect();
         let started = Instant::now();
         match mode {
             Mode::Full | Mode::WorkspaceWrite => {
@@ -76,11 +91,12 @@ impl Session {
                 // where it can see it.
                 let dir = tempfile::tempdir_in(common::visible_tmp()).unwrap();
                 let root = std::fs::canonicalize(dir.path()).unwrap();
-                let extra: &[&str] = match mode {
-                    Mode::Full => &[],
-                    _ => &["--sandbox", "workspace-write"],
+                let mut extra: Vec<&str> = match mode {
+                    Mode::Full => vec![],
+                    _ => vec!["--sandbox", "workspace-write"],
                 };
-                let client = Client::start_without(&root, extra, HOST_CHOICES).await;
+                extra.extend(more);
+                let client = Client::start_env(&root, &extra, &env).await;
                 Session {
                     client,
                     next_id: 2,
@@ -93,12 +109,9 @@ impl Session {
             }
             Mode::Docker => {
                 let image = dsh_testbeds::test_image();
-                let client = Client::start_without(
-                    Path::new("/tmp"),
-                    &["--backend", "docker", "--image", &image],
-                    HOST_CHOICES,
-                )
-                .await;
+                let mut extra = vec!["--backend", "docker", "--image", &image];
+                extra.extend(more);
+                let client = Client::start_env(Path::new("/tmp"), &extra, &env).await;
                 let mut session = Session {
                     client,
                     next_id: 2,
@@ -212,7 +225,9 @@ async fn stale_bytecode(mode: Mode) {
         let import = format!("{PYTHON} -c 'import {module}; print({module}.VALUE)'");
         assert_eq!(s.ok(&import).await, "old");
         // The cache the round is about was written.
-        let cached = s.ok(&format!("ls __pycache__ | grep -c '^{module}\\.'")).await;
+        let cached = s
+            .ok(&format!("ls __pycache__ | grep -c '^{module}\\.'"))
+            .await;
         assert_eq!(cached, "1", "no bytecode cached for {module}");
         s.replace(&format!("{module}.py"), "'old'", "'new'").await;
         match s.ok(&import).await.as_str() {
@@ -482,6 +497,51 @@ async fn huge_log(mode: Mode) {
     s.close().await;
 }
 
+/// What a confined shell keeps of the server's environment, and what a
+/// host passes with `--env`: a package index, a proxy; never the rest.
+async fn environment(mode: Mode) {
+    let mut s = Session::open_with(
+        "environment",
+        mode,
+        &[
+            "--env",
+            "PIP_INDEX_URL=http://127.0.0.1:9/simple",
+            "--env",
+            "HTTPS_PROXY",
+            "--env",
+            "DSH_NOT_SET_ANYWHERE",
+        ],
+        &[
+            ("HTTPS_PROXY", Some("http://proxy.invalid:3128")),
+            ("DSH_SECRET_TOKEN", Some("hunter2")),
+        ],
+    )
+    .await;
+    let seen = s
+        .ok("echo \"$PIP_INDEX_URL|$HTTPS_PROXY|${DSH_NOT_SET_ANYWHERE-unset}|${DSH_SECRET_TOKEN-absent}|$HOME\"")
+        .await;
+    let secret = match mode {
+        // Without the sandbox the shell starts from the server's environment.
+        Mode::Full => "hunter2",
+        _ => "absent",
+    };
+    assert_eq!(
+        seen,
+        format!(
+            "http://127.0.0.1:9/simple|http://proxy.invalid:3128|unset|{secret}|{}",
+            std::env::var("HOME").unwrap()
+        )
+    );
+    // pip reads the index it was given.
+    let pip = s
+        .ok(&format!(
+            "{PYTHON} -m pip config debug 2>/dev/null | grep -c PIP_INDEX_URL || true"
+        ))
+        .await;
+    assert_eq!(pip, "1", "pip does not see PIP_INDEX_URL");
+    s.close().await;
+}
+
 /// Every session as its own test in each local mode.
 mod session {
     use super::*;
@@ -511,7 +571,8 @@ mod session {
         background_server,
         input_prompts,
         heredoc,
-        huge_log
+        huge_log,
+        environment
     );
 
     /// `--backend docker`: the sessions the test image allows (ignored

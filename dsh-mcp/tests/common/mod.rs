@@ -32,16 +32,29 @@ impl Client {
         Client::spawn(workspace, extra, capabilities, &[]).await
     }
 
-    /// A server started without the variables `unset` of this process's
-    /// environment (a host's choice the test must not inherit).
-    pub(crate) async fn start_without(workspace: &Path, extra: &[&str], unset: &[&str]) -> Client {
-        Client::spawn(workspace, extra, json!({}), unset).await
+    /// A server started with its environment changed: each `(name, Some(value))`
+    /// set, each `(name, None)` removed (a host's choice the test must not
+    /// inherit).
+    pub(crate) async fn start_env(
+        workspace: &Path,
+        extra: &[&str],
+        env: &[(&str, Option<&str>)],
+    ) -> Client {
+        Client::spawn(workspace, extra, json!({}), env).await
     }
 
-    async fn spawn(workspace: &Path, extra: &[&str], capabilities: Value, unset: &[&str]) -> Client {
+    async fn spawn(
+        workspace: &Path,
+        extra: &[&str],
+        capabilities: Value,
+        env: &[(&str, Option<&str>)],
+    ) -> Client {
         let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"));
-        for name in unset {
-            command.env_remove(name);
+        for (name, value) in env {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
         }
         let mut child = command
             .arg("--workspace")

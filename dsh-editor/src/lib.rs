@@ -60,6 +60,15 @@
 //! * **The file itself.** [`fs::LocalFs`] writes atomically (temporary file,
 //!   `fsync`, rename), keeps the permission bits, writes through symbolic
 //!   links, and refuses to overwrite a change made since the file was read.
+//! * **Edits the next command sees.** A `str_replace` or `insert` that keeps
+//!   the file's size leaves its modification time in a later whole second
+//!   than before — waiting, at most a second, for the clock to get there
+//!   rather than setting a time in the future — so a cache keyed on the time
+//!   in seconds and the size, as Python's bytecode is, never runs the old
+//!   code after a quick fix (`a - b` → `a + b`), and `make` or cargo never
+//!   see a source ahead of the clock ([`fs::LocalFs::later_second`] has the
+//!   rule and its limits). `create` replaces nothing, so it has no old time
+//!   to follow.
 //!
 //! # Messages
 //!

@@ -287,7 +287,7 @@ pub(crate) fn replace(
     let tmp = temp_name(&name);
     let file = write_temp(&dir, &tmp, data, 0o600).map_err(io)?;
     let finish = || -> Result<Version, Outcome> {
-        // Edits the next command sees: a later second than the old content's.
+        // Edits the next command sees: a same-size edit gets a later second.
         LocalFs::later_second(&file, &before).map_err(io)?;
         file.set_permissions(before.permissions()).map_err(io)?;
         // Keep the owner where we may (as root); elsewhere chown fails harmlessly.

@@ -26,10 +26,10 @@ use crate::{SshError, SshHost};
 ///   version a read returns also holds a hash of the content; a replace
 ///   reads the file again right before writing and refuses when either
 ///   changed.
-/// * **Edits the next command sees**: a replaced file's modification time
-///   is in a later whole second than the old content's, never ahead of the
-///   host's clock (when the write lands in the old second, the replace waits
-///   one second and sets the next one).
+/// * **Edits the next command sees**: a file replaced by content of its
+///   size gets a modification time in a later whole second than the old
+///   content's, never ahead of the host's clock (when the write lands in the
+///   old second, the replace waits one second and sets the next one).
 /// * **Create-new** never overwrites: the file is written aside and
 ///   hard-linked into place (`hardlink@openssh.com`), or renamed with the
 ///   plain SFTP rename, which refuses an existing target.
@@ -157,17 +157,18 @@ impl SftpFs {
     }
 
     /// Gives the temporary file `temp` a modification time in a later whole
-    /// second than `old`'s (the file it replaces), as `LocalFs` does: SFTP
-    /// times are whole seconds of the other host's clock, so when the write
-    /// left `temp` in `old`'s second this waits a whole second (the other
-    /// clock is then past it, whatever fraction it was at) and sets `temp`'s
-    /// time to the next second, which is not in that clock's future.
+    /// second than `old`'s (the file it replaces) when their sizes are equal,
+    /// as `LocalFs::later_second` does: SFTP times are whole seconds of the
+    /// other host's clock, so when the write left `temp` in `old`'s second
+    /// this waits a whole second (the other clock is then past it, whatever
+    /// fraction it was at) and sets `temp`'s time to the next second, which
+    /// is not in that clock's future.
     async fn later_second(&self, temp: &str, old: &FileAttributes) -> Result<(), SftpError> {
         let Some(old_second) = old.mtime else {
             return Ok(());
         };
         let new = self.sftp.metadata(temp).await?;
-        if new.mtime != Some(old_second) {
+        if new.size != old.size || new.mtime != Some(old_second) {
             return Ok(());
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;

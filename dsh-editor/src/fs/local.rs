@@ -25,10 +25,11 @@ use super::{BlockingFs, DirEntry, FileKind, Fs, FsError, Metadata, Version};
 ///   the old content (an in-place write could not be atomic).
 /// * [`Fs::create_new`] creates missing parent directories and gives the new
 ///   file the mode `0o666` minus the process umask, as `open(2)` would.
-/// * [`Fs::replace`] gives the new content a modification time in a later
-///   whole second than the old content's ([`LocalFs::later_second`]), so a
-///   cache keyed on the time in seconds and the size (Python's bytecode)
-///   never takes the new content for the old.
+/// * [`Fs::replace`] with content of the old size gives it a modification
+///   time in a later whole second than the old content's, never in the
+///   future ([`LocalFs::later_second`]), so a cache keyed on the time in
+///   seconds and the size (Python's bytecode) never takes the edit for the
+///   old content.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), dsh_editor::fs::FsError> {
@@ -59,23 +60,37 @@ impl LocalFs {
 
     /// Gives `new` (the new content of a file, written but not yet renamed
     /// into place) a modification time in a later whole second than `old`'s
-    /// (the metadata of the content it replaces), for other filesystems over
-    /// the same files (the sandbox's confined writer).
+    /// (the metadata of the content it replaces) when the sizes are equal,
+    /// for other filesystems over the same files (the sandbox's confined
+    /// writer).
     ///
     /// Tools that cache what a file held by its modification time in whole
     /// seconds and its size (Python's bytecode cache, `rsync`'s quick check)
-    /// would otherwise take an edit made within the second of the last write
-    /// for the old content whenever the size is unchanged. The rule: when the
-    /// time `new` got from its write falls in the same second as `old`'s, wait
-    /// until the clock is in the next second and set `new`'s time to that
-    /// moment. No time is ever set in the future (GNU `make` warns of clock
-    /// skew for a file even 0.01 s ahead, and `make` and cargo rebuild again
-    /// after it), and every edit's second is later than the one before, so
-    /// no earlier content of the file shares it, whatever its size. The wait
-    /// costs at most a second, and only for a file written less than a
-    /// second ago. An old time already in a later second than the clock's (a
-    /// file from an archive, another host's clock) is a different second
-    /// already: nothing is changed then.
+    /// would otherwise take an edit of the same size made within the second
+    /// of the last write for the old content. The rule: when the new content
+    /// has the old one's size and the time `new` got from its write falls in
+    /// the same second as `old`'s (or the one before: file times come from a
+    /// coarse clock, a tick behind), wait until the clock is in the next
+    /// second and give `new` the time a write then gets (on Linux by
+    /// truncating it to its own length) — before the rename, so no reader
+    /// sees the new content with the old second.
+    ///
+    /// * No time is set in the future: GNU `make` warns `has modification
+    ///   time 0.43 s in the future` and `Clock skew detected` for a source
+    ///   even 0.01 s ahead, and `make` and cargo build it again on the next
+    ///   run (their outputs are older than it).
+    /// * A time never goes back, so `make`, cargo (nanosecond times) and
+    ///   editors watching the file see every edit as newer.
+    /// * The wait is at most a second, and only for a same-size edit of a
+    ///   file written less than a second before; an edit that changes the
+    ///   size is told apart by it and never waits.
+    /// * Not caught: a cache of a first content taken within the second,
+    ///   then two edits in that second, the last back to the first's size;
+    ///   or a file deleted and created again within the second (`create`
+    ///   replaces nothing, so it has no old time to follow).
+    /// * An old time in a later second than the clock's (a file from an
+    ///   archive, another host's clock) is a different second already:
+    ///   nothing is changed then.
     pub fn later_second(new: &std::fs::File, old: &std::fs::Metadata) -> std::io::Result<()> {
         later_second(new, old)
     }
@@ -91,21 +106,44 @@ fn later_second(new: &std::fs::File, old: &std::fs::Metadata) -> std::io::Result
     let Some(old_second) = second_of(old.modified()) else {
         return Ok(());
     };
-    if second_of(new.metadata()?.modified()) != Some(old_second) {
+    let meta = new.metadata()?;
+    let Some(second) = second_of(meta.modified()) else {
+        return Ok(());
+    };
+    // A second behind counts as the old one: the time of a write comes from
+    // the kernel's coarse clock, which may be a tick behind the one that set
+    // the old time (`set_modified` here). Further ahead, the old time is
+    // somebody else's, and a different second already.
+    if meta.len() != old.len() || second > old_second || old_second - second > 1 {
         return Ok(());
     }
     let next = UNIX_EPOCH + Duration::from_secs(old_second.saturating_add(1));
-    // The file got its time from the kernel's coarse clock, which may lag the
-    // real one by a tick: the wait is at most a second.
-    // A clock stepped back meanwhile ends the wait all the same.
-    for _ in 0..3 {
-        let now = SystemTime::now();
-        match next.duration_since(now) {
-            Ok(wait) if !wait.is_zero() => std::thread::sleep(wait.min(Duration::from_secs(1))),
-            _ => return new.set_modified(now),
+    // Bounded, whatever the clock does meanwhile.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        if let Ok(wait) = next.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait.min(Duration::from_secs(1)));
         }
+        stamp_now(new, meta.len())?;
+        if second_of(new.metadata()?.modified()).is_some_and(|s| s > old_second) {
+            return Ok(());
+        }
+        // The coarse clock is a tick behind: a tick is at most 10 ms.
+        std::thread::sleep(Duration::from_millis(2));
     }
-    new.set_modified(next)
+    new.set_modified(SystemTime::now().max(next))
+}
+
+/// Gives `file` (of `len` bytes) the time a write made now would: on Linux
+/// by truncating it to its own length, which sets the time from the
+/// kernel's clock for file times (as every write does); elsewhere this
+/// process's clock.
+fn stamp_now(file: &std::fs::File, len: u64) -> std::io::Result<()> {
+    if cfg!(target_os = "linux") {
+        file.set_len(len)
+    } else {
+        file.set_modified(SystemTime::now())
+    }
 }
 
 #[cfg(unix)]

@@ -203,6 +203,14 @@ pub trait Fs: Send + Sync {
     /// change made after that last check and before the rename is lost (see
     /// the trait's docs). Keeps the file's permissions, and writes through a
     /// symbolic link to its target.
+    ///
+    /// Where files have modification times, content of the old size gets a
+    /// time in a later whole second than the old content's, never one ahead
+    /// of the clock: when the write lands in the old second, the
+    /// implementation waits for the next one before the rename (see
+    /// [`LocalFs::later_second`]), so a cache keyed on the time in seconds
+    /// and the size (Python's bytecode) never takes the edit for the old
+    /// content.
     async fn replace(
         &self,
         path: &Path,

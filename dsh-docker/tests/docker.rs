@@ -109,6 +109,14 @@ mod docker {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn same_size_edits_get_a_later_second() {
+        let _ = NEEDS;
+        let bed = Testbed::docker().await;
+        dsh_testbeds::same_size_edits_get_a_later_second(&bed).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
     async fn a_refused_edit_changes_nothing() {
         let bed = Testbed::docker().await;
         let c = bed.container().unwrap();

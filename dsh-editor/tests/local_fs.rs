@@ -674,3 +674,33 @@ async fn a_call_over_local_files_is_one_blocking_hop() {
     assert!(seen.iter().all(|&thread| thread == seen[0]));
     assert_ne!(seen[0], runtime_thread);
 }
+
+#[tokio::test]
+async fn same_size_edits_get_a_later_second() {
+    let bed = dsh_testbeds::Testbed::local();
+    dsh_testbeds::same_size_edits_get_a_later_second(&bed).await;
+}
+
+#[tokio::test]
+async fn an_edit_of_another_size_does_not_wait() {
+    // A size change tells a cache keyed on seconds and size apart already:
+    // ten quick edits that grow the file take no second each.
+    let (_dir, root) = tempdir();
+    let path = format!("{root}/grow.txt");
+    let fs = LocalFs::new();
+    Fs::create_new(&fs, Path::new(&path), b"x".to_vec())
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    for i in 2..12 {
+        let (_, version) = Fs::read(&fs, Path::new(&path), 1 << 20).await.unwrap();
+        Fs::replace(&fs, Path::new(&path), vec![b'x'; i], &version)
+            .await
+            .unwrap();
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -210,4 +210,11 @@ mod ssh {
         let bed = dsh_testbeds::Testbed::ssh().await;
         dsh_testbeds::edits_keep_mode_owner_and_links_and_refuse_stale_versions(&bed).await;
     }
+
+    #[tokio::test]
+    #[ignore = "needs sshd"]
+    async fn sftp_same_size_edits_get_a_later_second() {
+        let bed = dsh_testbeds::Testbed::ssh().await;
+        dsh_testbeds::same_size_edits_get_a_later_second(&bed).await;
+    }
 }

@@ -144,6 +144,38 @@ pub async fn edits_keep_mode_owner_and_links_and_refuse_stale_versions(bed: &Tes
     );
 }
 
+/// Same-size edits, each within the second of the file's last write, each
+/// leave the file's modification time in a later whole second than before
+/// and never ahead of the clock there (`Fs::replace`'s rule for caches keyed
+/// on the time in seconds and the size, as Python's bytecode is).
+pub async fn same_size_edits_get_a_later_second(bed: &Testbed) {
+    let rel = "later-second.txt";
+    let path = bed.path(rel);
+    let seconds = |script: String| async move {
+        let text = bed.sh(&script).await;
+        text.parse::<u64>()
+            .unwrap_or_else(|e| panic!("{script}: {text:?}: {e}"))
+    };
+    bed.put(rel, "old 0\n").await;
+    for i in 1..=3 {
+        let (_, version) = bed.fs.read(Path::new(&path), 1 << 20).await.unwrap();
+        let before = seconds(format!("stat -c %Y {path}")).await;
+        let new = format!("new {i}\n");
+        bed.fs
+            .replace(Path::new(&path), new.clone().into_bytes(), &version)
+            .await
+            .unwrap();
+        let after = seconds(format!("stat -c %Y {path}")).await;
+        let now = seconds("date +%s".to_owned()).await;
+        assert!(after > before, "edit {i}: {before} then {after}");
+        assert!(
+            after <= now,
+            "edit {i}: {after} is ahead of the clock's {now}"
+        );
+        assert_eq!(bed.get(rel).await, new.as_bytes());
+    }
+}
+
 /// The image the Docker testbed uses.
 pub fn test_image() -> String {
     std::env::var("DSH_TEST_IMAGE").unwrap_or_else(|_| "dsh-test".to_owned())

@@ -6,7 +6,7 @@
 //!
 //! Each step asserts what matters to the agent — the tests pass, the diff
 //! is the fix, the state is kept, the server answers — not only the text's
-//! shape. Every test is under `session::`, so `.ci/run` times them apart
+//! shape. Every test is under `agent_session::`, so `.ci/run` times them apart
 //! from the rest of the workspace's tests.
 //!
 //! What they need of the host: `/usr/bin/python3` with `venv` and pytest
@@ -195,6 +195,18 @@ fn dsh_tool_note() -> &'static str {
     "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>"
 }
 
+/// Fails with what to install when the system's Python has no pytest.
+fn needs_pytest() {
+    let ok = std::process::Command::new(PYTHON)
+        .args(["-c", "import ensurepip, pytest"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "the Python sessions need {PYTHON} with venv and pytest (Debian: python3-venv python3-pytest; .ci/run installs them)"
+    );
+}
+
 /// Runs `git` on the host in `dir`, as a harness preparing a checkout.
 fn host_git(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("git")
@@ -244,6 +256,7 @@ async fn stale_bytecode(mode: Mode) {
 /// here, pytest failing, the editor's fix, pytest passing, and `git diff`
 /// showing exactly the fix.
 async fn python_project(mode: Mode) {
+    needs_pytest();
     let mut s = Session::open("python project", mode).await;
     let files = [
         (
@@ -543,7 +556,7 @@ async fn environment(mode: Mode) {
 }
 
 /// Every session as its own test in each local mode.
-mod session {
+mod agent_session {
     use super::*;
 
     macro_rules! local {

@@ -403,6 +403,29 @@ async fn rust_crate(mode: Mode) {
     s.close().await;
 }
 
+/// `make` in a fast edit → build loop: every same-size edit is rebuilt, and
+/// no source is ever ahead of the clock (`make` would warn of clock skew).
+async fn make_loop(mode: Mode) {
+    let mut s = Session::open("make loop", mode).await;
+    s.create("Makefile", "out.txt: src.txt\n\tcp src.txt out.txt\n")
+        .await;
+    s.create("src.txt", "round 0\n").await;
+    assert_eq!(s.ok("make 2>&1").await, "cp src.txt out.txt");
+    for i in 1..=5 {
+        s.replace(
+            "src.txt",
+            &format!("round {}", i - 1),
+            &format!("round {i}"),
+        )
+        .await;
+        let built = s.ok("make 2>&1").await;
+        assert_eq!(built, "cp src.txt out.txt", "round {i}");
+        assert_eq!(s.ok("cat out.txt").await, format!("round {i}"));
+        assert_eq!(s.ok("make 2>&1").await, "make: 'out.txt' is up to date.");
+    }
+    s.close().await;
+}
+
 /// A server started in one call, queried in the next, gone after a reset.
 async fn background_server(mode: Mode) {
     let mut s = Session::open("background server", mode).await;
@@ -597,7 +620,8 @@ mod agent_session {
         input_prompts,
         heredoc,
         huge_log,
-        environment
+        environment,
+        make_loop
     );
 
     /// `--backend docker`: the sessions the test image allows (ignored

@@ -364,8 +364,11 @@ impl Protocol {
             "{k}=r\n\
 [[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
 {f}=\n\
+[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || {{\n\
 [[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>&-\n\
+{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\
+}}\n\
+{u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=\n\
 {k}=r\n",
             u = v(Var::UserPromptCommand),
             ro = self.fatal_word(Fatal::ReadOnly),

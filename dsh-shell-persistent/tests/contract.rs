@@ -495,6 +495,26 @@ async fn commands_waiting_for_input_do_not_hang(w: Where) {
     }
 }
 
+/// `set -x` and `set -v` trace and echo the model's commands, never a step
+/// of the protocol (no line of it, none of its variables).
+async fn tracing_shows_only_the_commands(w: Where) {
+    let f = Fixture::new(w).await;
+    let out = f.run("set -x; printf '%s\\n' traced").await;
+    assert_eq!(out, "+++ printf '%s\\n' traced\ntraced");
+    let out = f.run("echo two; false").await;
+    assert_eq!(out, "+++ echo two\ntwo\n+++ false\n[exit code: 1]");
+    let out = f.run("set +x; set -v; echo verbose").await;
+    // The line was read before `set -v`: its rest is not echoed.
+    assert_eq!(out, "+++ set +x\nverbose");
+    let out = f.run("echo three").await;
+    assert_eq!(out, "echo three\nthree");
+    assert_eq!(f.run("set +v").await, "set +v");
+    let out = f
+        .run("case $- in *[xv]*) echo on;; *) echo off;; esac")
+        .await;
+    assert_eq!(out, "off");
+}
+
 async fn a_deleted_working_directory_is_survivable(w: Where) {
     let f = Fixture::new(w).await;
     f.run("mkdir doomed && cd doomed && rmdir ../doomed").await;
@@ -550,6 +570,7 @@ suite!(
     long_commands_and_long_output,
     output_is_normalized_for_the_model,
     commands_waiting_for_input_do_not_hang,
+    tracing_shows_only_the_commands,
     a_deleted_working_directory_is_survivable,
     invalid_calls_and_schema,
 );

@@ -103,6 +103,25 @@ impl Collector {
         buf.truncate(keep);
     }
 
+    /// Removes `suffix` from the end of the kept text, if the text ends
+    /// with it (the head while nothing was clipped, else the tail in
+    /// head+tail mode; clipped head-only output has no end to remove).
+    pub(crate) fn strip_suffix(&mut self, suffix: &str) -> bool {
+        let (buf, chars) = if !self.clipped {
+            (&mut self.head, &mut self.head_chars)
+        } else if self.mode == ClipMode::HeadTail {
+            (&mut self.tail, &mut self.tail_chars)
+        } else {
+            return false;
+        };
+        if !buf.ends_with(suffix) {
+            return false;
+        }
+        buf.truncate(buf.len() - suffix.len());
+        *chars -= suffix.chars().count();
+        true
+    }
+
     fn push_tail(&mut self, s: &str) {
         self.tail.push_str(s);
         self.tail_chars += s.chars().count();

@@ -203,6 +203,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_suffix_goes_only_from_the_kept_end() {
+        let mut c = Collector::new(100, ClipMode::Head);
+        c.push("exit\nexit\n");
+        assert!(c.strip_suffix("exit\n"));
+        assert_eq!(c.render(), "exit");
+        let mut c = Collector::new(100, ClipMode::Head);
+        c.push("x\n");
+        assert!(!c.strip_suffix("exit\n"));
+        assert_eq!(c.render(), "x");
+        // Clipped head-only output has no end; head+tail strips the tail.
+        let mut c = Collector::new(4, ClipMode::Head);
+        c.push("abcdefexit\n");
+        assert!(!c.strip_suffix("exit\n"));
+        let mut c = Collector::new(4, ClipMode::HeadTail);
+        c.push("abcdefgh\nexit\n");
+        assert!(c.strip_suffix("exit\n"));
+        assert!(c.render().ends_with("\nh"));
+    }
+
+    #[test]
     fn short_output_loses_one_final_newline() {
         for (input, want) in [
             ("hi\n", "hi"),

@@ -695,7 +695,11 @@ impl Text {
 /// ended it (bash leaves then without the echo). The output loses that
 /// ending and nothing else: a line `exit` the command printed before is
 /// followed by bash's own; what remains of the ending is what the command
-/// printed (`printf x; exit 3` leaves `x`).
+/// printed (`printf x; exit 3` leaves `x`). Two endings it cannot tell
+/// from the echo, and so removes: a program `exec`'d in the shell's place
+/// whose own output ends with exactly `exit` and a newline, and the same
+/// printed last by a call that turned `set -e` on and then failed (whether
+/// `set -e` is on is known only from the end of the previous call).
 fn exit_echo(config: &ShellConfig, exit: ExitStatus, errexit: bool) -> Option<&'static str> {
     if config.dialect != Dialect::Bash || exit.code().is_none() || errexit {
         return None;

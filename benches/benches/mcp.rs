@@ -1,7 +1,8 @@
 //! `dsh-mcp` through its real binary over pipes, one request at a time from
 //! a blocking client, next to its baselines in the same run: a minimal Rust
 //! line-echo JSON-RPC server (`line-echo`, the pipe floor) for `ping`, and
-//! the in-process library calls for `tools/call`. Prints medians, ratios and
+//! the in-process library calls for `tools/call`, and a plain Python MCP
+//! server (`benches/py/view_server.py`) for the editor's `view`. Prints medians, ratios and
 //! differences; builds `dsh-mcp` (release) first. A second pass repeats the
 //! latency figures with the bench, its servers and all their threads on one
 //! CPU, where no wake-up crosses CPUs.
@@ -199,6 +200,30 @@ fn pass(dsh: &Path, ws: &Path, ten: &Path, label: &str, throughput: bool) {
     let bash_true = json!({"command": "true"});
     let view = json!({"command": "view", "path": ten});
 
+    // The view next to a plain Python MCP server answering the same view
+    // (`benches/py/view_server.py`), one request each in turn.
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/view_server.py");
+    let mut py = Server::start(Path::new("python3"), &[python.to_str().unwrap()]);
+    let call = json!({"name": "str_replace_editor", "arguments": view});
+    let (py_view, dsh_view) = benches::median_pair(
+        2000,
+        200,
+        || {
+            let answer = py.request("tools/call", call.clone());
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        },
+        || {
+            let answer = server.request("tools/call", call.clone());
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        },
+    );
+    drop(py);
+    println!(
+        "MCP str_replace_editor view of 10 lines{label}: dsh-mcp {:.1} µs, Python MCP server {:.1} µs: {:.2}x (goal <= 1x)",
+        us(dsh_view),
+        us(py_view),
+        dsh_view.as_secs_f64() / py_view.as_secs_f64()
+    );
     // One `tools/call` through the binary next to the same call in process.
     let mut compare = |tool: &str,
                        what: &str,

@@ -1,5 +1,6 @@
-//! `str_replace_editor`: the file tool of LLM coding agents, over any
-//! filesystem, that never damages a file.
+#![doc = include_str!("../README.md")]
+//!
+//! # The tool
 //!
 //! The tool has four commands — `view`, `create`, `str_replace`, `insert` —
 //! and answers every call with the exact text the model sees: the result on
@@ -14,34 +15,6 @@
 //! [`contract::render`] turns into the same text. The tool definition is
 //! [`Editor::spec`], a [`ToolSpec`] rendered in the OpenAI, Anthropic or
 //! MCP shape.
-//!
-//! # Example
-//!
-//! ```
-//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-//! use dsh_editor::{Editor, fs::LocalFs};
-//! use serde_json::json;
-//!
-//! let dir = tempfile::tempdir().unwrap();
-//! let path = dir.path().join("main.py");
-//! std::fs::write(&path, "def main():\n\tprint('hi')\n").unwrap();
-//!
-//! let editor = Editor::new(LocalFs::new());
-//! let path = path.to_str().unwrap();
-//! let reply = editor
-//!     .execute(&json!({
-//!         "command": "str_replace",
-//!         "path": path,
-//!         "old_str": "\tprint('hi')",
-//!         "new_str": "\tprint('hello')",
-//!     }))
-//!     .await
-//!     .unwrap();
-//! assert_eq!(reply, format!("The file {path} has been edited successfully."));
-//! // The tab survived.
-//! assert_eq!(std::fs::read_to_string(path).unwrap(), "def main():\n\tprint('hello')\n");
-//! # });
-//! ```
 //!
 //! # What is never damaged
 //!

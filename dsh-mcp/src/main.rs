@@ -1,6 +1,7 @@
 //! The `dsh-mcp` binary: see `dsh-mcp --help`.
 #![allow(clippy::print_stderr)]
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,6 +21,14 @@ use rmcp::ServiceExt;
 /// An MCP stdio server with exactly two tools: a persistent shell (`bash`,
 /// `sh` or `pwsh`) and `str_replace_editor`. Every flag has an environment
 /// equivalent; flags win.
+///
+/// A call ends early only when the client sends `notifications/cancelled`
+/// for it: the command is stopped and the shell reset. A client that
+/// abandons a call without sending it (a client-side timeout, a closed
+/// request) leaves the command running, and the next call waits behind it
+/// until it ends or reaches `--timeout-secs` (measured: a 3 s call answered
+/// after 50 s). Such a client should send the notification when it gives up,
+/// or run with a `--timeout-secs` no longer than its own timeout.
 #[derive(Debug, Parser)]
 #[command(name = "dsh-mcp", version)]
 struct Args {
@@ -31,6 +40,14 @@ struct Args {
     #[arg(long, env = "DSH_TIMEOUT_SECS", value_name = "N", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..))]
     timeout_secs: u64,
+
+    /// Offer the model an optional `timeout` argument on the shell tool: a
+    /// whole number of seconds from 1 to N for that call (a larger one is
+    /// refused with the bound). Default: not offered, the schema is exactly
+    /// `command`.
+    #[arg(long, env = "DSH_MAX_TIMEOUT_SECS", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_timeout_secs: Option<u64>,
 
     /// Output longer than this many characters is clipped.
     #[arg(long, env = "DSH_MAX_OUTPUT_CHARS", value_name = "N", default_value_t = 16_000,
@@ -52,7 +69,7 @@ struct Args {
 
     /// Write one JSONL record per tool call to a new file in DIR. Default:
     /// `$DSH_HOME/sessions` when `DSH_HOME` is set, else no log.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, env = "DSH_SESSION_LOG", value_name = "DIR")]
     session_log: Option<PathBuf>,
 
     /// The sandbox mode. The default runs without a sandbox: use
@@ -68,20 +85,32 @@ struct Args {
     /// In the restricted modes, let confined processes connect to this Unix
     /// socket, or to the sockets in this directory (repeatable). Sockets
     /// beneath the workspace and the private `/tmp` need no flag; every
-    /// other one (a Docker, systemd or ssh-agent socket) is refused.
-    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    /// other one (a Docker, systemd or ssh-agent socket) is refused. In the
+    /// environment, several paths are `:`-separated.
+    #[arg(
+        long = "allow-unix-socket",
+        env = "DSH_ALLOW_UNIX_SOCKET",
+        value_name = "PATH",
+        value_delimiter = ':'
+    )]
     allow_unix_socket: Vec<PathBuf>,
 
     /// In the restricted modes, hide this path from the shell and the
     /// editor (repeatable): a directory shows empty, a file empty. Added to
     /// the default list of credential stores (`~/.ssh`, `~/.aws`,
     /// `~/.docker`, `~/.kube`, `~/.netrc`, `~/.git-credentials`,
-    /// `/etc/shadow`, ...).
-    #[arg(long = "hide", value_name = "PATH")]
+    /// `/etc/shadow`, ...). In the environment, several paths are
+    /// `:`-separated.
+    #[arg(
+        long = "hide",
+        env = "DSH_HIDE",
+        value_name = "PATH",
+        value_delimiter = ':'
+    )]
     hide: Vec<PathBuf>,
 
     /// Do not hide the default credential stores (only `--hide` paths).
-    #[arg(long)]
+    #[arg(long, env = "DSH_NO_DEFAULT_HIDE")]
     no_default_hide: bool,
 
     /// In the restricted modes, run every call in a fresh confined shell
@@ -129,7 +158,7 @@ struct Args {
 
     /// `--backend docker`: the daemon (`unix:///path`, `tcp://host:port`).
     /// Default: `DOCKER_HOST`, else the local socket.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, env = "DSH_DOCKER_HOST", value_name = "URL")]
     docker_host: Option<String>,
 
     /// `--backend docker`: the user the tools act as in the container
@@ -277,6 +306,9 @@ fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: an MCP client's log file
+        // gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
@@ -486,6 +518,7 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
     let mut config = ShellConfig::new(&workspace)
         .dialect(args.shell)
         .timeout(Duration::from_secs(args.timeout_secs))
+        .timeout_parameter(args.max_timeout_secs.map(Duration::from_secs))
         .max_output_chars(max_output_chars)
         .clip(args.clip);
     config.env.extend(args.shell_env());

@@ -877,3 +877,95 @@ async fn limit_flags_reach_the_shell_and_unkeepable_ones_stop_the_server() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"lots\" is not a size"), "{err}");
 }
+
+/// With stderr a pipe (as every MCP client runs it), the logs are plain
+/// text: not one escape byte, even with every level on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_to_a_pipe_carry_no_colour() {
+    let dir = tempfile::tempdir().unwrap();
+    let requests = dir.path().join("requests.jsonl");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "file-client", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&requests, text).unwrap();
+    let out = tokio::time::timeout(
+        BOUND,
+        Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .arg("--workspace")
+            .arg(dir.path())
+            .env_remove("DSH_HOME")
+            .env("RUST_LOG", "trace")
+            .stdin(std::fs::File::open(&requests).unwrap())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the server did not exit at the end of its input")
+    .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!log.trim().is_empty(), "RUST_LOG=trace logged nothing");
+    assert!(!out.stderr.contains(&0x1b), "an escape byte in {log:?}");
+}
+
+/// `--help`: every flag names its environment variable, and the help says
+/// what a client that abandons a call without cancelling it gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_names_every_flags_environment_variable() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        .arg("--help")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    let help = String::from_utf8(out.stdout).unwrap();
+    // Each option's block: from its `--name` line to the next one.
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let trimmed = line.trim_start();
+        let option = trimmed
+            .strip_prefix("-h, ")
+            .or_else(|| trimmed.strip_prefix("-V, "))
+            .unwrap_or(trimmed);
+        if line.starts_with("  ") && option.starts_with("--") {
+            let name = option.split_whitespace().next().unwrap().to_owned();
+            blocks.push((name, String::new()));
+        } else if let Some((_, text)) = blocks.last_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    let names: Vec<&str> = blocks.iter().map(|(n, _)| n.as_str()).collect();
+    for flag in [
+        "--session-log",
+        "--docker-host",
+        "--max-timeout-secs",
+        "--hide",
+    ] {
+        assert!(names.contains(&flag), "{flag} missing from {names:?}");
+    }
+    for (name, text) in &blocks {
+        if name == "--help" || name == "--version" {
+            continue;
+        }
+        let want = format!(
+            "[env: DSH_{}=",
+            name.trim_start_matches("--")
+                .replace('-', "_")
+                .to_uppercase()
+        );
+        assert!(text.contains(&want), "{name} does not show {want}]: {text}");
+    }
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("A client that abandons a call without sending it"),
+        "{help}"
+    );
+}

@@ -1,4 +1,6 @@
-//! Pseudo-terminal sessions for agent shells.
+#![doc = include_str!("../README.md")]
+//!
+//! # What it gets right
 //!
 //! This crate starts a program (usually an interactive shell) in a real
 //! pseudo-terminal and lets async code talk to it as a byte stream, while
@@ -23,35 +25,6 @@
 //!   host asked for best effort.
 //! * **A hook for confinement.** [`PreExec`] actions run in the child between
 //!   `fork` and `exec`, which is how the sandbox crate applies Landlock.
-//!
-//! # Example
-//!
-//! ```no_run
-//! use dsh_pty::{PtySession, SpawnSpec, default_backend};
-//!
-//! # async fn demo() -> Result<(), dsh_pty::PtyError> {
-//! let backend = default_backend();
-//! let spec = SpawnSpec::new("bash")
-//!     .args(["--norc", "--noprofile"])
-//!     .env("TERM", "dumb")
-//!     .echo(false);
-//! let mut session = backend.spawn(spec).await?;
-//! let mut output = session.take_output().expect("first take");
-//!
-//! session.write_all(b"echo hello; exit 7\n").await?;
-//! let mut seen = Vec::new();
-//! while let Some(chunk) = output.recv().await {
-//!     seen.extend_from_slice(&chunk);
-//! }
-//! assert!(String::from_utf8_lossy(&seen).contains("hello"));
-//! assert_eq!(session.wait().await.code(), Some(7));
-//!
-//! // The raw bytes stay available, addressed by offset.
-//! let sb = session.scrollback();
-//! let last_page = sb.page_before(sb.end_offset(), 10, 4096).expect("retained");
-//! assert_eq!(last_page.end, sb.end_offset());
-//! # Ok(()) }
-//! ```
 //!
 //! # Backends
 //!

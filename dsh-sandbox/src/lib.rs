@@ -1,4 +1,6 @@
-//! Sandbox modes for agent shells and editors, enforced by the OS.
+#![doc = include_str!("../README.md")]
+//!
+//! # The modes
 //!
 //! Three modes ([`SandboxMode`]): `read-only` (the default), `workspace-write`
 //! and `danger-full-access`. The policy ([`SandboxPolicy`]) is a plain serde
@@ -17,32 +19,6 @@
 //! * [`SandboxFs`] is the editor's filesystem under the same rules: writes
 //!   are resolved beneath an open directory of a writable root, so no
 //!   rename or symlink swap can send them elsewhere.
-//!
-//! ```
-//! # #[cfg(target_os = "linux")]
-//! # tokio::runtime::Runtime::new()?.block_on(async {
-//! use dsh_sandbox::{SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
-//! use dsh_shell_persistent::ShellConfig;
-//! # let project = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR"))?;
-//! # std::fs::create_dir(project.path().join("src"))?;
-//! let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite);
-//! let shell = SandboxedShell::new(SandboxConfig::new(policy, ShellConfig::new(project.path())))?;
-//! let call = |command: &str| serde_json::json!({ "command": command });
-//! shell.execute("agent", &call("cd src && export MODE=dev")).await?;
-//! // Same shell, same state, still confined:
-//! assert_eq!(shell.execute("agent", &call("echo $MODE $(basename $PWD)")).await?, "dev src");
-//! let denied = shell.execute("agent", &call("touch /etc/motd")).await?;
-//! assert!(denied.ends_with("[sandbox: file access denied under workspace-write mode]"));
-//! // Typed: the same call as data, the denial decided from the exit status
-//! // and the command's own output.
-//! use dsh_sandbox::{SandboxRequest, contract};
-//! let outcome = shell.call("agent", SandboxRequest::new("touch /etc/motd")).await?;
-//! assert!(outcome.likely_denial.is_some() && outcome.call.exit_code() == Some(1));
-//! assert_eq!(contract::render(&outcome), denied);
-//! shell.close_all().await;
-//! # Ok::<(), Box<dyn std::error::Error>>(()) })?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 //!
 //! # Enforcement on Linux
 //!

@@ -1,5 +1,7 @@
 //! The sandboxed shell's arguments as a type.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -27,6 +29,13 @@ pub struct SandboxRequest {
     /// Why the command needs the wider mode.
     #[serde(default)]
     pub justification: Option<String>,
+    /// How long this call may run, instead of the shell config's timeout
+    /// (see [`ShellRequest::timeout`](dsh_shell_persistent::ShellRequest::timeout):
+    /// set by the host, unbounded, never read by serde; a model's
+    /// `timeout` is read by [`SandboxedShell::execute`](crate::SandboxedShell::execute)
+    /// within [`ShellConfig::timeout_parameter`](dsh_shell_persistent::ShellConfig::timeout_parameter)).
+    #[serde(skip)]
+    pub timeout: Option<Duration>,
 }
 
 impl SandboxRequest {
@@ -36,7 +45,15 @@ impl SandboxRequest {
             command: command.into(),
             sandbox_permissions: None,
             justification: None,
+            timeout: None,
         }
+    }
+
+    /// Sets [`SandboxRequest::timeout`]: this call may run for `timeout`.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// A request to run `command` with `mode` for this call, because of
@@ -54,9 +71,28 @@ impl SandboxRequest {
     }
 
     /// The request in the model's JSON arguments, with the tool's error for
-    /// each wrong shape.
+    /// each wrong shape. A `timeout` member is ignored, as by
+    /// [`ShellRequest::from_json`](dsh_shell_persistent::ShellRequest::from_json).
     pub fn from_json(args: &Value) -> Result<Self, SandboxError> {
-        let command = dsh_shell_persistent::ShellRequest::from_json(args)?.command;
+        Self::from_shell(dsh_shell_persistent::ShellRequest::from_json(args)?, args)
+    }
+
+    /// The request in the model's JSON arguments as `shell`'s schema offers
+    /// them: [`SandboxRequest::from_json`], and `timeout` when
+    /// [`ShellConfig::timeout_parameter`](dsh_shell_persistent::ShellConfig::timeout_parameter)
+    /// offers it ([`ShellConfig::parse_request`](dsh_shell_persistent::ShellConfig::parse_request)).
+    pub(crate) fn from_json_for(
+        shell: &dsh_shell_persistent::ShellConfig,
+        args: &Value,
+    ) -> Result<Self, SandboxError> {
+        Self::from_shell(shell.parse_request(args)?, args)
+    }
+
+    fn from_shell(
+        shell: dsh_shell_persistent::ShellRequest,
+        args: &Value,
+    ) -> Result<Self, SandboxError> {
+        let command = shell.command;
         let present = |name| args.get(name).filter(|v| !v.is_null());
         let sandbox_permissions = match present("sandbox_permissions") {
             None => None,
@@ -74,6 +110,7 @@ impl SandboxRequest {
             command,
             sandbox_permissions,
             justification,
+            timeout: shell.timeout,
         })
     }
 }

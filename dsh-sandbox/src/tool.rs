@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use dsh_shell_persistent::{Shell, ShellConfig, ShellError, ShellHandle, ToolSpec};
+use dsh_shell_persistent::{Shell, ShellConfig, ShellError, ShellHandle, ShellRequest, ToolSpec};
 use dsh_tool::{Kind, Parameter};
 use serde_json::Value;
 
@@ -392,8 +392,10 @@ impl SandboxedShell {
         ))
     }
 
-    /// Runs one tool call (`{"command", "sandbox_permissions"?, "justification"?}`)
-    /// and returns the model-visible text.
+    /// Runs one tool call (`{"command", "sandbox_permissions"?, "justification"?}`,
+    /// and `timeout` when the shell config's
+    /// [`timeout_parameter`](dsh_shell_persistent::ShellConfig::timeout_parameter)
+    /// offers it) and returns the model-visible text.
     pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, SandboxError> {
         self.execute_with_cancel(owner, args, std::future::pending())
             .await
@@ -407,7 +409,7 @@ impl SandboxedShell {
         args: &Value,
         cancel: impl Future<Output = ()>,
     ) -> Result<String, SandboxError> {
-        let request = SandboxRequest::from_json(args)?;
+        let request = SandboxRequest::from_json_for(&self.config.shell, args)?;
         let outcome = self.call_with_cancel(owner, request, cancel).await?;
         Ok(crate::contract::render(&outcome))
     }
@@ -474,7 +476,9 @@ impl SandboxedShell {
             };
             tracing::debug!(owner, %mode, persistent, enforcement = ?used.enforcement, "sandboxed call");
             *entry.live() = Some(used.shell.handle());
-            let result = used.shell.call_with_cancel(command, cancel.as_mut()).await;
+            let mut shell_request = ShellRequest::new(command);
+            shell_request.timeout = request.timeout;
+            let result = used.shell.call_with(shell_request, cancel.as_mut()).await;
             let namespaces = used.enforcement.namespaces;
             drop(fresh);
             *entry.live() = current.as_ref().map(|c| c.shell.handle());

@@ -1255,3 +1255,83 @@ async fn with_the_network_on_abstract_names_are_refused_and_pathname_sockets_med
     let inside = run(&s, &py("import socket,os; p=os.getcwd()+\"/n.sock\"; l=socket.socket(socket.AF_UNIX); l.bind(\"n.sock\"); l.listen(); c=socket.socket(socket.AF_UNIX); c.connect(p); print(\"inside\")")).await;
     assert_eq!(inside, "inside");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_own_timeout_overrides_the_configured_one_in_every_mode() {
+    use dsh_sandbox::SandboxRequest;
+    use dsh_shell_persistent::CallEnd;
+    use std::time::Duration;
+
+    const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
+    let d = dirs();
+    for policy in [
+        SandboxPolicy::default().mode(SandboxMode::DangerFullAccess),
+        ww(),
+    ] {
+        let mode = policy.mode;
+        let s = SandboxedShell::new(SandboxConfig::new(
+            policy,
+            ShellConfig::new(&d.ws).timeout(Duration::from_secs(300)),
+        ))
+        .unwrap();
+        run(&s, "cd / && export GONE=1").await;
+        let quick = SandboxRequest::new("echo partial; sleep 1000").timeout(Duration::from_secs(1));
+        let outcome = tokio::time::timeout(Duration::from_secs(60), s.call("agent", quick))
+            .await
+            .unwrap_or_else(|_| panic!("{mode}: a 1 s timeout did not end the call"))
+            .unwrap();
+        assert!(
+            matches!(outcome.call.end, CallEnd::TimedOut { after } if after == Duration::from_secs(1)),
+            "{mode}: {:?}",
+            outcome.call.end
+        );
+        assert_eq!(
+            dsh_sandbox::contract::render(&outcome),
+            format!(
+                "Your command timed out after 1 seconds or experienced an OOM error. Below is partial output:\npartial\n{RESET}"
+            ),
+            "{mode}"
+        );
+        // Reset, and the next call has the configured 300 s.
+        assert_eq!(
+            run(&s, "echo ${GONE-unset} $PWD").await,
+            format!("unset {}", d.ws.display()),
+            "{mode}"
+        );
+        assert_eq!(run(&s, "sleep 2; echo done").await, "done", "{mode}");
+        s.close_all().await;
+    }
+
+    // The model's `timeout`, where the host offers it, within its bound.
+    let s = SandboxedShell::new(SandboxConfig::new(
+        ww(),
+        ShellConfig::new(&d.ws).timeout_parameter(Some(Duration::from_secs(60))),
+    ))
+    .unwrap();
+    assert_eq!(
+        s.spec("agent").openai()["parameters"]["properties"]["timeout"]["type"],
+        "integer"
+    );
+    let err = s
+        .execute("agent", &json!({"command": "true", "timeout": 61}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "timeout must be a whole number of seconds from 1 to 60"
+    );
+    let text = s
+        .execute(
+            "agent",
+            &json!({"command": "echo partial; sleep 1000", "timeout": 1}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "Your command timed out after 1 seconds or experienced an OOM error. Below is partial output:\npartial\n{RESET}"
+        )
+    );
+    s.close_all().await;
+}

@@ -16,10 +16,14 @@
 //!    wrapper.
 //! 2. `\eval` of: the next call's start marker (`PS0`); an inner `\eval` of
 //!    the command variable, whose prologue sets the abandon prompt, restores
-//!    the user's `PROMPT_COMMAND` and POSIX mode and raises a flag, so the
-//!    command runs exactly as the user left the shell; the status; the
-//!    epilogue; the end prompt. The outer `eval` goes on after a syntax error
-//!    in the inner one, and its parse resets bash's prompt state. The
+//!    the user's `PROMPT_COMMAND`, `set -x`/`-v` and POSIX mode and raises a
+//!    flag, so the command runs exactly as the user left the shell; on the
+//!    same line (parsed before the command runs, so `set -v` never echoes
+//!    it), a function called with standard error closed that keeps the
+//!    status and the options and turns `set -x`/`-v` off, so no later step
+//!    is traced or echoed; the epilogue; the end prompt. The outer `eval`
+//!    goes on after a syntax error in the inner one, and its parse resets
+//!    bash's prompt state. The
 //!    epilogue points standard input, output and error back at the terminal
 //!    if the command moved them (in POSIX mode just for that `exec`), notes
 //!    `set -e`, and checks that no variable the protocol writes was made
@@ -193,10 +197,16 @@ pub(crate) enum Var {
     Unset = b'z',
     /// Assigned only to expand the fatal markers.
     Sink = b'y',
+    /// The shell's options (`$-`) when the command ended: the prologue of
+    /// the next call turns `set -x` and `set -v` back on from it.
+    Options = b'o',
     /// The prologue function.
     Prologue = b'P',
     /// The epilogue function.
     Epilogue = b'E',
+    /// The function that keeps the command's status and options, first
+    /// after the command, with standard error closed.
+    Ended = b'Q',
 }
 
 /// One shell's protocol: its marker prefix, abandon id and variable names.
@@ -271,14 +281,16 @@ impl Protocol {
             v(Var::Tag)
         );
         let functions = format!(
-            "{pre}() {{\n{prec}}}\n{post}() {{\n{postc}}}\n",
+            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n",
             pre = v(Var::Prologue),
             prec = self.prologue(),
+            ended = v(Var::Ended),
+            endedc = self.ended(),
             post = v(Var::Epilogue),
             postc = self.epilogue(),
         );
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}=; {a}={ap}; \\eval {functions}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}= {o}=; {a}={ap}; \\eval {functions}; export PS1; PS0={ps0}; PS1={ready}\n",
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
             s = v(Var::Status),
@@ -287,6 +299,7 @@ impl Protocol {
             q = v(Var::PosixWasSet),
             w = v(Var::PosixValue),
             m = v(Var::Command),
+            o = v(Var::Options),
             a = v(Var::AbandonPrompt),
             ap = bash_ansi_c(&abandon_prompt),
             functions = bash_ansi_c(&functions),
@@ -321,11 +334,29 @@ impl Protocol {
     fn prologue(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{{ {restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
+            "{{ [[ ${{{o}}} == *[xv]* ]] && set -${{{o}//[^xv]/}}; {restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
+            o = v(Var::Options),
             restore = self.restore_posix(),
             a = v(Var::AbandonPrompt),
             u = v(Var::UserPromptCommand),
             c = v(Var::PrologueRan),
+        )
+    }
+
+    /// Runs first after the command, as `{ \ended; } 2>&-` (so that not
+    /// even its call is traced): keeps the command's status (`$?` when a
+    /// function starts is the status before its call) and options, and
+    /// turns `set -x` and `set -v` off until the next command's prologue
+    /// turns them back on, so no step of the protocol is traced or echoed.
+    fn ended(&self) -> String {
+        let v = |c| self.var(c);
+        format!(
+            "{k}=p {s}=$? {o}=$-\n[[ ${o} == *[xv]* ]] && {{ {enter}; set +xv; {leave}; }}\n{k}=p\n",
+            k = v(Var::Tag),
+            s = v(Var::Status),
+            o = v(Var::Options),
+            enter = self.enter_posix(),
+            leave = self.restore_posix(),
         )
     }
 
@@ -352,6 +383,7 @@ impl Protocol {
             Var::UserPromptCommand,
             Var::AbandonPrompt,
             Var::Command,
+            Var::Options,
         ]
         .iter()
         .map(|&var| format!("${{{}@a}}", v(var)))
@@ -364,8 +396,11 @@ impl Protocol {
             "{k}=r\n\
 [[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
 {f}=\n\
+[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || {{\n\
 [[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=; }} 2>&-\n\
+{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\
+}}\n\
+{u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=\n\
 {k}=r\n",
             u = v(Var::UserPromptCommand),
             ro = self.fatal_word(Fatal::ReadOnly),
@@ -404,12 +439,12 @@ impl Protocol {
             ""
         };
         let outer = bash_ansi_c(&format!(
-            "PS0='{start}'\n{throwaway}\\eval \"${m}\"\n{k}=p {s}=$?\n\\{e}\nPS1='{end}'\"${{{f}}}:${{{s}}}#\"\n",
+            "PS0='{start}'\n{throwaway}\\eval \"${m}\"; {{ \\{q}; }} 2>&-\n\\{e}\nPS1='{end}'\"${{{f}}}:${{{s}}}#\"\n",
             start = self.prompt_form(next_start),
             m = v(Var::Command),
-            k = v(Var::Tag),
             s = v(Var::Status),
             e = v(Var::Epilogue),
+            q = v(Var::Ended),
             end = self.prompt_form(end),
             f = v(Var::Repaired),
         ));

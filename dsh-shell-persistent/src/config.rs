@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use dsh_pty::{PreExec, PtyBackend, ResourceLimits, ScrollbackLimits, TermSize};
 
-use crate::{ClipMode, Dialect, NormalizeOptions};
+use serde_json::Value;
+
+use crate::{ClipMode, Dialect, NormalizeOptions, ShellError, ShellRequest};
 
 /// What the tool does when a command waits for input on the terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,7 +63,20 @@ pub struct ShellConfig {
     /// [`ShellConfig::env`]: the host's secrets stay out of the shell.
     pub inherit_env: bool,
     /// How long one call may run before the shell is killed and reset (default 300 s).
+    /// A call's [`ShellRequest::timeout`](crate::ShellRequest::timeout) overrides it.
     pub timeout: Duration,
+    /// Whether the model may set a call's timeout, and up to what (`None`,
+    /// the default: the tool's schema is exactly `command`, and a `timeout`
+    /// the model sends anyway is ignored). With `Some(max)` the schema
+    /// ([`ShellConfig::spec`]) also offers an optional integer `timeout`, in
+    /// seconds, whose description states the bound, and
+    /// [`ShellConfig::parse_request`] (which `execute` uses) accepts a whole
+    /// number of seconds from 1 to `max` and refuses anything else with
+    /// [`ShellError::InvalidTimeout`](crate::ShellError::InvalidTimeout)
+    /// (`timeout must be a whole number of seconds from 1 to 600`): a
+    /// model that asks for more than the host allows is told so, never cut
+    /// short silently. `max` counts in whole seconds and must be at least one.
+    pub timeout_parameter: Option<Duration>,
     /// Output beyond this many characters is clipped (default 16,000).
     pub max_output_chars: usize,
     /// How output is clipped.
@@ -152,6 +167,7 @@ setters! {
     env: Vec<(String, String)>,
     inherit_env: bool,
     timeout: Duration,
+    timeout_parameter: Option<Duration>,
     max_output_chars: usize,
     clip: ClipMode,
     description: Option<String>,
@@ -185,6 +201,7 @@ impl ShellConfig {
             env: Vec::new(),
             inherit_env: true,
             timeout: Duration::from_secs(300),
+            timeout_parameter: None,
             max_output_chars: 16_000,
             clip: ClipMode::Head,
             description: None,
@@ -205,6 +222,9 @@ impl ShellConfig {
     pub fn validate(&self) -> Result<(), ShellConfigError> {
         if self.timeout.is_zero() {
             return Err(ShellConfigError::NotPositive("timeout"));
+        }
+        if self.timeout_parameter.is_some_and(|max| max.as_secs() == 0) {
+            return Err(ShellConfigError::NotPositive("timeout_parameter"));
         }
         if self.start_timeout.is_zero() {
             return Err(ShellConfigError::NotPositive("start_timeout"));
@@ -256,19 +276,76 @@ impl ShellConfig {
 
     /// The tool's definition under this configuration: the dialect's name
     /// (`bash`, `sh`, `pwsh`), [`ShellConfig::effective_description`] and
-    /// the one parameter `command` ([`ShellRequest`](crate::ShellRequest)).
-    /// Nothing is started or checked to make it.
+    /// the one parameter `command` ([`ShellRequest`](crate::ShellRequest)),
+    /// plus an optional `timeout` when [`ShellConfig::timeout_parameter`]
+    /// offers one. Nothing is started or checked to make it.
     ///
     /// ```
-    /// let spec = dsh_shell_persistent::ShellConfig::new("/tmp").spec();
+    /// use std::time::Duration;
+    /// use dsh_shell_persistent::ShellConfig;
+    /// let spec = ShellConfig::new("/tmp").spec();
     /// assert_eq!(spec.name, "bash");
     /// assert_eq!(spec.openai()["parameters"]["required"], serde_json::json!(["command"]));
+    /// assert!(spec.get("timeout").is_none());
+    ///
+    /// let spec = ShellConfig::new("/tmp")
+    ///     .timeout_parameter(Some(Duration::from_secs(600)))
+    ///     .spec();
+    /// let timeout = &spec.openai()["parameters"]["properties"]["timeout"];
+    /// assert_eq!(timeout["type"], "integer");
+    /// assert_eq!(
+    ///     timeout["description"],
+    ///     "How many seconds the command may run before it is stopped and the shell reset: a whole number from 1 to 600 (300 if left out)."
+    /// );
     /// ```
     pub fn spec(&self) -> dsh_tool::ToolSpec {
         use dsh_tool::{Kind, Parameter, ToolSpec};
-        ToolSpec::new(self.dialect.tool_name(), self.effective_description()).parameter(
+        let spec = ToolSpec::new(self.dialect.tool_name(), self.effective_description()).parameter(
             Parameter::required("command", Kind::String, self.dialect.command_description()),
-        )
+        );
+        match self.timeout_parameter {
+            None => spec,
+            Some(max) => spec.parameter(Parameter::optional(
+                "timeout",
+                Kind::Integer,
+                format!(
+                    "How many seconds the command may run before it is stopped{}: a whole number from 1 to {} ({} if left out).",
+                    if self.persistent { " and the shell reset" } else { "" },
+                    max.as_secs(),
+                    self.timeout.as_secs_f64().round() as u64
+                ),
+            )),
+        }
+    }
+
+    /// The request in the model's JSON arguments, as this configuration's
+    /// schema offers them ([`ShellConfig::spec`]): a non-empty string
+    /// `command` ([`ShellError::EmptyCommand`](crate::ShellError::EmptyCommand)
+    /// otherwise) and, when [`ShellConfig::timeout_parameter`] is set, an
+    /// optional `timeout` within its bound. Other members are ignored.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dsh_shell_persistent::{ShellConfig, serde_json::json};
+    /// let args = json!({"command": "make", "timeout": 900});
+    /// // Not offered: ignored.
+    /// assert_eq!(ShellConfig::new("/tmp").parse_request(&args)?.timeout, None);
+    /// // Offered up to 600 s: 900 is refused, with the bound.
+    /// let config = ShellConfig::new("/tmp").timeout_parameter(Some(Duration::from_secs(600)));
+    /// assert_eq!(
+    ///     config.parse_request(&args).unwrap_err().to_string(),
+    ///     "timeout must be a whole number of seconds from 1 to 600"
+    /// );
+    /// let request = config.parse_request(&json!({"command": "make", "timeout": 60}))?;
+    /// assert_eq!(request.timeout, Some(Duration::from_secs(60)));
+    /// # Ok::<(), dsh_shell_persistent::ShellError>(())
+    /// ```
+    pub fn parse_request(&self, args: &Value) -> Result<ShellRequest, ShellError> {
+        let mut request = ShellRequest::from_json(args)?;
+        if let Some(max) = self.timeout_parameter {
+            request.timeout = crate::request::timeout_of(args, max)?;
+        }
+        Ok(request)
     }
 
     /// The tool description used in the definition ([`ShellConfig::spec`]).

@@ -10,6 +10,13 @@ pub enum ShellError {
     /// `command` is missing, not a string, or empty.
     #[error("command must be a non-empty string")]
     EmptyCommand,
+    /// The model's `timeout` is not a whole number of seconds from 1 to the
+    /// bound ([`ShellConfig::timeout_parameter`](crate::ShellConfig::timeout_parameter)).
+    #[error("timeout must be a whole number of seconds from 1 to {max_secs}")]
+    InvalidTimeout {
+        /// The bound, in seconds.
+        max_secs: u64,
+    },
     /// The call was cancelled; its result was discarded and the shell reset.
     #[error("The command was cancelled and its result discarded.{}", reset_suffix(*.dialect, *.shell_reset))]
     Cancelled {

@@ -1,4 +1,6 @@
-//! The persistent `bash(command)` tool for LLM agents.
+#![doc = include_str!("../README.md")]
+//!
+//! # A host
 //!
 //! One call is one command string; the answer is what the command printed and
 //! how it ended, as exact text. A [`Shell`] is one interactive shell in a
@@ -7,16 +9,6 @@
 //! virtualenv and background jobs persist between its calls, which run one at
 //! a time. A [`ShellPool`] gives each owner (agent) a shell of its own:
 //! calls of one owner run in arrival order, owners in parallel.
-//!
-//! # A host
-//!
-//! Add the crate and an async runtime (the tool runs on tokio):
-//!
-//! ```toml
-//! [dependencies]
-//! dsh-shell-persistent = "0.1"
-//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
-//! ```
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -70,8 +62,8 @@
 //! |---|---|
 //! | exit 0 | the output, minus one final newline (`echo hi` → `hi`) |
 //! | exit N ≠ 0 | the output, a newline, `[exit code: N]` (only `[exit code: N]` without output) |
-//! | the shell ended | the output, then `[shell killed by signal: SIGKILL]`, `[shell exited: code N]` or `[shell exited]`, then the reset line |
-//! | timeout | ``Your command timed out after N seconds or experienced an OOM error. Below is partial output:``, the output if any, the reset line |
+//! | the shell ended | the output (without bash's interactive `exit` echo), then `[shell killed by signal: SIGKILL]`, `[shell exited: code N]` or `[shell exited]`, then the reset line |
+//! | timeout (the call's [`ShellRequest::timeout`], else [`ShellConfig::timeout`]) | ``Your command timed out after N seconds or experienced an OOM error. Below is partial output:``, the output if any, the reset line |
 //! | cancelled | [`ShellError::Cancelled`]; the shell is reset, the result discarded |
 //! | longer than `max_output_chars` | the first `max_output_chars` characters and [`OUTPUT_CLIP_NOTE`] (or head + tail with [`ClipMode::HeadTail`]) |
 //! | empty `command` | error `command must be a non-empty string` |

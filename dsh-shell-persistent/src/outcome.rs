@@ -13,18 +13,24 @@ use crate::Dialect;
 /// The result of one call that ran (a cancelled call is
 /// [`ShellError::Cancelled`](crate::ShellError::Cancelled) instead).
 ///
-/// ```no_run
+/// ```
 /// use dsh_shell_persistent::{CallEnd, ShellConfig, ShellPool, contract};
 ///
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let pool = ShellPool::new(ShellConfig::new("/tmp"))?;
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir()))?;
 /// let outcome = pool.call("agent-1", "echo hi; exit 3").await?;
 /// assert_eq!(outcome.output.text, "hi");
 /// assert!(matches!(outcome.end, CallEnd::ShellEnded { .. }));
 /// assert!(outcome.shell_reset);
-/// // The exact text the model sees:
-/// let text = contract::render(&outcome);
-/// assert!(text.starts_with("hi\n[shell exited: code 3]\n"));
+/// // The exact text the model sees: the output, the diagnostic, the reset line.
+/// assert_eq!(
+///     contract::render(&outcome),
+///     "hi\n[shell exited: code 3]\n\
+///      The persistent bash shell was reset; the next bash call starts from the \
+///      workspace with a fresh current directory and environment."
+/// );
+/// # pool.close_all().await;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]

@@ -103,6 +103,25 @@ impl Collector {
         buf.truncate(keep);
     }
 
+    /// Removes `suffix` from the end of the kept text, if the text ends
+    /// with it (the head while nothing was clipped, else the tail in
+    /// head+tail mode; clipped head-only output has no end to remove).
+    pub(crate) fn strip_suffix(&mut self, suffix: &str) -> bool {
+        let (buf, chars) = if !self.clipped {
+            (&mut self.head, &mut self.head_chars)
+        } else if self.mode == ClipMode::HeadTail {
+            (&mut self.tail, &mut self.tail_chars)
+        } else {
+            return false;
+        };
+        if !buf.ends_with(suffix) {
+            return false;
+        }
+        buf.truncate(buf.len() - suffix.len());
+        *chars -= suffix.chars().count();
+        true
+    }
+
     fn push_tail(&mut self, s: &str) {
         self.tail.push_str(s);
         self.tail_chars += s.chars().count();
@@ -182,6 +201,26 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suffix_goes_only_from_the_kept_end() {
+        let mut c = Collector::new(100, ClipMode::Head);
+        c.push("exit\nexit\n");
+        assert!(c.strip_suffix("exit\n"));
+        assert_eq!(c.render(), "exit");
+        let mut c = Collector::new(100, ClipMode::Head);
+        c.push("x\n");
+        assert!(!c.strip_suffix("exit\n"));
+        assert_eq!(c.render(), "x");
+        // Clipped head-only output has no end; head+tail strips the tail.
+        let mut c = Collector::new(4, ClipMode::Head);
+        c.push("abcdefexit\n");
+        assert!(!c.strip_suffix("exit\n"));
+        let mut c = Collector::new(4, ClipMode::HeadTail);
+        c.push("abcdefgh\nexit\n");
+        assert!(c.strip_suffix("exit\n"));
+        assert!(c.render().ends_with("\nh"));
+    }
 
     #[test]
     fn short_output_loses_one_final_newline() {

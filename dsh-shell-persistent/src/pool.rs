@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::outcome::CallOutcome;
 use crate::shell::{Shell, ShellHandle};
-use crate::{ShellConfig, ShellConfigError, ShellError};
+use crate::{ShellConfig, ShellConfigError, ShellError, ShellRequest};
 
 #[derive(Debug)]
 struct Owner {
@@ -111,8 +111,14 @@ impl ShellPool {
 
     /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`)
     /// and returns the model-visible text.
+    /// ([`ShellConfig::parse_request`]: `timeout` too, when the
+    /// configuration offers it).
     pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, ShellError> {
-        self.run(owner, crate::request::command_of(args)?).await
+        let request = self.inner.config.parse_request(args)?;
+        let outcome = self
+            .call_with(owner, request, std::future::pending())
+            .await?;
+        Ok(crate::contract::render(&outcome))
     }
 
     /// Runs `command` in `owner`'s shell and returns the model-visible text
@@ -149,14 +155,46 @@ impl ShellPool {
         command: &str,
         cancel: impl Future<Output = ()>,
     ) -> Result<CallOutcome, ShellError> {
-        if command.is_empty() {
+        self.call_with(owner, ShellRequest::new(command), cancel)
+            .await
+    }
+
+    /// Runs `request` in `owner`'s shell (its command, under its timeout
+    /// when it has one, else the configured one) and returns what happened
+    /// as data; cancelled when `cancel` resolves (see
+    /// [`ShellPool::run_with_cancel`]; `std::future::pending()` never
+    /// cancels). Every other call method is this one.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use dsh_shell_persistent::{CallEnd, ShellConfig, ShellPool, ShellRequest};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Ten minutes for a build, two seconds for one probe, in one pool.
+    /// let pool = ShellPool::new(ShellConfig::new("/tmp").timeout(Duration::from_secs(600)))?;
+    /// let probe = ShellRequest::new("curl -s localhost:8080/health").timeout(Duration::from_secs(2));
+    /// let outcome = pool.call_with("agent-1", probe, std::future::pending()).await?;
+    /// if let CallEnd::TimedOut { after } = outcome.end {
+    ///     assert_eq!(after, Duration::from_secs(2)); // and the shell was reset
+    /// }
+    /// let build = pool.call("agent-1", "make").await?; // up to 600 s
+    /// # let _ = build;
+    /// # Ok(()) }
+    /// ```
+    pub async fn call_with(
+        &self,
+        owner: &str,
+        request: ShellRequest,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<CallOutcome, ShellError> {
+        if request.command.is_empty() {
             return Err(ShellError::EmptyCommand);
         }
         self.start_sweeper();
         let entry = self.owner(owner)?;
         entry.touch();
         let mut shell = entry.turn.lock().await;
-        let result = shell.call_with_cancel(command, cancel).await;
+        let result = shell.call_with(request, cancel).await;
         entry.touch();
         result
     }

@@ -57,8 +57,9 @@ pub(crate) enum Outcome {
     },
     /// The shell is alive but can no longer run the protocol: it must be reset.
     Broken { output: Collector, why: Broken },
-    /// The timeout passed; the shell's process tree was killed.
-    TimedOut { output: Collector },
+    /// The call's timeout (`after`) passed; the shell's process tree was
+    /// killed.
+    TimedOut { output: Collector, after: Duration },
     /// The cancel signal fired; the caller ends the shell (it is not reused).
     Cancelled,
 }
@@ -208,13 +209,15 @@ impl Process {
         Arc::clone(&self.session)
     }
 
-    /// Runs `command`; `cancel` resolving means cancellation, and
+    /// Runs `command` for at most `timeout`; `cancel` resolving means
+    /// cancellation, and
     /// `line_written` is told once the call's line is on the terminal (from
     /// then on, typed input reaches the command, not bash's command reader).
     pub(crate) async fn call(
         &mut self,
         config: &ShellConfig,
         command: &str,
+        timeout: Duration,
         cancel: impl Future<Output = ()>,
         line_written: impl FnOnce(),
     ) -> Result<Outcome, ShellError> {
@@ -263,7 +266,7 @@ impl Process {
             written = write => written.map_err(|source| ShellError::Terminal { shell, source })?,
         }
         line_written();
-        let outcome = CallState::new(self, config, ids).run(cancel).await;
+        let outcome = CallState::new(self, config, ids, timeout).run(cancel).await;
         if let Some(path) = local_file {
             let _ = std::fs::remove_file(path);
         }
@@ -384,6 +387,8 @@ struct CallState<'a> {
     process: &'a mut Process,
     config: &'a ShellConfig,
     ids: CallIds,
+    /// How long the call may run.
+    timeout: Duration,
     scanner: CallScanner,
     text: Text,
     /// Since when the foreground has waited for input.
@@ -395,7 +400,12 @@ struct CallState<'a> {
 }
 
 impl<'a> CallState<'a> {
-    fn new(process: &'a mut Process, config: &'a ShellConfig, ids: CallIds) -> Self {
+    fn new(
+        process: &'a mut Process,
+        config: &'a ShellConfig,
+        ids: CallIds,
+        timeout: Duration,
+    ) -> Self {
         let bash = config.dialect == Dialect::Bash;
         let scanner = CallScanner::new(Markers {
             prefix: process.proto.prefix().to_owned(),
@@ -413,6 +423,7 @@ impl<'a> CallState<'a> {
             process,
             config,
             ids,
+            timeout,
             scanner,
             text,
             waiting_since: None,
@@ -424,7 +435,12 @@ impl<'a> CallState<'a> {
 
     /// Runs the call to its end.
     async fn run<C: Future<Output = ()>>(mut self, mut cancel: Pin<&mut C>) -> Outcome {
-        let deadline = Instant::now() + self.config.timeout;
+        // A host's timeout may be any duration: one beyond what the clock
+        // can add is a deadline that never comes (about 30 years).
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(self.timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
         // The first look at the foreground comes after one period: most
         // calls end long before, and inspecting /proc is not free.
         let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
@@ -584,6 +600,8 @@ impl<'a> CallState<'a> {
             eofs_sent,
             continued,
             process,
+            timeout,
+            config,
             ..
         } = self;
         match end {
@@ -594,11 +612,17 @@ impl<'a> CallState<'a> {
                 repairs,
                 continued,
             },
-            End::ShellEnded(exit) => Outcome::ShellEnded {
-                output: text.finish(),
-                exit,
-                errexit: process.errexit,
-            },
+            End::ShellEnded(exit) => {
+                let mut output = text.finish();
+                if let Some(echo) = exit_echo(config, exit, process.errexit) {
+                    output.strip_suffix(echo);
+                }
+                Outcome::ShellEnded {
+                    output,
+                    exit,
+                    errexit: process.errexit,
+                }
+            }
             End::Lost(error) => Outcome::Lost {
                 output: text.finish(),
                 error,
@@ -606,6 +630,7 @@ impl<'a> CallState<'a> {
             End::Broken(why) => text.broken(why),
             End::TimedOut => Outcome::TimedOut {
                 output: text.finish(),
+                after: timeout,
             },
             End::Cancelled => Outcome::Cancelled,
         }
@@ -661,6 +686,30 @@ impl Text {
         }
         Outcome::Broken { output, why }
     }
+}
+
+/// What an interactive bash wrote last when it ran its `exit` builtin, if
+/// it can have: `exit` (`logout` for a login shell) and a newline, on its
+/// standard error, the terminal. Only bash writes it, only when it exited
+/// with a status (a signal kills it without a word), and not when `set -e`
+/// ended it (bash leaves then without the echo). The output loses that
+/// ending and nothing else: a line `exit` the command printed before is
+/// followed by bash's own; what remains of the ending is what the command
+/// printed (`printf x; exit 3` leaves `x`). Two endings it cannot tell
+/// from the echo, and so removes: a program `exec`'d in the shell's place
+/// whose own output ends with exactly `exit` and a newline, and the same
+/// printed last by a call that turned `set -e` on and then failed (whether
+/// `set -e` is on is known only from the end of the previous call).
+fn exit_echo(config: &ShellConfig, exit: ExitStatus, errexit: bool) -> Option<&'static str> {
+    if config.dialect != Dialect::Bash || exit.code().is_none() || errexit {
+        return None;
+    }
+    let argv = config.effective_argv();
+    let login = argv
+        .iter()
+        .skip(1)
+        .any(|a| a == "--login" || (a.starts_with('-') && !a.starts_with("--") && a.contains('l')));
+    Some(if login { "logout\n" } else { "exit\n" })
 }
 
 /// `true` if `fut` is ready right now.

@@ -15,7 +15,7 @@ use crate::outcome::{
     BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
 };
 use crate::process::{Broken, KILL_GRACE, Outcome, Process};
-use crate::{ShellConfig, ShellConfigError, ShellError, contract};
+use crate::{ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
 
 /// One persistent shell: a shell process (started by the first call, started
 /// again after a reset) and the protocol that runs one command at a time in
@@ -96,8 +96,12 @@ impl Shell {
 
     /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`)
     /// and returns the model-visible text.
+    /// ([`ShellConfig::parse_request`]: `timeout` too, when the
+    /// configuration offers it).
     pub async fn execute(&mut self, args: &Value) -> Result<String, ShellError> {
-        self.run(crate::request::command_of(args)?).await
+        let request = self.config.parse_request(args)?;
+        let outcome = self.call_with(request, std::future::pending()).await?;
+        Ok(contract::render(&outcome))
     }
 
     /// Runs `command` and returns the model-visible text ([`contract::render`]
@@ -130,11 +134,37 @@ impl Shell {
         command: &str,
         cancel: impl Future<Output = ()>,
     ) -> Result<CallOutcome, ShellError> {
+        self.call_with(ShellRequest::new(command), cancel).await
+    }
+
+    /// Runs `request` (its command, under its timeout when it has one) and
+    /// returns what happened as data; cancelled when `cancel` resolves (see
+    /// [`Shell::run_with_cancel`]; `std::future::pending()` never cancels).
+    /// Every other call method is this one.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use dsh_shell_persistent::{CallEnd, Shell, ShellConfig, ShellRequest};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut shell = Shell::new(ShellConfig::new("/tmp").timeout(Duration::from_secs(600)))?;
+    /// let quick = ShellRequest::new("curl -s localhost:8080/health").timeout(Duration::from_secs(2));
+    /// let outcome = shell.call_with(quick, std::future::pending()).await?;
+    /// if let CallEnd::TimedOut { after } = outcome.end {
+    ///     assert_eq!(after, Duration::from_secs(2)); // and the shell was reset
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn call_with(
+        &mut self,
+        request: ShellRequest,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<CallOutcome, ShellError> {
         let started = Instant::now();
         let owner = self.owner.as_deref().unwrap_or_default();
         let span = tracing::info_span!("shell_call", owner, tool = self.tool_name());
         let result = self
-            .call_inner(command, cancel)
+            .call_inner(&request, cancel)
             .instrument(span.clone())
             .await;
         let _enter = span.enter();
@@ -165,9 +195,11 @@ impl Shell {
 
     async fn call_inner(
         &mut self,
-        command: &str,
+        request: &ShellRequest,
         cancel: impl Future<Output = ()>,
     ) -> Result<CallOutcome, ShellError> {
+        let command = request.command.as_str();
+        let timeout = request.timeout.unwrap_or(self.config.timeout);
         if command.is_empty() {
             return Err(ShellError::EmptyCommand);
         }
@@ -208,7 +240,7 @@ impl Shell {
         // Input may be typed once the call's line is on the terminal: earlier,
         // bash would read it as a command.
         let outcome = process
-            .call(&config, command, stop, || guard.taking_input())
+            .call(&config, command, timeout, stop, || guard.taking_input())
             .await;
         let met = session
             .limit_events()
@@ -424,12 +456,7 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
             };
             base(output, CallEnd::ShellBroken { reason })
         }
-        Outcome::TimedOut { output } => base(
-            output.finish(),
-            CallEnd::TimedOut {
-                after: config.timeout,
-            },
-        ),
+        Outcome::TimedOut { output, after } => base(output.finish(), CallEnd::TimedOut { after }),
         Outcome::Cancelled => {
             return Err(ShellError::Cancelled {
                 dialect: config.dialect,

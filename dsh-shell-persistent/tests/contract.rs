@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use dsh_shell_persistent::{
-    INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE, ShellConfig, ShellError, ShellPool,
+    CallEnd, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE, ShellConfig, ShellError, ShellPool,
+    ShellRequest, contract,
 };
 use dsh_testbeds::{Testbed, Where};
 use serde_json::json;
@@ -269,12 +270,23 @@ async fn the_shell_ending_is_reported_and_reset(w: Where) {
     let f = Fixture::new(w).await;
     let root = f.root();
     f.run("cd / && export KEPT=1").await;
-    let out = f.run("echo bye; exit 3").await;
-    assert!(out.starts_with("bye\n"), "{out:?}");
-    assert!(
-        out.ends_with(&format!("[shell exited: code 3]\n{RESET}")),
-        "{out:?}"
+    // Exactly the output, the diagnostic and the reset line: bash's
+    // interactive `exit` echo is not the command's output.
+    assert_eq!(
+        f.run("echo bye; exit 3").await,
+        format!("bye\n[shell exited: code 3]\n{RESET}")
     );
+    // A line `exit` the command printed stays: bash's own echo follows it.
+    assert_eq!(
+        f.run("echo exit; exit 4").await,
+        format!("exit\n[shell exited: code 4]\n{RESET}")
+    );
+    assert_eq!(
+        f.run("printf x; exit 5").await,
+        format!("x\n[shell exited: code 5]\n{RESET}")
+    );
+    assert_eq!(f.run("echo exit").await, "exit");
+    assert_eq!(f.run("echo exit; false").await, "exit\n[exit code: 1]");
     assert_eq!(
         f.run("echo ${KEPT-unset} $PWD").await,
         format!("unset {root}")
@@ -329,6 +341,86 @@ async fn timeout_kills_reports_partial_output_and_resets(w: Where) {
             "Your command timed out after 2 seconds or experienced an OOM error. Below is partial output:\n{RESET}"
         )
     );
+}
+
+async fn a_calls_own_timeout_overrides_the_pools(w: Where) {
+    let f = Fixture::with(w, |c| c.timeout(Duration::from_secs(300))).await;
+    f.run("cd / && export GONE=1").await;
+    let quick = ShellRequest::new("echo partial; sleep 1000").timeout(Duration::from_secs(1));
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(60),
+        f.pool.call_with("agent", quick, std::future::pending()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("a 1 s timeout did not end the call"))
+    .unwrap();
+    assert!(
+        matches!(outcome.end, CallEnd::TimedOut { after } if after == Duration::from_secs(1)),
+        "{:?}",
+        outcome.end
+    );
+    assert!(outcome.shell_reset);
+    assert_eq!(
+        contract::render(&outcome),
+        format!(
+            "Your command timed out after 1 seconds or experienced an OOM error. Below is partial output:\npartial\n{RESET}"
+        )
+    );
+    // The shell was reset, and the next call without a timeout has the
+    // pool's 300 s: longer than one second, and it succeeds.
+    assert_eq!(
+        f.run("echo ${GONE-unset} $PWD").await,
+        format!("unset {}", f.root())
+    );
+    assert_eq!(f.run("sleep 2; echo done").await, "done");
+}
+
+async fn the_model_sets_a_timeout_only_where_the_host_offers_it(w: Where) {
+    let plain = Fixture::new(w).await;
+    // Not offered: the schema is exactly `command`, and a `timeout` sent
+    // anyway is ignored (the pool's 300 s holds).
+    assert!(plain.pool.spec().get("timeout").is_none());
+    let text = plain
+        .pool
+        .execute(
+            "agent",
+            &json!({"command": "sleep 2; echo done", "timeout": 1}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text, "done");
+
+    let f = Fixture::with(w, |c| c.timeout_parameter(Some(Duration::from_secs(60)))).await;
+    let spec = f.pool.spec().openai();
+    assert_eq!(spec["parameters"]["required"], json!(["command"]));
+    assert_eq!(
+        spec["parameters"]["properties"]["timeout"]["type"],
+        "integer"
+    );
+    let err = f
+        .pool
+        .execute("agent", &json!({"command": "true", "timeout": 61}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "timeout must be a whole number of seconds from 1 to 60"
+    );
+    let text = f
+        .pool
+        .execute(
+            "agent",
+            &json!({"command": "echo partial; sleep 1000", "timeout": 1}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "Your command timed out after 1 seconds or experienced an OOM error. Below is partial output:\npartial\n{RESET}"
+        )
+    );
+    assert_eq!(f.run("sleep 2; echo done").await, "done");
 }
 
 async fn cancellation_resets_even_after_the_marker(w: Where) {
@@ -495,6 +587,26 @@ async fn commands_waiting_for_input_do_not_hang(w: Where) {
     }
 }
 
+/// `set -x` and `set -v` trace and echo the model's commands, never a step
+/// of the protocol (no line of it, none of its variables).
+async fn tracing_shows_only_the_commands(w: Where) {
+    let f = Fixture::new(w).await;
+    let out = f.run("set -x; printf '%s\\n' traced").await;
+    assert_eq!(out, "+++ printf '%s\\n' traced\ntraced");
+    let out = f.run("echo two; false").await;
+    assert_eq!(out, "+++ echo two\ntwo\n+++ false\n[exit code: 1]");
+    let out = f.run("set +x; set -v; echo verbose").await;
+    // The line was read before `set -v`: its rest is not echoed.
+    assert_eq!(out, "+++ set +x\nverbose");
+    let out = f.run("echo three").await;
+    assert_eq!(out, "echo three\nthree");
+    assert_eq!(f.run("set +v").await, "set +v");
+    let out = f
+        .run("case $- in *[xv]*) echo on;; *) echo off;; esac")
+        .await;
+    assert_eq!(out, "off");
+}
+
 async fn a_deleted_working_directory_is_survivable(w: Where) {
     let f = Fixture::new(w).await;
     f.run("mkdir doomed && cd doomed && rmdir ../doomed").await;
@@ -544,12 +656,15 @@ suite!(
     the_shell_ending_is_reported_and_reset,
     nounset_keeps_the_protocol_working,
     timeout_kills_reports_partial_output_and_resets,
+    a_calls_own_timeout_overrides_the_pools,
+    the_model_sets_a_timeout_only_where_the_host_offers_it,
     cancellation_resets_even_after_the_marker,
     fake_markers_cannot_end_a_call,
     the_protocol_survives_what_commands_do_to_the_shell,
     long_commands_and_long_output,
     output_is_normalized_for_the_model,
     commands_waiting_for_input_do_not_hang,
+    tracing_shows_only_the_commands,
     a_deleted_working_directory_is_survivable,
     invalid_calls_and_schema,
 );

@@ -132,9 +132,13 @@ async fn closing_idle_shells_gives_their_jobs_the_grace() {
     let pool = pool(|c| c);
     let job = |name: &str| {
         let file = dir.path().join(name);
+        // The job says on a FIFO that its trap is set, and the call waits
+        // for that: a close can never come before the trap.
+        let fifo = dir.path().join(format!("{name}.ready"));
         format!(
-            "sh -c 'trap \"echo graceful > {}; exit\" TERM HUP; while :; do sleep 0.05; done' & echo started",
-            file.display()
+            "mkfifo {fifo}; sh -c 'trap \"echo graceful > {file}; exit\" TERM HUP; echo > {fifo}; while :; do sleep 0.05; done' & read -r _ < {fifo}; echo started",
+            fifo = fifo.display(),
+            file = file.display()
         )
     };
     for owner in ["a", "b"] {

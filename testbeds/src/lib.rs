@@ -9,6 +9,18 @@
 //! `#[ignore]`d and run with `cargo test -- --ignored` where the engines are.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+/// The `dsh-docker` README's examples, compiled by `cargo test` as this
+/// crate's doctests (they need a daemon, so they are not run).
+#[cfg(doctest)]
+#[doc = include_str!("../../dsh-docker/README.md")]
+pub struct DockerReadme;
+
+/// The `dsh-ssh` README's examples, compiled by `cargo test` as this
+/// crate's doctests (they need an SSH host, so they are not run).
+#[cfg(all(doctest, target_os = "linux"))]
+#[doc = include_str!("../../dsh-ssh/README.md")]
+pub struct SshReadme;
+
 use std::path::Path;
 use std::sync::Arc;
 

@@ -124,8 +124,15 @@ struct Args {
     /// `LANGUAGE`, `LC_*`, `TZ` and `SHELL` of the server's environment:
     /// this is how a host passes a proxy (`--env HTTPS_PROXY`), a package
     /// index (`PIP_INDEX_URL`) or a toolchain's home (`CARGO_HOME`,
-    /// `RUSTUP_HOME`).
-    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    /// `RUSTUP_HOME`). In the environment, one `NAME[=VALUE]` a line (a
+    /// value may hold `:`, `,` and spaces, as proxies and paths do).
+    #[arg(
+        long = "env",
+        env = "DSH_ENV",
+        value_name = "NAME[=VALUE]",
+        value_parser = parse_env,
+        value_delimiter = '\n'
+    )]
     env: Vec<(String, Option<String>)>,
 
     /// Who approves a call's `sandbox_permissions`: nobody (`never`), every

@@ -548,25 +548,26 @@ async fn huge_log(mode: Mode) {
 /// What a confined shell keeps of the server's environment, and what a
 /// host passes with `--env`: a package index, a proxy; never the rest.
 async fn environment(mode: Mode) {
-    let mut s = Session::open_with(
-        "environment",
-        mode,
-        &[
-            "--env",
-            "PIP_INDEX_URL=http://127.0.0.1:9/simple",
-            "--env",
-            "HTTPS_PROXY",
-            "--env",
-            "DSH_NOT_SET_ANYWHERE",
-        ],
-        &[
-            ("HTTPS_PROXY", Some("http://proxy.invalid:3128")),
-            ("DSH_SECRET_TOKEN", Some("hunter2")),
-        ],
-    )
-    .await;
+    let passed = [
+        "PIP_INDEX_URL=http://127.0.0.1:9/simple",
+        "NO_PROXY=localhost, 127.0.0.1",
+        "HTTPS_PROXY",
+        "DSH_NOT_SET_ANYWHERE",
+    ];
+    let lines = passed.join("\n");
+    let mut flags = Vec::new();
+    let mut env = vec![
+        ("HTTPS_PROXY", Some("http://proxy.invalid:3128")),
+        ("DSH_SECRET_TOKEN", Some("hunter2")),
+    ];
+    match mode {
+        // The flags in one mode, the environment variable in the other.
+        Mode::Full => flags.extend(passed.iter().flat_map(|p| ["--env", p])),
+        _ => env.push(("DSH_ENV", Some(&lines))),
+    }
+    let mut s = Session::open_with("environment", mode, &flags, &env).await;
     let seen = s
-        .ok("echo \"$PIP_INDEX_URL|$HTTPS_PROXY|${DSH_NOT_SET_ANYWHERE-unset}|${DSH_SECRET_TOKEN-absent}|$HOME\"")
+        .ok("echo \"$PIP_INDEX_URL|$NO_PROXY|$HTTPS_PROXY|${DSH_NOT_SET_ANYWHERE-unset}|${DSH_SECRET_TOKEN-absent}|$HOME\"")
         .await;
     let secret = match mode {
         // Without the sandbox the shell starts from the server's environment.
@@ -576,7 +577,7 @@ async fn environment(mode: Mode) {
     assert_eq!(
         seen,
         format!(
-            "http://127.0.0.1:9/simple|http://proxy.invalid:3128|unset|{secret}|{}",
+            "http://127.0.0.1:9/simple|localhost, 127.0.0.1|http://proxy.invalid:3128|unset|{secret}|{}",
             std::env::var("HOME").unwrap()
         )
     );

@@ -86,8 +86,11 @@ fn editor_in_container(c: &mut Criterion) {
     rt.block_on(pool.run("bench", "true")).unwrap();
     let editor = Editor::new(DockerFs::new(container.clone()));
     let path = "/tmp/bench.txt";
-    rt.block_on(editor.execute(&json!({"command": "create", "path": path, "file_text": "one\ntwo\nthree\n"})))
-        .unwrap();
+    rt.block_on(
+        editor
+            .execute(&json!({"command": "create", "path": path, "file_text": "one\ntwo\nthree\n"})),
+    )
+    .unwrap();
     let view = json!({"command": "view", "path": path});
     // Each edit undoes the one before, so every one succeeds.
     let edits = [

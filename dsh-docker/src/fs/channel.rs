@@ -89,9 +89,7 @@ impl Channel {
         let mut out = Vec::new();
         loop {
             let Some(chunk) = helper.recv().await else {
-                return Err(DockerError::HelperEnded {
-                    said: shown(&out),
-                });
+                return Err(DockerError::HelperEnded { said: shown(&out) });
             };
             out.extend_from_slice(&chunk);
             if let Some((at, code, exits)) = end_of_answer(&out, &token) {
@@ -182,8 +180,14 @@ mod tests {
     #[test]
     fn answers_end_with_their_token_line() {
         let t = "0123456789abcdef";
-        assert_eq!(end_of_answer(b"\n0123456789abcdef 0\n", t), Some((0, 0, false)));
-        assert_eq!(end_of_answer(b"ab\n0123456789abcdef 13 x\n", t), Some((2, 13, true)));
+        assert_eq!(
+            end_of_answer(b"\n0123456789abcdef 0\n", t),
+            Some((0, 0, false))
+        );
+        assert_eq!(
+            end_of_answer(b"ab\n0123456789abcdef 13 x\n", t),
+            Some((2, 13, true))
+        );
         // Not yet complete, or another token.
         assert_eq!(end_of_answer(b"ab\n0123456789abcdef 1", t), None);
         assert_eq!(end_of_answer(b"ab\n0123456789abcdee 0\n", t), None);

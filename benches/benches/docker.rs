@@ -166,6 +166,38 @@ fn first_call(_c: &mut Criterion) {
         ratio(first, cli)
     );
     breakdown(&rt, &docker, &image);
+    ours_in_a_shared_container(&rt, &docker);
+}
+
+/// What a shell adds to the daemon's exec: the first call of a new shell in
+/// a running container against a bare exec of bash to its first output,
+/// taken in turns.
+fn ours_in_a_shared_container(rt: &tokio::runtime::Runtime, docker: &dsh_docker::Docker) {
+    const N: usize = 15;
+    let shared = rt
+        .block_on(Container::create(docker.clone(), &template()))
+        .unwrap();
+    let mut config = ShellConfig::new("/tmp");
+    config.backend = Arc::new(DockerBackend::new(shared.clone()));
+    let pool = ShellPool::new(config).unwrap();
+    let (mut bare, mut shells) = (Vec::new(), Vec::new());
+    for i in 0..N {
+        let start = Instant::now();
+        drop(rt.block_on(raw_exec(shared.docker(), shared.id())));
+        bare.push(start.elapsed());
+        let owner = format!("shared-{i}");
+        let start = Instant::now();
+        assert_eq!(rt.block_on(pool.run(&owner, "true")).unwrap(), "");
+        shells.push(start.elapsed());
+        rt.block_on(pool.close_owner(&owner));
+    }
+    let (bare, shells) = (median(bare), median(shells));
+    println!(
+        "median of {N}, one running container: first call of a new shell {shells:?}; a bare exec of bash to its \
+         first output {bare:?}; the shell's own part {:?}",
+        shells.saturating_sub(bare)
+    );
+    rt.block_on(shared.remove()).unwrap();
 }
 
 /// The daemon's part of a first call, one request at a time: create the

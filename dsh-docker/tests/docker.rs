@@ -713,6 +713,25 @@ mod docker {
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn a_dropped_filesystem_leaves_no_helper() {
+            let bed = Testbed::docker().await;
+            let c = bed.container().unwrap();
+            let fs = DockerFs::new(c.clone());
+            let user = fs.clone().user("1000");
+            let pids = [helper_pid(&fs).await, helper_pid(&user).await];
+            assert_ne!(pids[0], pids[1], "a user gets a helper of its own");
+            let running = |pid: &str| format!("[ -e /proc/{pid} ] && echo yes; true");
+            assert_eq!(sh(c, &running(&pids[0])).await, "yes");
+            drop((fs, user));
+            // The helpers see their input end and go.
+            assert_eq!(
+                super::until_gone(c, &["op_replace"]).await,
+                Vec::<String>::new()
+            );
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
         async fn a_helper_that_cannot_start_says_why() {
             let bed = Testbed::docker().await;
             let c = bed.container().unwrap();

@@ -43,6 +43,16 @@ pub enum DockerError {
         /// The end of what it printed on standard error.
         stderr: String,
     },
+    /// The editor's helper process in the container ended before it
+    /// answered a request (it was killed, the container stopped, or `sh`
+    /// could not start). It is started again on the next call; the request
+    /// is not repeated, so whether a write it carried took effect is not
+    /// known.
+    #[error("the editor's helper process in the container ended before it answered (it is started again on the next call; whether this operation took effect is not known){}", if said.is_empty() { String::new() } else { format!(": {said}") })]
+    HelperEnded {
+        /// The start of what it printed, if anything.
+        said: String,
+    },
     /// Writing to an exec's standard input failed.
     #[error("Docker: writing to {what} failed: {source}")]
     Input {

@@ -2,74 +2,24 @@
 
 use std::ffi::OsString;
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use dsh_editor::fs::{DirEntry, FileKind, Fs, FsError, Metadata, Version};
 
-use crate::Ran;
-use crate::exec::run_sh;
 use crate::{Container, DockerError};
 
-/// One `sh` script for every operation, so each is a single exec. Exit
-/// codes: 2 not found, 13 refused, 16 changed since read, 17 exists,
-/// 20 not a directory, 21 a directory. `ver` prints the version text:
-/// device, inode, size, modification and status-change times to the
-/// nanosecond where `stat` shows them (GNU and BusyBox both do).
-const SCRIPT: &str = r#"op=$1 p=$2
-ver() { stat -L -c '%d %i %s %y %z' -- "$1"; }
-meta() {
-  if [ -L "$1" ]; then l=L; else l=-; fi
-  if [ ! -e "$1" ]; then
-    [ "$l" = L ] || return 2
-    echo "o$l 0 -"; stat -c '%d %i %s %y %z' -- "$1"; return 0
-  fi
-  if [ -d "$1" ]; then k=d; elif [ -f "$1" ]; then k=f; else k=o; fi
-  printf '%s%s %s\n' "$k" "$l" "$(stat -L -c '%s %a' -- "$1")" && ver "$1"
-}
-case $op in
-stat) meta "$p" || exit 2 ;;
-read)
-  meta "$p" || exit 2
-  [ -d "$p" ] && exit 21
-  [ -e "$p" ] || exit 2
-  head -c "$3" -- "$p" || exit 13 ;;
-list)
-  [ -e "$p" ] || exit 2
-  [ -d "$p" ] || exit 20
-  cd -- "$p" || exit 13
-  for f in .* *; do
-    case $f in .|..) continue;; esac
-    [ -e "$f" ] || [ -L "$f" ] || continue
-    if [ -L "$f" ]; then l=L; else l=-; fi
-    if [ -d "$f" ]; then k=d; elif [ -f "$f" ]; then k=f; else k=o; fi
-    printf '%s%s%s\0' "$k" "$l" "$f"
-  done ;;
-create)
-  { [ -e "$p" ] || [ -L "$p" ]; } && exit 17
-  d=$(dirname -- "$p")
-  mkdir -p -- "$d" 2>/dev/null || exit 13
-  t="$d/.dsh-new.$$"
-  cat > "$t" || { rm -f -- "$t"; exit 13; }
-  ln -- "$t" "$p" 2>/dev/null; r=$?
-  rm -f -- "$t"
-  [ "$r" = 0 ] || { [ -e "$p" ] && exit 17; exit 13; } ;;
-replace)
-  q=$(readlink -f -- "$p") && [ -f "$q" ] || exit 2
-  [ "$(ver "$q")" = "$3" ] || exit 16
-  d=$(dirname -- "$q")
-  t="$d/.dsh-edit.$$"
-  cat > "$t" || { rm -f -- "$t"; exit 13; }
-  chown "$(stat -c %u:%g -- "$q")" "$t" 2>/dev/null
-  chmod "$(stat -c %a -- "$q")" "$t" || { rm -f -- "$t"; exit 13; }
-  mv -f -- "$t" "$q" || { rm -f -- "$t"; exit 13; }
-  ver "$q" ;;
-*) exit 64 ;;
-esac
-"#;
+mod channel;
 
-/// The editor's filesystem inside a Docker container: each operation is one
-/// small `sh` script run with `docker exec` (so the image needs `sh`, `stat`,
-/// `cat`, `ln`, `mv`, `readlink -f`, as GNU coreutils and BusyBox provide).
+use channel::{Answer, Channel};
+
+/// The editor's filesystem inside a Docker container, reached through one
+/// long-lived helper process there: an `sh` running a small script
+/// (started with `docker exec` on first use, so the image needs only `sh`,
+/// `stat`, `head`, `ln`, `mv`, `readlink -f` and `touch -d @seconds`, as GNU
+/// coreutils and BusyBox provide; nothing is copied in). Every operation is
+/// one request and one answer on its standard input and output, one at a
+/// time (concurrent calls wait their turn); clones share the helper.
 ///
 /// What it keeps of [`dsh_editor::fs::LocalFs`]'s guarantees:
 /// * **Atomic replace**: the new content goes to a temporary file in the same
@@ -81,44 +31,54 @@ esac
 ///   the rename.
 /// * **Create-new** never overwrites: the file is written aside and
 ///   hard-linked into place, which fails if anything appeared there.
+/// * **An edit is seen by mtime-and-size caches**: a replace that keeps the
+///   size and would keep the modification time's whole second sets it to
+///   the next second (Python's bytecode cache compares exactly those).
+///
+/// A helper that ends (killed, or the container restarted) is started again
+/// on the next call; a call it was answering fails with
+/// [`DockerError::HelperEnded`] and is not repeated, as a write may have
+/// happened. A call abandoned halfway (its future dropped) ends the helper
+/// too. Dropping the last clone ends the helper (its input closes).
 ///
 /// What differs: nothing is `fsync`ed (a crash of the container's host right
 /// after an edit can lose it); the check-then-rename of a replace runs in one
 /// script but is not a single system call, so a writer racing it in the same
 /// microseconds can be overwritten (the local filesystem has the same window,
-/// narrower); every operation costs one exec round trip to the daemon.
+/// narrower); every operation costs a round trip to the container.
 #[derive(Debug, Clone)]
 pub struct DockerFs {
-    container: Container,
-    user: Option<String>,
+    channel: Arc<Channel>,
 }
 
 impl DockerFs {
     /// The filesystem of `container`, as the image's default user.
     pub fn new(container: Container) -> Self {
         DockerFs {
-            container,
-            user: None,
+            channel: Arc::new(Channel::new(container, None)),
         }
     }
 
-    /// Acts as `user` (`name`, `uid` or `uid:gid`).
-    pub fn user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
+    /// Acts as `user` (`name`, `uid` or `uid:gid`), with a helper of its
+    /// own.
+    pub fn user(self, user: impl Into<String>) -> Self {
+        DockerFs {
+            channel: Arc::new(Channel::new(
+                self.channel.container().clone(),
+                Some(user.into()),
+            )),
+        }
     }
 
     async fn run(
         &self,
         op: &str,
         path: &Path,
-        extra: Option<&str>,
-        stdin: Option<&[u8]>,
-    ) -> Result<Ran, FsError> {
-        let p = path.to_string_lossy();
-        let mut args = vec![op, &p];
-        args.extend(extra);
-        run_sh(&self.container, self.user.as_deref(), SCRIPT, &args, stdin)
+        extra: &str,
+        data: &[u8],
+    ) -> Result<Answer, FsError> {
+        self.channel
+            .call(op, path, extra, data)
             .await
             .map_err(|e| io_error(path, e))
     }
@@ -131,9 +91,9 @@ fn io_error(path: &Path, e: DockerError) -> FsError {
     }
 }
 
-/// The error an exit code of [`SCRIPT`] stands for.
-fn failure(path: &Path, what: &'static str, ran: &Ran) -> FsError {
-    let kind = match ran.status.code() {
+/// The error an exit code of the helper's script stands for.
+fn failure(path: &Path, what: &'static str, answer: &Answer) -> FsError {
+    let kind = match Some(answer.code) {
         Some(2) => return FsError::NotFound(path.to_owned()),
         Some(13) => return FsError::PermissionDenied(path.to_owned()),
         Some(16) => return FsError::Changed(path.to_owned()),
@@ -145,8 +105,8 @@ fn failure(path: &Path, what: &'static str, ran: &Ran) -> FsError {
                 path,
                 DockerError::Helper {
                     what,
-                    code: ran.status.code().map_or(-1, i64::from),
-                    stderr: ran.stderr_text(),
+                    code: i64::from(answer.code),
+                    stderr: tail_text(&answer.out),
                 },
             );
         }
@@ -155,6 +115,12 @@ fn failure(path: &Path, what: &'static str, ran: &Ran) -> FsError {
         path: path.to_owned(),
         source: kind.into(),
     }
+}
+
+/// The end of what a failed operation printed (at most 500 bytes), as text.
+fn tail_text(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(500)..]);
+    text.trim().to_owned()
 }
 
 /// The version text, packed into [`Version`] parts (its length, then eight
@@ -189,7 +155,8 @@ fn kind_of(byte: u8) -> FileKind {
     }
 }
 
-/// Parses the two lines `meta` prints; returns the rest.
+/// Parses the line `meta` prints (kind and link flags, size, mode, then
+/// the version text); returns the rest.
 fn parse_meta<'a>(path: &Path, out: &'a [u8]) -> Result<(Metadata, &'a [u8]), FsError> {
     let bad = || {
         io_error(
@@ -205,19 +172,19 @@ fn parse_meta<'a>(path: &Path, out: &'a [u8]) -> Result<(Metadata, &'a [u8]), Fs
         )
     };
     let (first, rest) = line(out).ok_or_else(bad)?;
-    let (version, rest) = line(rest).ok_or_else(bad)?;
     let first = std::str::from_utf8(first).map_err(|_| bad())?;
-    let mut fields = first.split(' ');
+    let mut fields = first.splitn(4, ' ');
     let flags = fields.next().ok_or_else(bad)?.as_bytes();
     let len = fields.next().and_then(|f| f.parse().ok()).ok_or_else(bad)?;
     let mode = fields.next().and_then(|f| u32::from_str_radix(f, 8).ok());
+    let version = fields.next().ok_or_else(bad)?;
     Ok((
         Metadata {
             kind: kind_of(*flags.first().ok_or_else(bad)?),
             is_symlink: flags.get(1) == Some(&b'L'),
             len,
             mode,
-            version: version_of(version),
+            version: version_of(version.as_bytes()),
         },
         rest,
     ))
@@ -226,32 +193,32 @@ fn parse_meta<'a>(path: &Path, out: &'a [u8]) -> Result<(Metadata, &'a [u8]), Fs
 #[async_trait]
 impl Fs for DockerFs {
     async fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
-        let ran = self.run("stat", path, None, None).await?;
-        if !ran.status.success() {
-            return Err(failure(path, "reading a file's metadata", &ran));
+        let answer = self.run("stat", path, "", &[]).await?;
+        if answer.code != 0 {
+            return Err(failure(path, "reading a file's metadata", &answer));
         }
-        parse_meta(path, &ran.stdout).map(|(meta, _)| meta)
+        parse_meta(path, &answer.out).map(|(meta, _)| meta)
     }
 
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         // One byte past the limit tells a file that is too large.
         let past = limit.saturating_add(1).to_string();
-        let ran = self.run("read", path, Some(&past), None).await?;
-        if !ran.status.success() {
-            return Err(failure(path, "reading a file", &ran));
+        let answer = self.run("read", path, &past, &[]).await?;
+        if answer.code != 0 {
+            return Err(failure(path, "reading a file", &answer));
         }
-        let (meta, content) = parse_meta(path, &ran.stdout)?;
+        let (meta, content) = parse_meta(path, &answer.out)?;
         FsError::check_len(path, meta.len.max(content.len() as u64), limit)?;
         Ok((content.to_vec(), meta.version))
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
-        let ran = self.run("list", path, None, None).await?;
-        if !ran.status.success() {
-            return Err(failure(path, "listing a directory", &ran));
+        let answer = self.run("list", path, "", &[]).await?;
+        if answer.code != 0 {
+            return Err(failure(path, "listing a directory", &answer));
         }
-        Ok(ran
-            .stdout
+        Ok(answer
+            .out
             .split(|&b| b == 0)
             .filter(|e| e.len() > 2)
             .map(|e| DirEntry {
@@ -263,9 +230,9 @@ impl Fs for DockerFs {
     }
 
     async fn create_new(&self, path: &Path, data: Vec<u8>) -> Result<(), FsError> {
-        let ran = self.run("create", path, None, Some(&data)).await?;
-        if !ran.status.success() {
-            return Err(failure(path, "creating a file", &ran));
+        let answer = self.run("create", path, "", &data).await?;
+        if answer.code != 0 {
+            return Err(failure(path, "creating a file", &answer));
         }
         Ok(())
     }
@@ -280,11 +247,11 @@ impl Fs for DockerFs {
             // Not a version this filesystem made: it cannot match.
             return Err(FsError::Changed(path.to_owned()));
         };
-        let ran = self.run("replace", path, Some(&text), Some(&data)).await?;
-        if !ran.status.success() {
-            return Err(failure(path, "replacing a file", &ran));
+        let answer = self.run("replace", path, &text, &data).await?;
+        if answer.code != 0 {
+            return Err(failure(path, "replacing a file", &answer));
         }
-        let out = ran.stdout.strip_suffix(b"\n").unwrap_or(&ran.stdout);
+        let out = answer.out.strip_suffix(b"\n").unwrap_or(&answer.out);
         Ok(version_of(out))
     }
 }

@@ -19,6 +19,10 @@
 //!   session *and* every tagged process (so `setsid` and double forks are
 //!   reached), `SIGTERM` first, `SIGKILL` after a grace. A per-session
 //!   container is removed instead.
+//! * **The editor at shell speed**: [`DockerFs`] keeps one small `sh`
+//!   helper running in the container (nothing copied into the image) and
+//!   makes every file operation one round trip to it, instead of a
+//!   `docker exec` each.
 //! * **Clear failures**: a daemon that is down, a container that is gone, an
 //!   image that is missing are errors that say so; a connection lost during
 //!   a call ends the call with a line that says so, and the shell is reset.

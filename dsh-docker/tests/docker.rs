@@ -543,4 +543,249 @@ mod docker {
         assert_eq!(pool.run("a", "echo back").await.unwrap(), "back");
         pool.close_all().await;
     }
+
+    /// The editor's helper: what it must carry and what it survives.
+    mod helper {
+        use std::path::{Path, PathBuf};
+        use std::time::Duration;
+
+        use dsh_docker::DockerFs;
+        use dsh_editor::fs::{Fs, FsError};
+        use dsh_testbeds::Testbed;
+
+        use super::sh;
+
+        /// The helper's process id, learned from the helper itself: `head`,
+        /// which reads a file for it, is its child.
+        async fn helper_pid(fs: &DockerFs) -> String {
+            let (stat, _) = fs.read(Path::new("/proc/self/stat"), 4096).await.unwrap();
+            let stat = String::from_utf8(stat).unwrap();
+            // pid (comm) state ppid ...
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after.split(' ').nth(1).unwrap().to_owned()
+        }
+
+        fn file(bed: &Testbed, name: &str) -> PathBuf {
+            PathBuf::from(format!("{}/{name}", bed.root))
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn binary_content_and_frame_lookalikes_pass_unchanged() {
+            let bed = Testbed::docker().await;
+            let fs = DockerFs::new(bed.container().unwrap().clone());
+            let path = file(&bed, "bin");
+            let mut data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+            data.extend_from_slice(b"\n0123456789abcdef 0\n\n0123456789abcdef 0 x\n\0\0");
+            fs.create_new(&path, data.clone()).await.unwrap();
+            let (read, version) = fs.read(&path, 1 << 20).await.unwrap();
+            assert_eq!(read, data);
+            // Content that ends like an answer, and no final newline.
+            let mut next = data.clone();
+            next.extend_from_slice(b"\nffffffffffffffff 0");
+            fs.replace(&path, next.clone(), &version).await.unwrap();
+            assert_eq!(fs.read(&path, 1 << 20).await.unwrap().0, next);
+            // Empty content, and a path with a newline and a backslash.
+            let odd = file(&bed, "a\nb\\c d");
+            fs.create_new(&odd, Vec::new()).await.unwrap();
+            assert_eq!(fs.read(&odd, 10).await.unwrap().0, b"");
+            assert_eq!(fs.stat(&odd).await.unwrap().len, 0);
+            let names: Vec<_> = fs.read_dir(Path::new(&bed.root)).await.unwrap();
+            assert!(names.iter().any(|e| e.name == "a\nb\\c d"), "{names:?}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn a_large_file_goes_both_ways() {
+            let bed = Testbed::docker().await;
+            let c = bed.container().unwrap();
+            let fs = DockerFs::new(c.clone());
+            let path = file(&bed, "large");
+            let data: Vec<u8> = (0..6_000_000u32).map(|i| (i % 251) as u8).collect();
+            fs.create_new(&path, data.clone()).await.unwrap();
+            let (read, version) = fs.read(&path, 1 << 24).await.unwrap();
+            assert!(read == data, "{} bytes came back", read.len());
+            let mut next = data;
+            next.truncate(4_000_000);
+            fs.replace(&path, next.clone(), &version).await.unwrap();
+            assert!(fs.read(&path, 1 << 24).await.unwrap().0 == next);
+            assert_eq!(
+                sh(c, &format!("wc -c < {}", path.display())).await,
+                "4000000"
+            );
+            // Too large for the limit: refused, and the helper stays in step.
+            assert!(matches!(
+                fs.read(&path, 1000).await,
+                Err(FsError::TooLarge { .. })
+            ));
+            assert_eq!(fs.stat(&path).await.unwrap().len, 4_000_000);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn concurrent_operations_each_get_their_own_answer() {
+            let bed = Testbed::docker().await;
+            let fs = DockerFs::new(bed.container().unwrap().clone());
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..40 {
+                let fs = fs.clone();
+                let path = file(&bed, &format!("f{i}"));
+                tasks.spawn(async move {
+                    let body = format!("file {i}\n").repeat(i + 1).into_bytes();
+                    fs.create_new(&path, body.clone()).await.unwrap();
+                    let (read, version) = fs.read(&path, 1 << 16).await.unwrap();
+                    assert_eq!(read, body);
+                    let next = format!("edited {i}\n").into_bytes();
+                    fs.replace(&path, next.clone(), &version).await.unwrap();
+                    assert_eq!(fs.read(&path, 1 << 16).await.unwrap().0, next);
+                    assert_eq!(fs.stat(&path).await.unwrap().len, next.len() as u64);
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                done.unwrap();
+            }
+            let entries = fs.read_dir(Path::new(&bed.root)).await.unwrap();
+            assert_eq!(entries.len(), 40, "{entries:?}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn a_killed_helper_is_reported_and_started_again() {
+            let bed = Testbed::docker().await;
+            let c = bed.container().unwrap();
+            let fs = DockerFs::new(c.clone());
+            let path = file(&bed, "f");
+            fs.create_new(&path, b"one\n".to_vec()).await.unwrap();
+
+            // Killed while idle: the next call works (on a new helper) or
+            // says the helper ended; the one after works.
+            let first = helper_pid(&fs).await;
+            sh(c, &format!("kill -9 {first}")).await;
+            match fs.read(&path, 100).await {
+                Ok((data, _)) => assert_eq!(data, b"one\n"),
+                Err(e) => assert!(
+                    e.to_string()
+                        .contains("helper process in the container ended"),
+                    "{e}"
+                ),
+            }
+            assert_eq!(fs.read(&path, 100).await.unwrap().0, b"one\n");
+            let second = helper_pid(&fs).await;
+            assert_ne!(first, second);
+
+            // Killed mid-call (reading a FIFO nobody writes): that call
+            // fails and says so; the next one works.
+            let fifo = file(&bed, "fifo");
+            sh(c, &format!("mkfifo {}", fifo.display())).await;
+            let stuck = tokio::spawn({
+                let fs = fs.clone();
+                async move { fs.read(&fifo, 100).await }
+            });
+            // Wait (bounded) for the helper's `head` on the FIFO.
+            let mut child = String::new();
+            for _ in 0..400 {
+                child = sh(
+                    c,
+                    &format!(
+                        "for d in /proc/[0-9]*; do set -- $(cat $d/stat 2>/dev/null); [ \"$4\" = {second} ] && echo ${{d#/proc/}}; done; true"
+                    ),
+                )
+                .await;
+                if !child.is_empty() {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert!(
+                !child.is_empty(),
+                "the helper never started reading the FIFO"
+            );
+            sh(c, &format!("kill -9 {second} {child}")).await;
+            let err = tokio::time::timeout(Duration::from_secs(60), stuck)
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap_err();
+            let said = err.to_string();
+            assert!(
+                said.contains("helper process in the container ended"),
+                "{said}"
+            );
+            assert!(
+                said.contains("whether this operation took effect is not known"),
+                "{said}"
+            );
+            assert_eq!(fs.read(&path, 100).await.unwrap().0, b"one\n");
+            assert_ne!(helper_pid(&fs).await, second);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn a_dropped_filesystem_leaves_no_helper() {
+            let bed = Testbed::docker().await;
+            let c = bed.container().unwrap();
+            let fs = DockerFs::new(c.clone());
+            let user = fs.clone().user("1000");
+            let pids = [helper_pid(&fs).await, helper_pid(&user).await];
+            assert_ne!(pids[0], pids[1], "a user gets a helper of its own");
+            let running = |pid: &str| format!("[ -e /proc/{pid} ] && echo yes; true");
+            assert_eq!(sh(c, &running(&pids[0])).await, "yes");
+            drop((fs, user));
+            // The helpers see their input end and go.
+            assert_eq!(
+                super::until_gone(c, &["op_replace"]).await,
+                Vec::<String>::new()
+            );
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn a_helper_that_cannot_start_says_why() {
+            let bed = Testbed::docker().await;
+            let c = bed.container().unwrap();
+            let fs = DockerFs::new(c.clone());
+            c.remove().await.unwrap();
+            let err = fs.stat(Path::new("/")).await.unwrap_err().to_string();
+            assert!(err.contains("there is no Docker container"), "{err}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn a_same_size_edit_moves_the_whole_second() {
+            let bed = Testbed::docker().await;
+            let c = bed.container().unwrap();
+            let fs = DockerFs::new(c.clone());
+            let path = file(&bed, "m.py");
+            fs.create_new(&path, b"x = 1\n".to_vec()).await.unwrap();
+            let seconds = || async {
+                sh(c, &format!("stat -c %Y {}", path.display()))
+                    .await
+                    .parse::<i64>()
+                    .unwrap()
+            };
+            let before = seconds().await;
+            let (_, version) = fs.read(&path, 100).await.unwrap();
+            fs.replace(&path, b"x = 2\n".to_vec(), &version)
+                .await
+                .unwrap();
+            let after = seconds().await;
+            // (Made and edited within a second, the rule set it to the next
+            // second; else the clock moved it on.)
+            assert!(after > before, "a same-size edit kept the mtime's second");
+            assert_eq!(
+                sh(c, &format!("cat {}; ls -A {}", path.display(), bed.root)).await,
+                "x = 2\nm.py"
+            );
+            // An edit that changes the size keeps the clock's time.
+            let (_, version) = fs.read(&path, 100).await.unwrap();
+            fs.replace(&path, b"x = 30\n".to_vec(), &version)
+                .await
+                .unwrap();
+            assert!(
+                !sh(c, &format!("stat -c %y {}", path.display()))
+                    .await
+                    .contains(".000000000")
+            );
+        }
+    }
 }

@@ -16,7 +16,7 @@ use channel::{Answer, Channel};
 /// The editor's filesystem inside a Docker container, reached through one
 /// long-lived helper process there: an `sh` running a small script
 /// (started with `docker exec` on first use, so the image needs only `sh`,
-/// `stat`, `head`, `ln`, `mv`, `readlink -f` and `touch -d @seconds`, as GNU
+/// `stat`, `head`, `ln`, `mv`, `readlink -f`, `touch`, `date` and `sleep`, as GNU
 /// coreutils and BusyBox provide; nothing is copied in). Every operation is
 /// one request and one answer on its standard input and output, one at a
 /// time (concurrent calls wait their turn); clones share the helper.
@@ -32,8 +32,10 @@ use channel::{Answer, Channel};
 /// * **Create-new** never overwrites: the file is written aside and
 ///   hard-linked into place, which fails if anything appeared there.
 /// * **An edit is seen by mtime-and-size caches**: a replace that keeps the
-///   size and would keep the modification time's whole second sets it to
-///   the next second (Python's bytecode cache compares exactly those).
+///   size and would keep the modification time's whole second waits for the
+///   next second and is stamped then (Python's bytecode cache compares
+///   exactly those), never with a time in the future, as
+///   [`LocalFs::later_second`](dsh_editor::fs::LocalFs::later_second) does.
 ///
 /// A helper that ends (killed, or the container restarted) is started again
 /// on the next call; a call it was answering fails with

@@ -87,10 +87,18 @@ op_replace() {
   set -- ${a#*|} ${b#*|}
   [ "$1" = "$5" ] || chown "$1" "$t" 2>/dev/null
   [ "$2" = "$6" ] || chmod "$2" "$t" || { rm -f -- "$t"; return 13; }
-  # Same size within the same second: a second later, so that caches keyed
-  # on (whole seconds, size), as Python's bytecode, see the edit.
-  if [ "$3" = "$7" ] && [ "$4" = "$8" ]; then
-    touch -c -d "@$(($4 + 1))" -- "$t" || { rm -f -- "$t"; return 13; }
+  # Same size within the old file's second (or the one before: file times
+  # come from the kernel's coarse clock): wait for the next second and
+  # stamp the new file then, so that caches keyed on (whole seconds, size),
+  # as Python's bytecode, see the edit, and no time is in the future (as
+  # LocalFs does; make warns of those).
+  if [ "$3" = "$7" ] && [ "$8" -le "$4" ] && [ $(($4 - $8)) -le 1 ]; then
+    w=0
+    while [ "$(date +%s)" -le "$4" ] && [ $w -lt 30 ]; do
+      sleep 0.1 2>/dev/null || sleep 1
+      w=$((w + 1))
+    done
+    touch -c -- "$t" || { rm -f -- "$t"; return 13; }
   fi
   mv -f -- "$t" "$q" || { rm -f -- "$t"; return 13; }
   ver "$q"

@@ -53,6 +53,18 @@ pub enum DockerError {
         /// The start of what it printed, if anything.
         said: String,
     },
+    /// The container lacks programs a tool runs there.
+    #[error(
+        "The container {container} has no {programs}, which {needed_by} needs there (GNU coreutils or BusyBox provide them); add them to the image."
+    )]
+    MissingPrograms {
+        /// The container's name.
+        container: String,
+        /// The missing programs, comma-separated.
+        programs: String,
+        /// Which tool needs them.
+        needed_by: &'static str,
+    },
     /// Writing to an exec's standard input failed.
     #[error("Docker: writing to {what} failed: {source}")]
     Input {

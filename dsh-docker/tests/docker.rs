@@ -247,6 +247,99 @@ mod docker {
         assert_eq!(count().await, 0);
     }
 
+    /// Imports an image named `name` of BusyBox's applets without the ones
+    /// in `without`, with the Docker CLI; `sh` is BusyBox's when `bash` is
+    /// `false` (which finds every applet without a link), else bash. The
+    /// caller removes it.
+    fn busybox_image(name: &str, without: &[&str], bash: bool) {
+        let root = tempfile::tempdir().unwrap();
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(root.path().join("tmp")).unwrap();
+        std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
+        let list = std::process::Command::new("/bin/busybox")
+            .arg("--list")
+            .output()
+            .unwrap();
+        if bash {
+            std::fs::copy("/bin/bash-static", bin.join("bash")).unwrap();
+            std::os::unix::fs::symlink("bash", bin.join("sh")).unwrap();
+        }
+        for applet in String::from_utf8(list.stdout).unwrap().lines() {
+            if !without.contains(&applet) && !bin.join(applet).exists() {
+                std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+            }
+        }
+        let tar = std::process::Command::new("tar")
+            .arg("-C")
+            .arg(root.path())
+            .args(["-c", "."])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let imported = std::process::Command::new("docker")
+            .args(["import", "-c", "ENV PATH=/bin", "-", name])
+            .stdin(tar.stdout.unwrap())
+            .output()
+            .unwrap();
+        assert!(imported.status.success(), "{imported:?}");
+    }
+
+    /// An image without bash, and one without `stat`: the first call of the
+    /// shell, and of the editor, fails with an error naming what is missing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn images_without_what_the_tools_need_say_what_is_missing() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let stem = format!("dsh-rs-test-missing-{}", std::process::id());
+        // The images and containers this test makes go whatever it finds.
+        struct Cleanup(String);
+        impl Drop for Cleanup {
+            fn drop(&mut self) {
+                let ids = std::process::Command::new("docker")
+                    .args(["ps", "-aq", "--filter", &format!("label={}", self.0)])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default();
+                for id in ids.split_whitespace() {
+                    let _ = std::process::Command::new("docker")
+                        .args(["rm", "-f", id])
+                        .output();
+                }
+                for image in ["bash", "stat"] {
+                    let _ = std::process::Command::new("docker")
+                        .args(["rmi", &format!("{}-{image}", self.0)])
+                        .output();
+                }
+            }
+        }
+        let _cleanup = Cleanup(stem.clone());
+        let (no_bash, no_stat) = (format!("{stem}-bash"), format!("{stem}-stat"));
+        busybox_image(&no_bash, &[], false);
+        busybox_image(&no_stat, &["stat"], true);
+        let mut template = ContainerTemplate::new(no_bash.clone());
+        template.labels.push((stem.clone(), "1".into()));
+        let mut config = ShellConfig::new("/tmp");
+        config.backend = Arc::new(DockerBackend::per_session(docker.clone(), template));
+        let pool = ShellPool::new(config).unwrap();
+        let err = pool.run("a", "true").await.unwrap_err();
+        assert!(matches!(err, ShellError::EndedAtStart { .. }), "{err:?}");
+        assert!(err.to_string().contains("\"bash\""), "{err}");
+        pool.close_all().await;
+
+        let mut template = ContainerTemplate::new(no_stat.clone());
+        template.labels.push((stem.clone(), "1".into()));
+        let container = Container::create(docker.clone(), &template).await.unwrap();
+        let editor = Editor::new(DockerFs::new(container.clone()));
+        let err = editor
+            .execute(&json!({"command": "view", "path": "/tmp"}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no stat, which the editor needs"), "{err}");
+        container.remove().await.unwrap();
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs a Docker daemon and the dsh-test image"]
     async fn a_container_per_session_carries_the_shells_limits() {

@@ -37,6 +37,16 @@ pub enum ShellError {
         #[source]
         source: dsh_pty::PtyError,
     },
+    /// The shell ended before it showed its first prompt: what it printed
+    /// (the backend's or the shell's own error, such as a missing program)
+    /// is in the message.
+    #[error("The {shell} shell could not be started: it ended before its first prompt{}", if said.is_empty() { String::from(", printing nothing.") } else { format!(", printing: {said}") })]
+    EndedAtStart {
+        /// The dialect's name.
+        shell: &'static str,
+        /// The start of what it printed, on one line.
+        said: String,
+    },
     /// The shell started but never showed its prompt.
     #[error("The {shell} shell did not become ready within {seconds} seconds.")]
     NotReady {

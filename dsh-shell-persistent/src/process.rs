@@ -178,8 +178,14 @@ impl Process {
             .await
             .map_err(|source| ShellError::Terminal { shell, source })?;
         let mut search = Search::new(&shell_obj.proto.marker(&ready));
+        // What a shell that ends before its prompt printed (a missing
+        // program's error, from the backend or the shell): the start of it.
+        let mut said = Vec::new();
         let wait_ready = async {
             while let Some(chunk) = shell_obj.output.recv().await {
+                if said.len() < SAID_BYTES {
+                    said.extend_from_slice(&chunk[..chunk.len().min(SAID_BYTES - said.len())]);
+                }
                 if search.feed(&chunk, &mut |_| {}).is_some() {
                     return true;
                 }
@@ -193,9 +199,9 @@ impl Process {
                 shell_obj.home = fg.as_ref().map(home::Home::new);
                 Ok(shell_obj)
             }
-            Ok(false) => Err(ShellError::Spawn {
+            Ok(false) => Err(ShellError::EndedAtStart {
                 shell,
-                source: dsh_pty::PtyError::Closed,
+                said: said_text(&said),
             }),
             Err(_) => Err(ShellError::NotReady {
                 shell,
@@ -715,4 +721,31 @@ fn exit_echo(config: &ShellConfig, exit: ExitStatus, errexit: bool) -> Option<&'
 /// `true` if `fut` is ready right now.
 async fn poll_once<F: Future<Output = ()>>(mut fut: Pin<&mut F>) -> bool {
     std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_ready())).await
+}
+/// How much of what a shell printed before it ended at its start an error
+/// shows.
+const SAID_BYTES: usize = 512;
+
+/// What a shell printed before it ended at its start, as one line of text
+/// without the terminal's escapes (empty when it printed nothing).
+fn said_text(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                // An escape sequence: up to its final letter.
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            '\r' | '\n' | '\t' => out.push(' '),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }

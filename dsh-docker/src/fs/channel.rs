@@ -89,6 +89,13 @@ impl Channel {
         let mut out = Vec::new();
         loop {
             let Some(chunk) = helper.recv().await else {
+                if let Some(programs) = missing_programs(&out) {
+                    return Err(DockerError::MissingPrograms {
+                        container: self.container.name().to_owned(),
+                        programs,
+                        needed_by: "the editor",
+                    });
+                }
                 return Err(DockerError::HelperEnded { said: shown(&out) });
             };
             out.extend_from_slice(&chunk);
@@ -165,6 +172,14 @@ fn end_of_answer(out: &[u8], token: &str) -> Option<(usize, i32, bool)> {
         None => (rest, false),
     };
     Some((at, code.parse().ok()?, exits))
+}
+
+/// The programs the helper's first line says the container lacks, if it
+/// says so (`dsh-missing stat head`).
+fn missing_programs(out: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(out).ok()?;
+    let names = text.strip_prefix("dsh-missing ")?.lines().next()?;
+    Some(names.split_whitespace().collect::<Vec<_>>().join(", "))
 }
 
 /// The start of what a helper printed, as text, for an error.

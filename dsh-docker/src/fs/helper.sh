@@ -103,6 +103,13 @@ op_replace() {
   mv -f -- "$t" "$q" || { rm -f -- "$t"; return 13; }
   ver "$q"
 }
+# What the operations run: a container without one of them gets an error
+# naming each missing one at the first request, not a failure halfway.
+missing=
+for c in stat head ln mv readlink rm mkdir chmod chown touch date sleep; do
+  command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
+done
+if [ -n "$missing" ]; then printf 'dsh-missing%s\n' "$missing"; exit 127; fi
 while IFS=' ' read -r op tok n && IFS= read -r p && IFS= read -r x; do
   case $p in
     e*) p=$(printf '%bx' "${p#e}"); p=${p%x} ;;

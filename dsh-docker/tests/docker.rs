@@ -270,7 +270,7 @@ mod docker {
                 std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
             }
         }
-        let tar = std::process::Command::new("tar")
+        let mut tar = std::process::Command::new("tar")
             .arg("-C")
             .arg(root.path())
             .args(["-c", "."])
@@ -279,9 +279,10 @@ mod docker {
             .unwrap();
         let imported = std::process::Command::new("docker")
             .args(["import", "-c", "ENV PATH=/bin", "-", name])
-            .stdin(tar.stdout.unwrap())
+            .stdin(tar.stdout.take().unwrap())
             .output()
             .unwrap();
+        assert!(tar.wait().unwrap().success());
         assert!(imported.status.success(), "{imported:?}");
     }
 

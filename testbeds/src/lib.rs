@@ -9,6 +9,12 @@
 //! `#[ignore]`d and run with `cargo test -- --ignored` where the engines are.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+/// The top-level README's examples, compiled and run by `cargo test` as
+/// this crate's doctests.
+#[cfg(all(doctest, target_os = "linux"))]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;
+
 /// The `dsh-docker` README's examples, compiled by `cargo test` as this
 /// crate's doctests (they need a daemon, so they are not run).
 #[cfg(doctest)]

@@ -2,8 +2,8 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines two functions with random names, the
-//! prologue and the epilogue, parsed once. One call is then one physical
+//! The shell's init line defines three functions with random names, the
+//! prologue, the one that keeps the status and the epilogue, parsed once. One call is then one physical
 //! line of three statements:
 //!
 //! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
@@ -32,7 +32,7 @@
 //!    looks nothing up: the prologue did not run (`eval` disabled) or could
 //!    not restore POSIX mode (`set` and `unset` disabled).
 //!
-//! Inside the two functions a `DEBUG` trap does not fire (unless `functrace`
+//! Inside the three functions a `DEBUG` trap does not fire (unless `functrace`
 //! or `extdebug` is on), and their text is never parsed again.
 //!
 //! While the command runs, `PS1` is the *abandon prompt*: the shell's marker
@@ -170,7 +170,7 @@ impl Repairs {
     }
 }
 
-/// The protocol's variables (and its two functions): each shell's names
+/// The protocol's variables (and its three functions): each shell's names
 /// are its random stem and the letter here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

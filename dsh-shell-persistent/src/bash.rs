@@ -2,9 +2,9 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines three functions with random names, the
-//! prologue, the one that keeps the status and the epilogue, parsed once. One call is then one physical
-//! line of three statements:
+//! The shell's init line defines three functions with random names (the
+//! prologue, the one that keeps the status, and the epilogue), parsed once.
+//! One call is then one physical line of three statements:
 //!
 //! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
 //!    `POSIXLY_CORRECT=y`, the call's abandon tag, and the command (with a

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::args::{self, Parsed};
-use crate::fs::{BlockingFs, FileKind, Fs, FsError, Inline, Metadata, Version};
+use crate::fs::{BlockingFs, FileKind, Fs, FsError, Inline, Metadata, QUICK_READ_BYTES, Version};
 use crate::outcome::{DirectoryView, EditorOutcome, FileView};
 use crate::scan::{Kept, LineScan};
 use crate::text::{DecodeError, Document};
@@ -253,7 +253,8 @@ impl<F: Fs + 'static> Editor<F> {
     /// ([`Fs::blocking`]), as one job on tokio's blocking pool that makes
     /// them directly (one hop for the whole call). That job runs to its end
     /// even if this future is dropped: an edit is made whole or not at all,
-    /// never half.
+    /// never half. A view of a small file over a filesystem that
+    /// [reads quickly](BlockingFs::reads_quickly) runs right here instead.
     async fn offloaded(
         &self,
         request: EditorRequest,
@@ -270,6 +271,14 @@ impl<F: Fs + 'static> Editor<F> {
                 .run(request, bad_range)
                 .await;
         };
+        if quick_view(blocking, &request) {
+            // A view of a small file on a machine of local filesystems: a
+            // stat and a read of at most `QUICK_READ_BYTES` from its disks,
+            // cheaper here than the hop to another thread and back.
+            return Call::blocking(blocking, &self.config)
+                .run(request, bad_range)
+                .await;
+        }
         let editor = self.clone();
         let path = request.path().to_owned();
         let span = tracing::Span::current();
@@ -288,6 +297,23 @@ impl<F: Fs + 'static> Editor<F> {
             })
         })
     }
+}
+
+/// Whether `request` is a `view` of a file of at most [`QUICK_READ_BYTES`]
+/// on a filesystem that [reads quickly](BlockingFs::reads_quickly): then the
+/// call runs on the caller's thread. The stat that decides it is made there
+/// too, which such a filesystem allows.
+fn quick_view(fs: &dyn BlockingFs, request: &EditorRequest) -> bool {
+    let EditorRequest::View { path, .. } = request else {
+        return false;
+    };
+    if !fs.reads_quickly() {
+        return false;
+    }
+    matches!(
+        fs.stat(Path::new(path)),
+        Ok(meta) if meta.kind == FileKind::File && meta.len <= QUICK_READ_BYTES
+    )
 }
 
 /// One tool call over a filesystem.

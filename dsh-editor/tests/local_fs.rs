@@ -169,6 +169,8 @@ type Hook = Box<dyn Fn(&'static str, &Path) + Send + Sync>;
 struct Observed {
     local: LocalFs,
     blocking: bool,
+    /// What `reads_quickly` answers.
+    quick: bool,
     after: Hook,
     /// How many operations were blocking calls.
     blocking_ops: AtomicUsize,
@@ -179,6 +181,7 @@ impl Observed {
         Observed {
             local: LocalFs::new(),
             blocking,
+            quick: false,
             after: Box::new(after),
             blocking_ops: AtomicUsize::new(0),
         }
@@ -231,6 +234,9 @@ impl Fs for Observed {
 }
 
 impl dsh_editor::fs::BlockingFs for Observed {
+    fn reads_quickly(&self) -> bool {
+        self.quick
+    }
     fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
         self.blocking_op(
             "stat",
@@ -673,6 +679,50 @@ async fn a_call_over_local_files_is_one_blocking_hop() {
     assert_eq!(editor.fs().blocking_ops.load(Ordering::SeqCst), 3);
     assert!(seen.iter().all(|&thread| thread == seen[0]));
     assert_ne!(seen[0], runtime_thread);
+}
+
+/// Over a filesystem that reads quickly, a view of a small file runs on the
+/// calling thread; a larger file, a directory and every edit still hop to
+/// the blocking pool.
+#[tokio::test]
+async fn only_small_views_of_quick_files_stay_on_the_calling_thread() {
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+    let seen: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let mut fs = Observed::new(true, move |_, _| {
+        record.lock().unwrap().push(std::thread::current().id());
+    });
+    fs.quick = true;
+    let editor = Editor::new(fs);
+    let (_dir, root) = tempdir();
+    let small = format!("{root}/small.txt");
+    std::fs::write(&small, "one\ntwo\n").unwrap();
+    let large = format!("{root}/large.txt");
+    let limit = dsh_editor::fs::QUICK_READ_BYTES as usize;
+    std::fs::write(&large, "x\n".repeat(limit / 2 + 1)).unwrap();
+    let here = std::thread::current().id();
+    let threads_of = async |args: serde_json::Value| {
+        editor.execute(&args).await.unwrap();
+        std::mem::take(&mut *seen.lock().unwrap())
+    };
+    let ops = threads_of(json!({"command": "view", "path": small})).await;
+    assert!(!ops.is_empty() && ops.iter().all(|&t| t == here), "{ops:?}");
+    // A view's deciding stat is made here; the call itself hops.
+    for args in [
+        json!({"command": "view", "path": large}),
+        json!({"command": "view", "path": root}),
+    ] {
+        let ops = threads_of(args.clone()).await;
+        assert_eq!(ops.first(), Some(&here), "{args}: {ops:?}");
+        assert!(
+            ops.len() > 1 && ops[1..].iter().all(|&t| t != here),
+            "{args}: {ops:?}"
+        );
+    }
+    let edit = json!({"command": "str_replace", "path": small, "old_str": "two", "new_str": "2"});
+    let ops = threads_of(edit).await;
+    assert!(!ops.is_empty() && ops.iter().all(|&t| t != here), "{ops:?}");
 }
 
 #[tokio::test]

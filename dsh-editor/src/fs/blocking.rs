@@ -43,7 +43,22 @@ pub trait BlockingFs: Send + Sync {
 
     /// As [`Fs::replace`].
     fn replace(&self, path: &Path, data: &[u8], expected: &Version) -> Result<Version, FsError>;
+
+    /// Whether a `stat` and a small read on this filesystem wait on nothing
+    /// slower than this machine's own disks: no network, FUSE or
+    /// automounted filesystem can be reached through it, and no helper
+    /// process answers. The editor then makes a `view` of a small file
+    /// (at most [`QUICK_READ_BYTES`]) on the calling thread instead of a
+    /// hop to tokio's blocking pool. `false` unless a filesystem says so.
+    fn reads_quickly(&self) -> bool {
+        false
+    }
 }
+
+/// The largest file the editor views on the calling thread over a
+/// filesystem that [reads quickly](BlockingFs::reads_quickly): at worst a
+/// page-cache miss on a local disk.
+pub const QUICK_READ_BYTES: u64 = 64 * 1024;
 
 /// A [`BlockingFs`] as an [`Fs`] whose futures make the call when first
 /// polled, on the polling thread: for code that already runs where it may

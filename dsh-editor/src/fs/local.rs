@@ -397,6 +397,12 @@ impl BlockingFs for LocalFs {
         stat_sync(path)
     }
 
+    /// `true` when this machine mounts only local filesystems (disks,
+    /// memory, the kernel's own), as its mount table says when first asked.
+    fn reads_quickly(&self) -> bool {
+        super::mounts::only_local()
+    }
+
     fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
         read_sync(path, limit)
     }

@@ -6,6 +6,7 @@
 mod blocking;
 mod local;
 mod mem;
+mod mounts;
 
 use std::ffi::OsString;
 use std::io;
@@ -14,8 +15,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use blocking::BlockingFs;
 pub(crate) use blocking::Inline;
+pub use blocking::{BlockingFs, QUICK_READ_BYTES};
 pub use local::LocalFs;
 pub use mem::MemFs;
 

@@ -247,6 +247,7 @@ mod docker {
         assert_eq!(count().await, 0);
     }
 
+    #[cfg(unix)]
     /// Imports an image named `name` of BusyBox's applets without the ones
     /// in `without`, with the Docker CLI; `sh` is BusyBox's when `bash` is
     /// `false` (which finds every applet without a link), else bash. The
@@ -288,6 +289,7 @@ mod docker {
 
     /// An image without bash, and one without `stat`: the first call of the
     /// shell, and of the editor, fails with an error naming what is missing.
+    #[cfg(unix)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs a Docker daemon and the dsh-test image"]
     async fn images_without_what_the_tools_need_say_what_is_missing() {

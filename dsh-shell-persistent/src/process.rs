@@ -13,7 +13,7 @@ use crate::bash::{Fatal, Protocol, Repairs, Seen};
 use crate::dialect::{CallIds, CommandSource, Dialect};
 use crate::home;
 use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Search};
-use crate::normalize::Normalizer;
+use crate::normalize::{NormalizeOptions, Normalizer};
 use crate::notice::NoticeFilter;
 use crate::output::Collector;
 use crate::{InputWait, ShellConfig, ShellError};
@@ -201,7 +201,7 @@ impl Process {
             }
             Ok(false) => Err(ShellError::EndedAtStart {
                 shell,
-                said: said_text(&said),
+                said: said_text(&said, config.normalize),
             }),
             Err(_) => Err(ShellError::NotReady {
                 shell,
@@ -726,26 +726,13 @@ async fn poll_once<F: Future<Output = ()>>(mut fut: Pin<&mut F>) -> bool {
 /// shows.
 const SAID_BYTES: usize = 512;
 
-/// What a shell printed before it ended at its start, as one line of text
-/// without the terminal's escapes (empty when it printed nothing).
-fn said_text(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => {
-                // An escape sequence: up to its final letter.
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            '\r' | '\n' | '\t' => out.push(' '),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
+/// What a shell printed before it ended at its start, as one line of text:
+/// normalized as a call's output is (escape sequences, `\r`, invalid
+/// UTF-8), then its lines joined (empty when it printed nothing).
+fn said_text(bytes: &[u8], options: NormalizeOptions) -> String {
+    let mut text = String::new();
+    let mut normalizer = Normalizer::new(options);
+    normalizer.push(bytes, &mut |t| text.push_str(t));
+    normalizer.finish(&mut |t| text.push_str(t));
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

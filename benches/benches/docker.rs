@@ -230,33 +230,10 @@ fn breakdown(rt: &tokio::runtime::Runtime, docker: &dsh_docker::Docker, image: &
             docker.start_container(&id, None).await.unwrap();
             steps[1].push(t.elapsed());
             let t = Instant::now();
-            let exec = docker
-                .create_exec(
-                    &id,
-                    CreateExecOptions {
-                        cmd: Some(vec!["bash", "--norc", "-c", "echo ready; exec cat"]),
-                        attach_stdin: Some(true),
-                        attach_stdout: Some(true),
-                        attach_stderr: Some(true),
-                        tty: Some(true),
-                        ..Default::default()
-                    },
-                )
-                .await
-                .unwrap();
+            let exec = docker.create_exec(&id, bash_exec()).await.unwrap();
             steps[2].push(t.elapsed());
             let t = Instant::now();
-            let started = docker
-                .start_exec(
-                    &exec.id,
-                    Some(StartExecOptions {
-                        detach: false,
-                        tty: true,
-                        output_capacity: None,
-                    }),
-                )
-                .await
-                .unwrap();
+            let started = docker.start_exec(&exec.id, Some(attached())).await.unwrap();
             steps[3].push(t.elapsed());
             let t = Instant::now();
             let StartExecResults::Attached { mut output, .. } = started else {
@@ -319,35 +296,34 @@ fn spawn_many(
     took
 }
 
+/// The exec the bare-exec figures time: bash with a terminal, as the
+/// backend starts it, printing once and then waiting.
+fn bash_exec() -> CreateExecOptions<&'static str> {
+    CreateExecOptions {
+        cmd: Some(vec!["bash", "--norc", "-c", "echo ready; exec cat"]),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(true),
+        ..Default::default()
+    }
+}
+
+/// Starting an exec attached, with a terminal.
+fn attached() -> StartExecOptions {
+    StartExecOptions {
+        detach: false,
+        tty: true,
+        output_capacity: None,
+    }
+}
+
 /// Starts bash with a terminal in container `id` with one exec, as the
 /// backend does, and waits for its first output; returns the exec's output
 /// stream (dropping it lets bash go).
 async fn raw_exec(docker: &dsh_docker::Docker, id: &str) -> Box<dyn std::any::Any + Send> {
-    let exec = docker
-        .create_exec(
-            id,
-            CreateExecOptions {
-                cmd: Some(vec!["bash", "--norc", "-c", "echo ready; exec cat"]),
-                attach_stdin: Some(true),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                tty: Some(true),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let started = docker
-        .start_exec(
-            &exec.id,
-            Some(StartExecOptions {
-                detach: false,
-                tty: true,
-                output_capacity: None,
-            }),
-        )
-        .await
-        .unwrap();
+    let exec = docker.create_exec(id, bash_exec()).await.unwrap();
+    let started = docker.start_exec(&exec.id, Some(attached())).await.unwrap();
     let StartExecResults::Attached { mut output, input } = started else {
         panic!("detached");
     };

@@ -4,13 +4,13 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::process::Stdio;
+mod common;
+
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Map, Value, json};
-use tokio::process::Command;
 
 const BOUND: Duration = Duration::from_secs(60);
 
@@ -33,16 +33,7 @@ fn text(result: &CallToolResult) -> String {
 async fn the_sdk_client_lists_and_calls_both_tools() {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
-        .arg("--workspace")
-        .arg(&ws)
-        .env_remove("DSH_HOME")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = common::server(&ws, &[], &[]);
     let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
     let client = tokio::time::timeout(BOUND, ().serve(transport))
         .await

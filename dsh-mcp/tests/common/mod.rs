@@ -19,6 +19,32 @@ pub(crate) struct Client {
     pub(crate) elicitations: usize,
 }
 
+/// The real `dsh-mcp` on `workspace` with `extra` flags, its standard input
+/// and output piped, its environment changed as [`Client::start_env`] says.
+pub(crate) fn server(workspace: &Path, extra: &[&str], env: &[(&str, Option<&str>)]) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"));
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command
+        .arg("--workspace")
+        .arg(workspace)
+        .args(extra)
+        .env_remove("DSH_HOME")
+        // A session's own `cargo` builds in its own crate's `target`,
+        // never in (and locked by) the build running these tests.
+        .env_remove("CARGO_TARGET_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 impl Client {
     pub(crate) async fn start(workspace: &Path, extra: &[&str]) -> Client {
         Client::start_with(workspace, extra, json!({})).await
@@ -49,27 +75,7 @@ impl Client {
         capabilities: Value,
         env: &[(&str, Option<&str>)],
     ) -> Client {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"));
-        for (name, value) in env {
-            match value {
-                Some(value) => command.env(name, value),
-                None => command.env_remove(name),
-            };
-        }
-        let mut child = command
-            .arg("--workspace")
-            .arg(workspace)
-            .args(extra)
-            .env_remove("DSH_HOME")
-            // A session's own `cargo` builds in its own crate's `target`,
-            // never in (and locked by) the build running these tests.
-            .env_remove("CARGO_TARGET_DIR")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let mut child = server(workspace, extra, env);
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut client = Client {

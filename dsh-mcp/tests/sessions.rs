@@ -19,7 +19,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::Client;
 use serde_json::{Value, json};
@@ -28,6 +28,12 @@ use serde_json::{Value, json};
 /// installs (`python3-pytest`); a venv made with `--system-site-packages`
 /// sees it.
 const PYTHON: &str = "/usr/bin/python3";
+
+/// A job as agents start them: in the background, printing to the terminal.
+/// It counts until `stop` exists, each step a line of 1 KiB, and then writes
+/// `done.txt`. A plain command line, so that bash's notice of its end is one
+/// line.
+const COUNTER: &str = r#"bash -c 'i=0; until [ -e stop ]; do i=$((i+1)); printf "tick %s %01000d\n" $i 0; echo $i > count.txt; done; echo done > done.txt' &"#;
 
 /// Variables of the environment running the tests that a session must not
 /// inherit: without the sandbox the shell keeps the host's environment, and
@@ -474,6 +480,82 @@ async fn background_server(mode: Mode) {
     s.close().await;
 }
 
+/// Jobs left running with `&` that print to the terminal, as agents start
+/// them, keep running while no call is under way: a counter (its count read
+/// from outside, through the file it rewrites) goes on, and a Python HTTP
+/// server that logs every request to the terminal answers 3,000 requests
+/// from this process. The next call carries nothing they printed.
+async fn printing_jobs_run_between_calls(mode: Mode) {
+    // Workspace-write with the network on, so that this process reaches the
+    // server on loopback.
+    let net: &[&str] = match mode {
+        Mode::WorkspaceWrite => &["--network"],
+        _ => &[],
+    };
+    let mut s = Session::open_with("printing jobs between calls", mode, net, &[]).await;
+    // It counts until this process makes `stop`, then says it is done. Each
+    // step prints a line of 1 KiB: 10,000 steps are more than every buffer
+    // between it and the tool holds (the terminal's, the session's channel
+    // of 64 chunks of at most 64 KiB).
+    let started = s.ok(COUNTER).await;
+    assert!(started.starts_with("[1] "), "{started}");
+    let file = s.root.join("count.txt");
+    let count = move || -> Option<u64> { std::fs::read_to_string(&file).ok()?.trim().parse().ok() };
+    // No call runs from here on: the counter must go on by itself.
+    let first = common::until("the counter's first step", &count).await;
+    let goal = first + 10_000;
+    common::until("10,000 more steps of the counter", || {
+        count().filter(|&n| n >= goal)
+    })
+    .await;
+    std::fs::write(s.root.join("stop"), "").unwrap();
+    let done = s.root.join("done.txt");
+    common::until("the counter's end", || done.exists().then_some(())).await;
+
+    let port = free_port();
+    s.ok(&format!(
+        "{PYTHON} -m http.server {port} --bind 127.0.0.1 &"
+    ))
+    .await;
+    let served = tokio::task::spawn_blocking(move || {
+        // The server starts; then every request must be answered.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while http_get(port, "/count.txt").is_none() {
+            assert!(Instant::now() < deadline, "the server never answered");
+            std::thread::yield_now();
+        }
+        (0..3_000)
+            .map(|i| {
+                http_get(port, "/count.txt").unwrap_or_else(|| panic!("request {i} got no answer"))
+            })
+            .filter(|status| status.starts_with("HTTP/1.0 200"))
+            .count()
+    })
+    .await
+    .unwrap();
+    assert_eq!(served, 3_000);
+    // Nothing the jobs printed between calls (the counter's steps, the
+    // server's log of 3,000 requests) reaches this call.
+    assert_eq!(s.bash("echo next").await, "next");
+    s.bash("kill %2; wait").await;
+    s.close().await;
+}
+
+/// One `GET` of `path` on loopback `port`: the status line, or `None` when
+/// the server did not answer within ten seconds.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    conn.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).ok()?;
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().map(str::to_owned)
+}
+
 /// Commands that ask for input are answered by end-of-file, and what they
 /// guard is left as it was.
 async fn input_prompts(mode: Mode) {
@@ -618,6 +700,7 @@ mod agent_session {
         python_project,
         rust_crate,
         background_server,
+        printing_jobs_run_between_calls,
         input_prompts,
         heredoc,
         huge_log,

@@ -48,17 +48,65 @@ pub struct Foreground {
     pub waiting_for_input: Option<bool>,
     /// The session's program as it is now, where the backend can see it.
     pub leader: Option<Leader>,
+    /// How the terminal hands input to its readers now (set by whoever
+    /// reads it last: a line editor, a full-screen program, a password
+    /// prompt): `None` where the backend cannot read the terminal's modes.
+    pub input_mode: Option<InputMode>,
+    /// The name of the process of the foreground group that waits for
+    /// input (its `comm`, e.g. `less`), where it can be seen.
+    pub reader: Option<String>,
 }
 
 impl Foreground {
-    /// A foreground of group `pgid` whose waiting and leader are unknown.
+    /// A foreground of group `pgid` whose waiting, leader, input mode and
+    /// reader are unknown.
     pub fn new(pgid: i32, is_leader: bool) -> Self {
         Foreground {
             pgid,
             is_leader,
             waiting_for_input: None,
             leader: None,
+            input_mode: None,
+            reader: None,
         }
+    }
+}
+
+/// The terminal's input modes that tell a program reading lines from one
+/// that needs a person at the keyboard.
+///
+/// ```
+/// let lines = dsh_pty::InputMode::new(true, true);
+/// assert!(!lines.needs_a_person());
+/// let keys = dsh_pty::InputMode::new(false, false); // less, vim, top
+/// assert!(keys.needs_a_person());
+/// let password = dsh_pty::InputMode::new(true, false); // ssh, sudo
+/// assert!(password.needs_a_person());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputMode {
+    /// Canonical mode (`ICANON`): the terminal collects a whole line before
+    /// the reader sees it, and Ctrl-D at the start of a line is
+    /// end-of-file. Off, every key reaches the program as it is typed (a
+    /// pager, an editor, `top`, a line editor such as readline).
+    pub canonical: bool,
+    /// The terminal echoes what is typed (`ECHO`); a password prompt turns
+    /// it off, and so do programs that draw the screen themselves.
+    pub echo: bool,
+}
+
+impl InputMode {
+    /// The modes `canonical` and `echo`.
+    pub fn new(canonical: bool, echo: bool) -> Self {
+        InputMode { canonical, echo }
+    }
+
+    /// `true` when a reader in this mode waits for keys or a secret that
+    /// only a person types: Ctrl-D is a key to it, not the end of its
+    /// input.
+    pub fn needs_a_person(&self) -> bool {
+        !(self.canonical && self.echo)
     }
 }
 
@@ -109,6 +157,22 @@ pub trait PtySession: Send + Sync + fmt::Debug {
     /// Sends `signal` to the terminal's foreground process group (to the
     /// program itself when nothing else is in front).
     fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError>;
+
+    /// Sends `signal` to the terminal's foreground process group if that is
+    /// still `pgid` (as [`PtySession::foreground`] reported it): `Ok(false)`,
+    /// sending nothing, when another group is in front now. A caller that
+    /// decided from one look to end a program never reaches the group that
+    /// came in front after it (the shell itself, once the program ended).
+    ///
+    /// The default, for backends that cannot check and signal in one step,
+    /// answers [`PtyError::Unsupported`].
+    fn signal_foreground_if(&self, pgid: i32, signal: Signal) -> Result<bool, PtyError> {
+        let _ = (pgid, signal);
+        Err(PtyError::Unsupported {
+            backend: "this backend",
+            what: "signalling a foreground group that is still the one seen",
+        })
+    }
 
     /// Looks at the terminal now: which process group owns it, whether it
     /// waits for input, and the program's own state. Local backends read

@@ -85,7 +85,7 @@ mod unix;
 /// re-exported so a host needs no matching version of its own.
 pub use bytes;
 
-pub use backend::{Foreground, Leader, PtyBackend, PtySession, default_backend};
+pub use backend::{Foreground, InputMode, Leader, PtyBackend, PtySession, default_backend};
 pub use error::PtyError;
 pub use exit::ExitStatus;
 pub use limits::{

@@ -380,13 +380,16 @@ impl PtySession for PortableSession {
             (pgid, master.tty_name())
         };
         let pid = self.pid.and_then(|p| i32::try_from(p).ok());
-        Ok(crate::unix::off_runtime(move || Foreground {
-            pgid,
-            is_leader: Some(pgid) == pid,
-            waiting_for_input: tty
+        Ok(crate::unix::off_runtime(move || {
+            let wait = tty
                 .as_deref()
-                .and_then(|tty| crate::unix::procfs_waits_on_tty(pgid, tty)),
-            leader: pid.and_then(crate::unix::procfs_leader),
+                .map(|tty| crate::unix::procfs_tty_wait(pgid, tty))
+                .unwrap_or_default();
+            let mut fg = Foreground::new(pgid, Some(pgid) == pid);
+            fg.waiting_for_input = wait.waiting;
+            fg.reader = wait.reader;
+            fg.leader = pid.and_then(crate::unix::procfs_leader);
+            fg
         })
         .await)
     }

@@ -18,12 +18,23 @@ pub const INPUT_EOF_NOTE: &str = "[the command was waiting for input on the term
 pub const CONTINUED_NOTE: &str =
     "[the shell was stopped (SIGSTOP) while the command ran; the tool continued it]";
 
+/// The first line of the result of the call after one that was cancelled
+/// (the shell was reset then).
+pub const AFTER_CANCEL_NOTE: &str = "[the previous call was cancelled, so the shell was reset: this call ran from the workspace with a fresh current directory and environment]";
+
+/// The line added for a program the tool ended because it waited for a
+/// person at the terminal (`{program}` is its name, or `the command`).
+pub const ENDED_PROGRAM_NOTE: &str = "[{program} needs an interactive terminal, which this tool does not have, so it was ended; use a non-interactive command instead]";
+
 /// The line added when a shell with `set -e` on exited.
 pub const ERREXIT_NOTE: &str = "[`set -e` was on: an interactive shell exits when a command fails]";
 
 /// The exact text the model sees for `outcome`.
 pub fn render(outcome: &CallOutcome) -> String {
     let mut parts: Vec<String> = Vec::with_capacity(4);
+    if outcome.after_cancel {
+        parts.push(AFTER_CANCEL_NOTE.to_owned());
+    }
     let output = render_output(&outcome.output);
     if let CallEnd::TimedOut { after } = outcome.end {
         let secs = after.as_secs_f64().round() as u64;
@@ -40,6 +51,9 @@ pub fn render(outcome: &CallOutcome) -> String {
             if outcome.eofs_sent > 0 {
                 parts.push(INPUT_EOF_NOTE.to_owned());
             }
+            parts.extend(outcome.ended_programs.iter().map(|name| {
+                ENDED_PROGRAM_NOTE.replace("{program}", name.as_deref().unwrap_or("the command"))
+            }));
             if outcome.continued {
                 parts.push(CONTINUED_NOTE.to_owned());
             }

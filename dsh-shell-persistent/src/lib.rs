@@ -149,6 +149,7 @@ mod bash;
 mod config;
 pub mod contract;
 mod dialect;
+mod drain;
 mod error;
 mod home;
 mod marker;
@@ -163,7 +164,10 @@ mod request;
 mod shell;
 
 pub use config::{InputWait, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
-pub use contract::{CONTINUED_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE};
+pub use contract::{
+    AFTER_CANCEL_NOTE, CONTINUED_NOTE, ENDED_PROGRAM_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE,
+    OUTPUT_CLIP_NOTE,
+};
 pub use dialect::Dialect;
 pub use error::ShellError;
 pub use normalize::NormalizeOptions;

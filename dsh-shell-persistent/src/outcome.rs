@@ -55,6 +55,16 @@ pub struct CallOutcome {
     pub shell_reset: bool,
     /// Limits of the shell's process tree that the call reached.
     pub limits_reached: LimitsReached,
+    /// Programs the tool ended because they waited for a person at the
+    /// terminal (a pager, an editor, `top`, a password prompt: keys read
+    /// one by one, or a secret typed without echo) and end-of-file did not
+    /// end them, by name (`None` where it was not seen). The shell and its
+    /// state are kept; see [`InputWait::SendEof`](crate::InputWait::SendEof).
+    pub ended_programs: Vec<Option<String>>,
+    /// The previous call of this shell was cancelled (or its future
+    /// dropped), so the shell was reset before this call: it runs from the
+    /// workspace with a fresh current directory and environment.
+    pub after_cancel: bool,
 }
 
 /// Limits of [`ShellConfig::limits`](crate::ShellConfig::limits) that a

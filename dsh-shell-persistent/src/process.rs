@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use dsh_pty::{ExitStatus, OutputStream, PtySession, Signal, SpawnSpec};
+use dsh_pty::{ExitStatus, Foreground, OutputStream, PtySession, Signal, SpawnSpec};
 use tokio::time::Instant;
 
 use crate::bash::{Fatal, Protocol, Repairs, Seen};
 use crate::dialect::{CallIds, CommandSource, Dialect};
+use crate::drain::Reader;
 use crate::home;
 use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Search};
 use crate::normalize::{NormalizeOptions, Normalizer};
@@ -26,6 +27,12 @@ const INPUT_CHECK: Duration = Duration::from_millis(250);
 const INPUT_PATIENCE: Duration = Duration::from_millis(750);
 /// How many times end-of-file is sent in one call.
 const MAX_EOFS: u32 = 3;
+// A program that waits for a person (keys one by one, or a secret typed
+// without echo) gets one end-of-file too (a line editor such as Python's
+// REPL leaves at it); if it still waits `INPUT_PATIENCE` later, its process
+// group is killed (`SIGKILL`: no emergency save an editor would make on a
+// hang-up, and bash puts the terminal's modes back after a job a signal
+// killed).
 /// How long an abandoned-line prompt may take to be confirmed (bash prints
 /// it, then blocks reading the terminal within microseconds).
 const CONFIRM_WITHIN: Duration = Duration::from_millis(100);
@@ -43,6 +50,9 @@ pub(crate) enum Outcome {
         eofs_sent: u32,
         repairs: Repairs,
         continued: bool,
+        /// Programs that waited for a person and were ended, by name where
+        /// it was seen.
+        ended: Vec<Option<String>>,
     },
     /// The shell ended before the end marker.
     ShellEnded {
@@ -93,7 +103,8 @@ struct Look {
 #[derive(Debug)]
 pub(crate) struct Process {
     session: Arc<dyn PtySession>,
-    output: OutputStream,
+    /// The terminal's output: a call's while it runs, drained in between.
+    output: Reader,
     proto: Protocol,
     next_start: String,
     /// The id of the last end prompt shown, to recognise it if it comes again.
@@ -153,14 +164,14 @@ impl Process {
             .spawn(spec)
             .await
             .map_err(|source| ShellError::Spawn { shell, source })?;
-        let output = session.take_output().ok_or(ShellError::Spawn {
+        let mut output = session.take_output().ok_or(ShellError::Spawn {
             shell,
             source: dsh_pty::PtyError::Closed,
         })?;
         // From here on, `Shell`'s `Drop` kills the process on any early return.
         let mut shell_obj = Process {
             session: Arc::from(session),
-            output,
+            output: Reader::Gone,
             proto,
             next_start: first_start.clone(),
             last_end: None,
@@ -182,7 +193,7 @@ impl Process {
         // program's error, from the backend or the shell): the start of it.
         let mut said = Vec::new();
         let wait_ready = async {
-            while let Some(chunk) = shell_obj.output.recv().await {
+            while let Some(chunk) = output.recv().await {
                 if said.len() < SAID_BYTES {
                     said.extend_from_slice(&chunk[..chunk.len().min(SAID_BYTES - said.len())]);
                 }
@@ -197,6 +208,7 @@ impl Process {
                 // At its prompt, the terminal's foreground is the shell itself.
                 let fg = shell_obj.look().await.fg;
                 shell_obj.home = fg.as_ref().map(home::Home::new);
+                shell_obj.output.park(output);
                 Ok(shell_obj)
             }
             Ok(false) => Err(ShellError::EndedAtStart {
@@ -260,9 +272,15 @@ impl Process {
         let line = dialect.call_line(&self.proto, &source, &ids);
         self.next_start.clone_from(&ids.next_start);
 
-        // Drop what arrived between calls (background output, notices):
-        // the start marker separates it anyway, this only saves scanning.
-        while self.output.try_recv().is_some() {}
+        // The stream back from the task that drained it since the last
+        // call, and what arrived meanwhile dropped (background output,
+        // notices): the start marker separates it anyway, this only saves
+        // scanning.
+        let mut output = self.output.hold().await.ok_or(ShellError::Terminal {
+            shell,
+            source: dsh_pty::PtyError::Closed,
+        })?;
+        while output.try_recv().is_some() {}
 
         let mut cancel = pin!(cancel);
         let write = self.session.write_all(line.as_bytes());
@@ -272,7 +290,11 @@ impl Process {
             written = write => written.map_err(|source| ShellError::Terminal { shell, source })?,
         }
         line_written();
-        let outcome = CallState::new(self, config, ids, timeout).run(cancel).await;
+        let outcome = CallState::new(self, &mut output, config, ids, timeout)
+            .run(cancel)
+            .await;
+        // Read until the next call, so no job blocks writing to the terminal.
+        self.output.park(output);
         if let Some(path) = local_file {
             let _ = std::fs::remove_file(path);
         }
@@ -391,6 +413,7 @@ struct Unconfirmed {
 /// the foreground, the timeout, cancellation), one handler each.
 struct CallState<'a> {
     process: &'a mut Process,
+    output: &'a mut OutputStream,
     config: &'a ShellConfig,
     ids: CallIds,
     /// How long the call may run.
@@ -403,11 +426,29 @@ struct CallState<'a> {
     continued: bool,
     /// This call's abandoned-line prompt, seen but not yet confirmed.
     unconfirmed: Option<Unconfirmed>,
+    /// The program in front (not the shell), and how long it has waited
+    /// for a person.
+    person: Option<PersonWait>,
+    /// The names of the programs that waited for a person and were ended.
+    ended: Vec<Option<String>>,
+}
+
+/// A program in front of the terminal that waits for a person: keys one by
+/// one (a pager, an editor, `top`) or a secret typed without echo (a
+/// password prompt).
+#[derive(Debug)]
+struct PersonWait {
+    pgid: i32,
+    /// Since when it has been seen waiting, look after look.
+    since: Option<Instant>,
+    /// End-of-file sent to it.
+    eofs: u32,
 }
 
 impl<'a> CallState<'a> {
     fn new(
         process: &'a mut Process,
+        output: &'a mut OutputStream,
         config: &'a ShellConfig,
         ids: CallIds,
         timeout: Duration,
@@ -427,6 +468,7 @@ impl<'a> CallState<'a> {
         };
         CallState {
             process,
+            output,
             config,
             ids,
             timeout,
@@ -436,6 +478,8 @@ impl<'a> CallState<'a> {
             eofs_sent: 0,
             continued: false,
             unconfirmed: None,
+            person: None,
+            ended: Vec::new(),
         }
     }
 
@@ -455,7 +499,7 @@ impl<'a> CallState<'a> {
             let end = tokio::select! {
                 biased;
                 () = cancel.as_mut() => Some(End::Cancelled),
-                chunk = self.process.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
+                chunk = self.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
                 () = tokio::time::sleep_until(deadline) => Some(self.on_timeout().await),
                 _ = checks.tick(), if self.scanner.started() => self.on_tick().await,
             };
@@ -569,9 +613,82 @@ impl<'a> CallState<'a> {
                 self.continued = true;
             }
         }
+        match &look.fg {
+            Some(fg) if self.program_in_front(fg) => {
+                if self.person.as_ref().is_none_or(|wait| wait.pgid != fg.pgid) {
+                    self.person = Some(PersonWait {
+                        pgid: fg.pgid,
+                        since: None,
+                        eofs: 0,
+                    });
+                }
+                if fg.waiting_for_input == Some(true)
+                    && fg.input_mode.is_some_and(|mode| mode.needs_a_person())
+                {
+                    self.on_person_wait(fg).await;
+                    return None;
+                }
+                if let Some(wait) = &mut self.person {
+                    wait.since = None;
+                }
+            }
+            _ => self.person = None,
+        }
         self.on_input_wait(look.fg.is_some_and(|fg| fg.waiting_for_input == Some(true)))
             .await;
         None
+    }
+
+    /// A program other than the shell is in front (and the host does not
+    /// answer input itself).
+    fn program_in_front(&self, fg: &Foreground) -> bool {
+        self.config.on_input_wait == InputWait::SendEof
+            && self
+                .process
+                .home
+                .as_ref()
+                .is_some_and(|home| !home.in_front(fg))
+    }
+
+    /// The program in front waits for a person: after `INPUT_PATIENCE`, one
+    /// end-of-file (a line editor leaves at it); seen waiting so for as long
+    /// again, its group is killed.
+    async fn on_person_wait(&mut self, fg: &Foreground) {
+        let Some(wait) = &mut self.person else {
+            return;
+        };
+        let now = Instant::now();
+        let since = *wait.since.get_or_insert(now);
+        if now.duration_since(since) < INPUT_PATIENCE {
+            return;
+        }
+        if wait.eofs == 0 && self.eofs_sent < MAX_EOFS {
+            tracing::debug!(program = ?fg.reader, "a program waits for a person; sending end-of-file");
+            let _ = self.process.session.write_all(b"\x04").await;
+            self.eofs_sent += 1;
+            wait.eofs += 1;
+            wait.since = None;
+            return;
+        }
+        let eofs = wait.eofs;
+        match self
+            .process
+            .session
+            .signal_foreground_if(fg.pgid, Signal::Kill)
+        {
+            Ok(true) => {
+                tracing::debug!(program = ?fg.reader, "a program waited for a person; it was killed");
+                // End-of-file did not end it: the note says what did.
+                self.eofs_sent = self.eofs_sent.saturating_sub(eofs);
+                self.ended.push(fg.reader.clone());
+                self.person = None;
+            }
+            Ok(false) => self.person = None,
+            Err(error) => {
+                tracing::debug!(%error, "a program that waits for a person could not be ended");
+                self.person = None;
+            }
+        }
     }
 
     /// Sends end-of-file to a command that has waited for terminal input
@@ -605,6 +722,7 @@ impl<'a> CallState<'a> {
             text,
             eofs_sent,
             continued,
+            ended,
             process,
             timeout,
             config,
@@ -617,6 +735,7 @@ impl<'a> CallState<'a> {
                 eofs_sent,
                 repairs,
                 continued,
+                ended,
             },
             End::ShellEnded(exit) => {
                 let mut output = text.finish();

@@ -48,6 +48,9 @@ pub struct Shell {
     handle: ShellHandle,
     /// Whose shell it is, for tracing (a pool's owner).
     owner: Option<Arc<str>>,
+    /// The last call that held a shell process was cancelled (or its future
+    /// dropped) and lost it: the next outcome says so.
+    cancelled: bool,
 }
 
 impl Shell {
@@ -65,6 +68,7 @@ impl Shell {
             config,
             process: None,
             owner,
+            cancelled: false,
         }
     }
 
@@ -223,10 +227,14 @@ impl Shell {
                 process
             }
         };
+        // Set until this call ends: a future dropped from here on loses the
+        // process, and the next outcome says the shell was reset.
+        let after_cancel = std::mem::replace(&mut self.cancelled, true);
         let session = process.session();
         let mut guard = InCall::new(&reach, &session);
         // A close that came while the shell started finds it now.
         if *closed.borrow() {
+            self.cancelled = after_cancel;
             return Err(ShellError::Closed);
         }
         let limits_before = session.limit_events();
@@ -262,11 +270,20 @@ impl Shell {
             drop(process);
         }
         drop(guard);
+        self.cancelled = config.persistent && matches!(outcome, Ok(Outcome::Cancelled));
         if closed_during {
             return Err(ShellError::Closed);
         }
-        let mut typed = typed(&config, outcome?)?;
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.cancelled |= after_cancel;
+                return Err(error);
+            }
+        };
+        let mut typed = typed(&config, outcome)?;
         typed.limits_reached = limits_reached;
+        typed.after_cancel = after_cancel;
         Ok(typed)
     }
 }
@@ -397,6 +414,8 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
         streams_repaired: StreamsRepaired::default(),
         shell_reset: persistent,
         limits_reached: LimitsReached::default(),
+        ended_programs: Vec::new(),
+        after_cancel: false,
     };
     Ok(match outcome {
         Outcome::Completed {
@@ -405,9 +424,11 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
             eofs_sent,
             repairs,
             continued,
+            ended,
         } => CallOutcome {
             eofs_sent,
             continued,
+            ended_programs: ended,
             streams_repaired: StreamsRepaired {
                 stdin: repairs.stdin,
                 stdout: repairs.stdout,

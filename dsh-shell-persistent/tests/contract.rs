@@ -6,13 +6,19 @@
 use std::time::Duration;
 
 use dsh_shell_persistent::{
-    CallEnd, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE, ShellConfig, ShellError, ShellPool,
-    ShellRequest, contract,
+    AFTER_CANCEL_NOTE, CallEnd, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE, ShellConfig,
+    ShellError, ShellPool, ShellRequest, contract,
 };
 use dsh_testbeds::{Testbed, Where};
 use serde_json::json;
 
 const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
+
+/// A job as agents start them: in the background, printing to the terminal.
+/// It counts until `stop` exists, each step a line of 1 KiB, and then writes
+/// `done.txt`. A plain command line, so that bash's notice of its end is one
+/// line.
+const COUNTER: &str = r#"bash -c 'i=0; until [ -e stop ]; do i=$((i+1)); printf "tick %s %01000d\n" $i 0; echo $i > count.txt; done; echo done > done.txt' &"#;
 
 struct Fixture {
     pool: ShellPool,
@@ -433,11 +439,13 @@ async fn cancellation_resets_even_after_the_marker(w: Where) {
         .await
         .unwrap_err();
     assert!(matches!(err, ShellError::Cancelled { .. }));
+    // The next result says the shell was reset, once.
     assert_eq!(
         f.run("echo ${BEFORE-reset} ${SHOULD_NOT_SURVIVE-gone}")
             .await,
-        "reset gone"
+        format!("{AFTER_CANCEL_NOTE}\nreset gone")
     );
+    assert_eq!(f.run("echo once").await, "once");
 
     // Dropping the call's future after the command finished and its end
     // marker was printed, before the future saw it: still a reset.
@@ -464,8 +472,48 @@ async fn cancellation_resets_even_after_the_marker(w: Where) {
     }
     assert_eq!(
         f.run("echo ${BEFORE-reset} ${DROPPED-gone}").await,
-        "reset gone"
+        format!("{AFTER_CANCEL_NOTE}\nreset gone")
     );
+    let outcome = f.pool.call("agent", "true").await.unwrap();
+    assert!(!outcome.after_cancel);
+}
+
+/// A job left running with `&` that prints to the terminal goes on while no
+/// call runs (its count read by another owner's shell), and the next call
+/// carries nothing it printed. Each step prints 1 KiB: 10,000 steps are more
+/// than every buffer between the job and the tool holds.
+async fn printing_jobs_run_between_calls(w: Where) {
+    let f = Fixture::new(w).await;
+    let started = f.run(COUNTER).await;
+    assert!(started.starts_with("[1] "), "{started}");
+    let count = || async {
+        f.run_as("observer", "cat count.txt 2>/dev/null")
+            .await
+            .parse::<u64>()
+            .ok()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut first = None;
+    loop {
+        let now = count().await;
+        match (first, now) {
+            (None, Some(n)) => first = Some(n),
+            (Some(start), Some(n)) if n >= start + 10_000 => break,
+            _ => {}
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the counter stood still at {now:?} (from {first:?}) with no call running"
+        );
+    }
+    f.run_as("observer", "touch stop").await;
+    while f.run_as("observer", "cat done.txt 2>/dev/null").await != "done" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the counter never saw stop"
+        );
+    }
+    assert_eq!(f.run("echo next").await, "next");
 }
 
 async fn fake_markers_cannot_end_a_call(w: Where) {
@@ -664,6 +712,7 @@ suite!(
     long_commands_and_long_output,
     output_is_normalized_for_the_model,
     commands_waiting_for_input_do_not_hang,
+    printing_jobs_run_between_calls,
     tracing_shows_only_the_commands,
     a_deleted_working_directory_is_survivable,
     invalid_calls_and_schema,

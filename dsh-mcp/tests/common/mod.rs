@@ -216,3 +216,22 @@ pub(crate) fn visible_tmp() -> std::path::PathBuf {
     );
     var_tmp
 }
+
+/// Polls `check` until it gives a value, for at most a minute (a generous
+/// bound on an event, not a measure of speed); panics naming `what` when
+/// the bound passes.
+#[allow(dead_code)]
+pub(crate) async fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let bound = Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} did not come within {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -19,12 +19,10 @@ fn parse_foreground(line: &[u8]) -> Option<Foreground> {
     let waiting = fields.next()? == "1";
     let state = fields.next();
     let program = fields.next().filter(|p| !p.is_empty()).map(PathBuf::from);
-    Some(Foreground {
-        pgid,
-        is_leader: pgid == leader,
-        waiting_for_input: Some(waiting),
-        leader: state.map(|state| Leader::new(program, state == "T")),
-    })
+    let mut fg = Foreground::new(pgid, pgid == leader);
+    fg.waiting_for_input = Some(waiting);
+    fg.leader = state.map(|state| Leader::new(program, state == "T"));
+    Some(fg)
 }
 
 /// How long one answer of the probe may take (the first also finds the

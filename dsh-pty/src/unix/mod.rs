@@ -445,16 +445,47 @@ impl PtySession for NativeSession {
         }
     }
 
+    fn signal_foreground_if(&self, pgid: i32, signal: Signal) -> Result<bool, PtyError> {
+        let sig = NixSignal::try_from(signal.number())
+            .map_err(|e| PtyError::io("converting the signal", e))?;
+        // The terminal's foreground group is one of this session's: checked
+        // and signalled back to back, a group of another session is never
+        // reached.
+        match nix::unistd::tcgetpgrp(self.master.get_ref().as_fd()) {
+            Ok(front) if front.as_raw() == pgid && pgid > 1 => {}
+            Ok(_) => return Ok(false),
+            Err(err) => {
+                return Err(PtyError::io(
+                    "reading the terminal's foreground process group",
+                    err,
+                ));
+            }
+        }
+        match killpg(Pid::from_raw(pgid), sig) {
+            Ok(()) => Ok(true),
+            Err(Errno::ESRCH) => Ok(false),
+            Err(err) => Err(PtyError::io("signalling the foreground process group", err)),
+        }
+    }
+
     async fn foreground(&self) -> Result<Foreground, PtyError> {
-        let pgid = nix::unistd::tcgetpgrp(self.master.get_ref().as_fd())
+        let master = self.master.get_ref().as_fd();
+        let pgid = nix::unistd::tcgetpgrp(master)
             .map_err(|e| PtyError::io("reading the terminal's foreground process group", e))?
             .as_raw();
+        // The master reads the modes its terminal's readers set.
+        let input_mode = pty::input_mode(master);
         let (pid, tty) = (self.pid, self.tty_path.clone());
-        Ok(tree::off_runtime(move || Foreground {
-            pgid,
-            is_leader: pgid == pid,
-            waiting_for_input: procfs::waits_on_tty(pgid, &tty),
-            leader: procfs::leader(pid),
+        Ok(tree::off_runtime(move || {
+            let wait = procfs::tty_wait(pgid, &tty);
+            Foreground {
+                pgid,
+                is_leader: pgid == pid,
+                waiting_for_input: wait.waiting,
+                leader: procfs::leader(pid),
+                input_mode,
+                reader: wait.reader,
+            }
         })
         .await)
     }
@@ -497,11 +528,14 @@ pub fn foreground_of_leader(leader: i32, tty: &std::path::Path) -> Result<Foregr
             )
         })?;
         let pgid = stat.tpgid;
+        let wait = procfs::tty_wait(pgid, tty);
         Ok(Foreground {
             pgid,
             is_leader: pgid == leader,
-            waiting_for_input: procfs::waits_on_tty(pgid, tty),
+            waiting_for_input: wait.waiting,
             leader: procfs::leader(leader),
+            input_mode: None,
+            reader: wait.reader,
         })
     }
     #[cfg(not(target_os = "linux"))]
@@ -524,6 +558,6 @@ impl Drop for NativeSession {
 }
 
 #[cfg(feature = "portable")]
-pub(crate) use procfs::{leader as procfs_leader, waits_on_tty as procfs_waits_on_tty};
+pub(crate) use procfs::{leader as procfs_leader, tty_wait as procfs_tty_wait};
 #[cfg(feature = "portable")]
 pub(crate) use tree::off_runtime;

@@ -239,17 +239,35 @@ pub(crate) fn session_members(sid: i32, _fresh: bool) -> Vec<i32> {
         .collect()
 }
 
+/// Whether a process of a foreground group waits for terminal input, and
+/// which.
+#[derive(Debug, Default)]
+pub(crate) struct TtyWait {
+    /// A live process of the group is blocked in a read of the terminal:
+    /// `None` where `/proc` cannot tell (not Linux).
+    pub(crate) waiting: Option<bool>,
+    /// That process's name (`comm`).
+    pub(crate) reader: Option<String>,
+}
+
 /// Whether a live process of group `pgid` is blocked in a read of the
-/// terminal at `tty`: `None` where `/proc` cannot tell (not Linux).
-pub(crate) fn waits_on_tty(pgid: i32, tty: &Path) -> Option<bool> {
+/// terminal at `tty`, and its name.
+pub(crate) fn tty_wait(pgid: i32, tty: &Path) -> TtyWait {
     #[cfg(target_os = "linux")]
     {
-        Some(pgid > 0 && group_waits_on_tty(pgid, tty))
+        let reader = (pgid > 0).then(|| group_reader_of_tty(pgid, tty)).flatten();
+        TtyWait {
+            waiting: Some(reader.is_some()),
+            reader: reader.and_then(|pid| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                Some(comm.trim_end_matches('\n').to_owned()).filter(|c| !c.is_empty())
+            }),
+        }
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (pgid, tty);
-        None
+        TtyWait::default()
     }
 }
 
@@ -270,13 +288,14 @@ pub(crate) fn leader(pid: i32) -> Option<crate::Leader> {
 }
 
 #[cfg(target_os = "linux")]
-/// `true` when some live process of group `pgid` is blocked in a read of the
-/// terminal at `tty`.
-pub(crate) fn group_waits_on_tty(pgid: i32, tty: &Path) -> bool {
+/// The first live process of group `pgid` blocked in a read of the terminal
+/// at `tty`.
+fn group_reader_of_tty(pgid: i32, tty: &Path) -> Option<i32> {
     group_members(pgid)
         .into_iter()
         .filter(|p| p.state == b'S')
-        .any(|p| blocked_reading(p.pid, tty))
+        .find(|p| blocked_reading(p.pid, tty))
+        .map(|p| p.pid)
 }
 
 #[cfg(target_os = "linux")]

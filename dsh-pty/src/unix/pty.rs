@@ -117,3 +117,15 @@ pub(crate) fn set_size(fd: &impl AsFd, size: TermSize) -> Result<(), PtyError> {
     }
     Ok(())
 }
+
+/// The input modes the terminal of master `fd` is in now (on Linux and the
+/// BSDs the master reports its terminal's modes): `None` when they cannot
+/// be read.
+pub(crate) fn input_mode(fd: std::os::fd::BorrowedFd<'_>) -> Option<crate::InputMode> {
+    use nix::sys::termios::LocalFlags;
+    let modes = nix::sys::termios::tcgetattr(fd).ok()?;
+    Some(crate::InputMode::new(
+        modes.local_flags.contains(LocalFlags::ICANON),
+        modes.local_flags.contains(LocalFlags::ECHO),
+    ))
+}

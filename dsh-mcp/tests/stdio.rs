@@ -232,18 +232,35 @@ async fn cancellation_resets_the_shell() {
     let mut c = Client::start(dir.path(), &[]).await;
     c.call(2, "bash", json!({"command": "export KEEP=1"})).await;
     c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "bash", "arguments": {"command": "sleep 1000"}}}))
+        "params": {"name": "bash", "arguments": {"command": "touch started; sleep 1000"}}}))
         .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Cancelled once the command runs.
+    let started = dir.path().join("started");
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while !started.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     c.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 3, "reason": "user pressed stop"}}),
     )
     .await;
+    // The next result says so, once.
     assert_eq!(
         c.call(4, "bash", json!({"command": "echo ${KEEP-reset}"}))
             .await,
-        ("reset".into(), false)
+        (
+            format!("{}\nreset", dsh_shell_persistent::AFTER_CANCEL_NOTE),
+            false
+        )
+    );
+    assert_eq!(
+        c.call(5, "bash", json!({"command": "echo once"})).await,
+        ("once".into(), false)
     );
     assert!(c.finish().await.success());
 }

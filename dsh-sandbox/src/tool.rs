@@ -537,9 +537,15 @@ impl SandboxedShell {
             .as_ref()
             .is_some_and(|c| c.mode == mode && c.shell.is_running());
         if !reusable {
+            // The model learns of a cancellation that reset the old shell.
+            let after_cancel = current.as_ref().is_some_and(|c| c.shell.after_cancel());
             // Drop the old shell (and its placeholders) before making new ones.
             *current = None;
-            *current = Some(self.make(mode, true)?);
+            let mut made = self.make(mode, true)?;
+            if after_cancel {
+                made.shell.mark_after_cancel();
+            }
+            *current = Some(made);
         }
         current
             .as_mut()

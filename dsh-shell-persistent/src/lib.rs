@@ -65,6 +65,7 @@
 //! | the shell ended | the output (without bash's interactive `exit` echo), then `[shell killed by signal: SIGKILL]`, `[shell exited: code N]` or `[shell exited]`, then the reset line |
 //! | timeout (the call's [`ShellRequest::timeout`], else [`ShellConfig::timeout`]) | ``Your command timed out after N seconds or experienced an OOM error. Below is partial output:``, the output if any, the reset line |
 //! | cancelled | [`ShellError::Cancelled`]; the shell is reset, the result discarded |
+//! | the call after a cancelled one (or one whose future was dropped) | [`AFTER_CANCEL_NOTE`], then the result |
 //! | longer than `max_output_chars` | the first `max_output_chars` characters and [`OUTPUT_CLIP_NOTE`] (or head + tail with [`ClipMode::HeadTail`]) |
 //! | empty `command` | error `command must be a non-empty string` |
 //!
@@ -104,6 +105,16 @@
 //! Everything before the start marker (echo, background-job output between
 //! calls) is discarded.
 //!
+//! # Between calls
+//!
+//! The terminal is read all the time: between calls a task drains the
+//! shell's output and drops it (the PTY's scrollback keeps the raw bytes,
+//! within its bound), so a job left running with `&` that prints to the
+//! terminal (a dev server's request log, a watcher, `tail -f`) never blocks
+//! in `write(2)` while the model thinks, and what it printed then is in no
+//! call's result. What it prints *while* a call runs is that call's output,
+//! as in a terminal. The task wakes only when there is output.
+//!
 //! Output is scanned as it streams (for the markers), normalized (`\r\n`
 //! → `\n`, escape sequences removed, carriage-return overwrites collapsed,
 //! invalid UTF-8 → U+FFFD; [`NormalizeOptions`] keeps escapes or carriage
@@ -124,6 +135,22 @@
 //! sends it end-of-file, up to three times, and the result says so
 //! ([`INPUT_EOF_NOTE`]). With [`InputWait::Wait`] it does nothing and a host
 //! answers through [`ShellPool::send_input`].
+//!
+//! A program other than the shell that waits for a *person* — the terminal
+//! out of line mode (`less`, `vim`, `nano`, `top`, `htop`: keys one by one)
+//! or with echo off (a password prompt: `ssh`, `sudo`) — gets one
+//! end-of-file too (a line editor such as Python's REPL leaves at it). If
+//! it is seen waiting so for another ~0.75 s, its process group is killed
+//! (`SIGKILL`, so no editor makes an emergency save of a buffer the
+//! end-of-file touched; bash puts the terminal's modes back), the command
+//! line goes on, and the result says which program ([`ENDED_PROGRAM_NOTE`],
+//! e.g. `[less needs an interactive terminal, which this tool does not
+//! have, so it was ended; use a non-interactive command instead]`, then
+//! `[exit code: 137]`); the shell keeps its state. About two seconds from
+//! the program's first wait. It needs a backend that reads the terminal's
+//! modes ([`dsh_pty::Foreground::input_mode`]: the native one; Docker and
+//! SSH sessions keep the end-of-file behaviour only). An editor killed so
+//! may leave its swap file (`vim`'s `.name.swp`).
 //!
 //! # The process tree
 //!

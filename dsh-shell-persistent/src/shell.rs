@@ -98,6 +98,21 @@ impl Shell {
         self.process.is_some()
     }
 
+    /// Whether the last call that held a shell process was cancelled (or
+    /// its future dropped), so that the next outcome says the shell was
+    /// reset ([`CallOutcome::after_cancel`]).
+    pub fn after_cancel(&self) -> bool {
+        self.cancelled
+    }
+
+    /// Makes the next outcome say that the previous call was cancelled and
+    /// the shell reset: for a host that replaces a shell whose
+    /// [`Shell::after_cancel`] is set with a new one (another
+    /// configuration for the same agent), so that the model still learns it.
+    pub fn mark_after_cancel(&mut self) {
+        self.cancelled = true;
+    }
+
     /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`)
     /// and returns the model-visible text.
     /// ([`ShellConfig::parse_request`]: `timeout` too, when the

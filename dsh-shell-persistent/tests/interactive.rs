@@ -56,14 +56,17 @@ async fn each_is_ended(commands: &[(&str, &str)]) {
     pool.close_all().await;
 }
 
+/// What a pager does (the terminal out of line mode, keys read one by one
+/// until `q`), and a password prompt that asks again after end-of-file (as
+/// `ssh` and `sudo` do: `/dev/tty` with echo off), written in the Python
+/// the tests need anyway, so that this runs wherever the suite does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pagers_monitors_and_repeated_password_prompts_are_ended() {
+async fn key_readers_and_repeated_password_prompts_are_ended() {
     each_is_ended(&[
-        ("less file.txt", "less"),
-        ("git --no-pager log 2>/dev/null; less -R < file.txt", "less"),
-        ("top", "top"),
-        // A password prompt that asks again after end-of-file, as `ssh` and
-        // `sudo` do: read from /dev/tty with echo off.
+        (
+            "python3 -c 'import os, tty\ntty.setraw(0)\nwhile os.read(0, 1) != b\"q\": pass'",
+            "python3",
+        ),
         (
             "python3 -c 'import getpass\nwhile True:\n    try: getpass.getpass()\n    except EOFError: pass'",
             "python3",
@@ -72,10 +75,14 @@ async fn pagers_monitors_and_repeated_password_prompts_are_ended() {
     .await;
 }
 
+/// The programs agents ask for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs vim, nano and htop (.ci/run installs them)"]
-async fn editors_and_htop_are_ended() {
+#[ignore = "needs less, top, vim, nano and htop (.ci/run installs them)"]
+async fn pagers_editors_and_monitors_are_ended() {
     each_is_ended(&[
+        ("less file.txt", "less"),
+        ("git --no-pager log 2>/dev/null; less -R < file.txt", "less"),
+        ("top", "top"),
         ("vim notes.txt", "vim"),
         ("vi file.txt", "vi"),
         ("nano file.txt", "nano"),

@@ -209,13 +209,14 @@ impl Confinement {
                 reachable.extend(spec.unix_sockets.iter().cloned());
                 sockets::Guard::new(&reachable, &protected, spec.network)
             };
+            let sockets = if spec.files { None } else { Some(guard()?) };
             Some(Namespaces {
                 flags,
                 uid_map: map(uid)?,
                 gid_map: map(gid)?,
                 view,
                 loopback: !spec.network && !spec.files,
-                sockets: (!spec.files).then(guard),
+                sockets,
             })
         } else {
             enforcement.missing.push(
@@ -347,7 +348,13 @@ impl Confinement {
                 sys::close_all_except(&keep[first..]);
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
                 if let Some(Ok((supervisor, pidfd))) = &taken {
-                    supervisor.serve(*pidfd);
+                    // Unconfined, it would leave the sandbox's calls
+                    // unanswered: then the sandbox ends with it.
+                    if supervisor.confine().is_ok() {
+                        supervisor.serve(*pidfd);
+                    } else {
+                        libc::kill(init, libc::SIGKILL);
+                    }
                 }
                 let status = sys::wait(init).map_or(libc::EXIT_FAILURE << 8, |(_, s)| s);
                 let mut signal = 0u8;

@@ -150,7 +150,10 @@ x = socket.socket(socket.AF_UNIX); x.connect("ok.sock"); print("unix")
     unix.set_nonblocking(true).unwrap();
     assert!(unix.accept().is_ok(), "the Unix listener saw nothing");
 
-    assert_eq!(run(&s, &format!("kill {pid}; wait {pid}; echo ok")).await, "ok");
+    assert_eq!(
+        run(&s, &format!("kill {pid}; wait {pid}; echo ok")).await,
+        "ok"
+    );
     s.close_all().await;
 }
 
@@ -204,7 +207,8 @@ async fn a_send_interrupted_by_signals_arrives_once() {
     let port = listener.local_addr().unwrap().port();
     let counted = std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(120)))
+            .unwrap();
         let mut all = Vec::new();
         conn.read_to_end(&mut all).unwrap();
         all.len()

@@ -114,6 +114,9 @@ struct Namespaces {
     /// The supervisor's mediation of socket addresses (none for the
     /// editor's file helper, which makes no socket calls).
     sockets: Option<sockets::Guard>,
+    /// The Landlock domain the supervisor enters before it forks init
+    /// (with `sockets`, where the ABI has scopes).
+    supervisor_domain: Option<std::os::fd::OwnedFd>,
 }
 
 /// The confinement applied to one shell (see the module docs).
@@ -210,6 +213,11 @@ impl Confinement {
                 sockets::Guard::new(&reachable, &protected, spec.network)
             };
             let sockets = if spec.files { None } else { Some(guard()?) };
+            let supervisor_domain = if spec.files {
+                None
+            } else {
+                self::landlock::supervisor_domain(abi)?
+            };
             Some(Namespaces {
                 flags,
                 uid_map: map(uid)?,
@@ -217,6 +225,7 @@ impl Confinement {
                 view,
                 loopback: !spec.network && !spec.files,
                 sockets,
+                supervisor_domain,
             })
         } else {
             enforcement.missing.push(
@@ -307,6 +316,12 @@ impl Confinement {
             sys::write_file(c"/proc/self/setgroups", b"deny")?;
             sys::write_file(c"/proc/self/uid_map", ns.uid_map.as_bytes())?;
             sys::write_file(c"/proc/self/gid_map", ns.gid_map.as_bytes())?;
+            // Before init exists, so that the sandbox's processes are in
+            // the supervisor's domain (or nested in it): the only ones it
+            // can reach (see `sockets`).
+            if let Some(domain) = &ns.supervisor_domain {
+                self::landlock::enter(domain)?;
+            }
             let (ready_rx, ready_tx) = sys::pipe()?;
             let (report_rx, report_tx) = sys::pipe()?;
             // The socket supervisor: init hands over its listener's number

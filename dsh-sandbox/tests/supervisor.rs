@@ -238,3 +238,47 @@ print("sent")
     assert_eq!(counted.join().unwrap(), TRIES, "bytes at the listener");
     s.close_all().await;
 }
+
+/// The `key:` line of `/proc/<pid>/status`, its value trimmed.
+fn status(pid: u32, key: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervisor_runs_under_its_own_filter() {
+    let ws = workspace();
+    let s = networked(&ws);
+    let mark = format!("dsh-supervised-{}", std::process::id());
+    run(&s, &format!("bash -c 'exec -a {mark} sleep 1000' &")).await;
+    // This host's /proc shows the sandbox's processes: the marked one's
+    // parent is the shell, whose parent is init, whose parent is the
+    // supervisor.
+    let deadline = Instant::now() + BOUND;
+    let marked = loop {
+        let found = std::fs::read_dir("/proc").unwrap().find_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            cmdline.starts_with(mark.as_bytes()).then_some(pid)
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the marked process did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let parent = |pid: u32| status(pid, "PPid").parse::<u32>().unwrap();
+    let supervisor = parent(parent(parent(marked)));
+    assert_eq!(status(supervisor, "NoNewPrivs"), "1");
+    assert_eq!(status(supervisor, "Seccomp"), "2", "no filter of its own");
+    assert_eq!(run(&s, "kill %1; wait; echo ok").await, "ok");
+    s.close_all().await;
+}

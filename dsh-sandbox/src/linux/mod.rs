@@ -24,7 +24,12 @@
 //! * init installs the socket filter before it forks the shell, so that
 //!   every process of the sandbox is under it, and hands its listener over
 //!   (`pidfd_getfd`); the supervisor then serves it until init exits
-//!   ([`sockets`]: it makes every socket-address call itself).
+//!   ([`sockets`]: it makes every socket-address call itself, never
+//!   waiting in one, under its own seccomp filter).
+//! * Before it forks init, the supervisor enters a Landlock domain of its
+//!   own where the ABI has scopes (no access handled, signals scoped), so
+//!   that the sandbox's processes are the only ones it can reach by ptrace
+//!   access ([`sockets`]).
 //! * The backend's `spawn` learns of success when every copy of its
 //!   close-on-exec error pipe is closed: the shell's at `exec`, the
 //!   supervisor's and init's explicitly. A failure anywhere in the chain is

@@ -85,6 +85,17 @@ pub(crate) fn arg_is(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, Sandbo
         .collect()
 }
 
+/// Rules that match when argument `arg`, as a 32-bit value, has none of
+/// the bits of `mask`.
+pub(crate) fn flags_clear(arg: u8, mask: u64) -> Result<Vec<SeccompRule>, SandboxError> {
+    Ok(vec![rule(vec![cond(
+        arg,
+        Len::Dword,
+        Op::MaskedEq(mask),
+        0,
+    )?])?])
+}
+
 fn compile_with(
     rules: Vec<(i64, Vec<SeccompRule>)>,
     mismatch: SeccompAction,

@@ -31,15 +31,117 @@
 //! keeps only `CAP_SYS_PTRACE` in the sandbox's user namespace (to fetch
 //! descriptors and read memory of processes that made themselves not
 //! dumpable), so its own file permissions are those of the shell.
-//! What differs for a program: the peer credentials of a connection it made
-//! name the supervisor's process (not visible inside) with the same uid and
-//! gid, and a blocking `connect` or `send` waits in the supervisor, so one
-//! that never finishes holds back the sandbox's next one until it is
-//! interrupted or the shell is reset.
+//! The peer credentials of a connection a program made name the
+//! supervisor's process (not visible inside) with the same uid and gid.
+//!
+//! # No call waits for another's
+//!
+//! The supervisor is one process that never blocks in a socket call: it
+//! makes each call without waiting (sends with `MSG_DONTWAIT`; a `connect`
+//! on a blocking socket with `O_NONBLOCK` set on it for the duration of
+//! that one system call, then cleared) and keeps a call that would wait in
+//! a table of up to 256, polled together with the listener: a TCP
+//! `connect` under way or a send waiting for room is woken by `POLLOUT` on
+//! the caller's socket; a Unix listener with a full backlog, or a Unix
+//! datagram peer whose queue is full, has no poll event for the caller's
+//! socket and is tried again every 20 ms. Meanwhile every other
+//! notification is received and answered, so one process's `connect` to a
+//! listener that never accepts holds back no other socket call, DNS
+//! included. Only 256 calls waiting at once fill the table; a further
+//! notification then stays queued in the kernel (where its caller is still
+//! interruptible) until one of them ends. Threads were the other way, but
+//! after `fork` in a multithreaded process they could not use the C
+//! library's thread-local `errno` safely, and worker processes would each
+//! be a copy of the host's address space and still a fixed number.
+//!
+//! What the caller sees is what it would see unconfined:
+//!
+//! * a caller that does not wait (`O_NONBLOCK` on its socket, or
+//!   `MSG_DONTWAIT`) gets the one attempt's answer, `EINPROGRESS` or
+//!   `EAGAIN` included;
+//! * a blocking caller is answered when its call completes, or when the
+//!   socket's `SO_SNDTIMEO` is up, with what the kernel answers then
+//!   (`EINPROGRESS` for a TCP `connect`, `EAGAIN` for a Unix one, the bytes
+//!   sent so far or `EAGAIN` for a send); a blocking stream send goes on
+//!   until all of it is sent, in parts of at most 256 KiB, as the kernel's
+//!   own does. A `connect` restarted after a wait that was interrupted
+//!   (`EALREADY` without waiting) waits for the connection under way, as
+//!   the kernel's own restart does.
+//!
+//! Two differences remain: while the supervisor makes a blocking caller's
+//! `connect`, `O_NONBLOCK` is set on the socket's open file description,
+//! which another process or thread sharing that socket could see for the
+//! duration of that system call; and a send that waited reads the rest of
+//! the caller's data from its memory when it goes on (the kernel too copies
+//! a blocking send as room comes), while its address is read once.
+//!
+//! # Interrupting the caller frees its call
+//!
+//! The filter is installed with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`
+//! where the kernel has it (Linux 5.19): until the supervisor has received
+//! a call, any signal interrupts it as usual (nothing was made); once
+//! received, only a fatal signal ends the caller's wait. The supervisor
+//! polls a pidfd of every caller whose call waits, and abandons the call
+//! as soon as the caller is gone: it closes its copy of the socket, so a
+//! `connect` still under way goes on only if another process holds the
+//! socket (as it would unconfined), and its row is free. Every turn of the
+//! loop, and at least every 500 ms while calls wait, it also asks the
+//! kernel whether each waiting call is still valid
+//! (`SECCOMP_IOCTL_NOTIF_ID_VALID`) and abandons those that are not (a
+//! thread ended by another's `execve`; before Linux 5.19, a caller a
+//! handled signal interrupted).
+//!
+//! # Never twice
+//!
+//! With `WAIT_KILLABLE_RECV`, a call the supervisor received cannot be
+//! interrupted by a handled signal, so the kernel never restarts a call
+//! whose send the supervisor made: each send goes out once, and a fatal
+//! signal leaves nothing to restart. Kernels before 5.19 refuse the flag;
+//! the filter is installed without it, and there a handled signal that
+//! arrives after the supervisor received a send and before it answered
+//! interrupts the caller, whose restarted (or retried, after `EINTR`) call
+//! is a new notification: that data can go out twice. The window is the
+//! time the supervisor takes over that one call (microseconds, or the wait
+//! of a blocking send); nothing in the notification interface can close it
+//! without the flag.
+//!
+//! # The supervisor is confined too
+//!
+//! Once its loop starts, it runs under its own seccomp filter
+//! (`no_new_privs` first): only the system calls of its loop and its end —
+//! `poll`/`ppoll`, `ioctl` with the three notification requests only,
+//! `clock_gettime`, `openat` (reading and `O_PATH` only), `read`, `close`, `fstat`/`newfstatat`/`statx`,
+//! `readlinkat`, `fchdir`, `pidfd_open`, `pidfd_getfd`, `process_vm_readv`,
+//! `process_vm_writev`, `fcntl` (`F_GETFL`/`F_SETFL` only), `getsockopt`,
+//! `connect`, `sendmsg`, `bind`, `getpid`, `tgkill` (`SIGPIPE` only),
+//! `wait4`, `rt_sigaction`, `rt_sigprocmask`, `rt_sigreturn`,
+//! `restart_syscall`, `kill`, `exit`, `exit_group`; any other system call
+//! kills it, and init with it (`PR_SET_PDEATHSIG`), so the sandbox ends
+//! instead of waiting for answers that would never come. `openat` is
+//! allowed only without a flag that writes, creates or truncates. It
+//! cannot `socket`, `execve`, `fork`, `mount` or `ptrace`, and makes no
+//! file but the socket a `bind` of the sandbox names.
+//!
+//! It needs the host's `/proc` (opened before the view replaced it) for a
+//! caller's `<tid>/status` (its thread group), `<tid>/cwd` (to resolve a
+//! relative path as the caller would) and `self/fd/N` (to check and reach a
+//! resolved socket). Where Landlock has scopes (ABI 6), the supervisor
+//! enters a Landlock domain of its own before it forks init (no access
+//! handled, signals scoped), so init, the shell and all they start are in
+//! it or nested in it; Landlock then lets the supervisor reach by ptrace
+//! access — the ptrace-guarded `/proc` entries (`cwd`, `fd`, `mem`,
+//! `environ`, …), `process_vm_*`, `pidfd_getfd` — and signal only those
+//! processes. What it can still read of the host's `/proc` is what every
+//! process of its uid can: the world-readable entries (`status`,
+//! `cmdline`, `stat` of host processes, `/proc/sys`). Below ABI 6 there is
+//! no such domain, and the supervisor can reach the ptrace-guarded entries
+//! of the host's dumpable processes of the same uid, as the shell's own
+//! user could outside the sandbox.
 //!
 //! Everything here runs in the supervisor or init, after `fork` in a
 //! multithreaded process: raw system calls on memory prepared before the
-//! fork, or mapped after it, and no allocation.
+//! fork (the guard, both filters, the Landlock domain), or mapped after it
+//! (its buffers, its table and its poll set), and no allocation.
 
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -127,6 +229,14 @@ impl Guard {
     }
 }
 
+/// The `open` flags that write, create or truncate.
+const OPEN_WRITES: u64 = (libc::O_ACCMODE
+    | libc::O_CREAT
+    | libc::O_TRUNC
+    | libc::O_APPEND
+    | (libc::O_TMPFILE & !libc::O_DIRECTORY)
+    | libc::O_EXCL) as u64;
+
 /// The supervisor's own filter: the system calls its loop and its end
 /// make, and nothing else (any other kills it, and with it the sandbox).
 fn supervisor_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
@@ -147,7 +257,8 @@ fn supervisor_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
         ),
         (libc::SYS_clock_gettime, any()),
         // The caller: its thread group, its descriptors, its memory.
-        (libc::SYS_openat, any()),
+        // Reading or `O_PATH` only: nothing written, created or truncated.
+        (libc::SYS_openat, seccomp::flags_clear(2, OPEN_WRITES)?),
         (libc::SYS_read, any()),
         (libc::SYS_close, any()),
         (libc::SYS_pidfd_open, any()),

@@ -239,6 +239,8 @@ const OPEN_WRITES: u64 = (libc::O_ACCMODE
 
 /// The supervisor's own filter: the system calls its loop and its end
 /// make, and nothing else (any other kills it, and with it the sandbox).
+// The ioctl request type is `c_ulong` with glibc, `c_int` with musl.
+#[allow(clippy::unnecessary_cast)]
 fn supervisor_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
     let any = Vec::new;
     let mut calls: Vec<(i64, Vec<seccompiler::SeccompRule>)> = vec![
@@ -846,7 +848,7 @@ impl<'g> Supervisor<'g> {
         if !op.nonblocking {
             op.deadline = Self::send_timeout(op.sock)?;
         }
-        op.writable = !(op.unix && !op.stream);
+        op.writable = !op.unix || op.stream;
         Ok(self.send_some(op, false))
     }
 

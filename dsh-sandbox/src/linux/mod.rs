@@ -24,7 +24,12 @@
 //! * init installs the socket filter before it forks the shell, so that
 //!   every process of the sandbox is under it, and hands its listener over
 //!   (`pidfd_getfd`); the supervisor then serves it until init exits
-//!   ([`sockets`]: it makes every socket-address call itself).
+//!   ([`sockets`]: it makes every socket-address call itself, never
+//!   waiting in one, under its own seccomp filter).
+//! * Before it forks init, the supervisor enters a Landlock domain of its
+//!   own where the ABI has scopes (no access handled, signals scoped), so
+//!   that the sandbox's processes are the only ones it can reach by ptrace
+//!   access ([`sockets`]).
 //! * The backend's `spawn` learns of success when every copy of its
 //!   close-on-exec error pipe is closed: the shell's at `exec`, the
 //!   supervisor's and init's explicitly. A failure anywhere in the chain is
@@ -114,6 +119,9 @@ struct Namespaces {
     /// The supervisor's mediation of socket addresses (none for the
     /// editor's file helper, which makes no socket calls).
     sockets: Option<sockets::Guard>,
+    /// The Landlock domain the supervisor enters before it forks init
+    /// (with `sockets`, where the ABI has scopes).
+    supervisor_domain: Option<std::os::fd::OwnedFd>,
 }
 
 /// The confinement applied to one shell (see the module docs).
@@ -209,13 +217,20 @@ impl Confinement {
                 reachable.extend(spec.unix_sockets.iter().cloned());
                 sockets::Guard::new(&reachable, &protected, spec.network)
             };
+            let sockets = if spec.files { None } else { Some(guard()?) };
+            let supervisor_domain = if spec.files {
+                None
+            } else {
+                self::landlock::supervisor_domain(abi)?
+            };
             Some(Namespaces {
                 flags,
                 uid_map: map(uid)?,
                 gid_map: map(gid)?,
                 view,
                 loopback: !spec.network && !spec.files,
-                sockets: (!spec.files).then(guard),
+                sockets,
+                supervisor_domain,
             })
         } else {
             enforcement.missing.push(
@@ -306,6 +321,12 @@ impl Confinement {
             sys::write_file(c"/proc/self/setgroups", b"deny")?;
             sys::write_file(c"/proc/self/uid_map", ns.uid_map.as_bytes())?;
             sys::write_file(c"/proc/self/gid_map", ns.gid_map.as_bytes())?;
+            // Before init exists, so that the sandbox's processes are in
+            // the supervisor's domain (or nested in it): the only ones it
+            // can reach (see `sockets`).
+            if let Some(domain) = &ns.supervisor_domain {
+                self::landlock::enter(domain)?;
+            }
             let (ready_rx, ready_tx) = sys::pipe()?;
             let (report_rx, report_tx) = sys::pipe()?;
             // The socket supervisor: init hands over its listener's number
@@ -347,7 +368,13 @@ impl Confinement {
                 sys::close_all_except(&keep[first..]);
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
                 if let Some(Ok((supervisor, pidfd))) = &taken {
-                    supervisor.serve(*pidfd);
+                    // Unconfined, it would leave the sandbox's calls
+                    // unanswered: then the sandbox ends with it.
+                    if supervisor.confine().is_ok() {
+                        supervisor.serve(*pidfd);
+                    } else {
+                        libc::kill(init, libc::SIGKILL);
+                    }
                 }
                 let status = sys::wait(init).map_or(libc::EXIT_FAILURE << 8, |(_, s)| s);
                 let mut signal = 0u8;

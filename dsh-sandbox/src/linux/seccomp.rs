@@ -61,13 +61,48 @@ fn compile(
     rules: Vec<(i64, Vec<SeccompRule>)>,
     errno: i32,
 ) -> Result<Vec<libc::sock_filter>, SandboxError> {
-    let filter = SeccompFilter::new(
-        rules.into_iter().collect(),
+    compile_with(
+        rules,
         SeccompAction::Allow,
         SeccompAction::Errno(errno as u32),
-        arch()?,
     )
-    .map_err(error)?;
+}
+
+/// A program that allows only the system calls of `rules` (each with its
+/// conditions; none: any arguments) and kills the process at any other.
+pub(crate) fn allow_only(
+    rules: Vec<(i64, Vec<SeccompRule>)>,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    compile_with(rules, SeccompAction::KillProcess, SeccompAction::Allow)
+}
+
+/// Rules that match when argument `arg`, as a 32-bit value, is one of
+/// `values`.
+pub(crate) fn arg_is(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, SandboxError> {
+    values
+        .iter()
+        .map(|v| rule(vec![cond(arg, Len::Dword, Op::Eq, *v)?]))
+        .collect()
+}
+
+/// Rules that match when argument `arg`, as a 32-bit value, has none of
+/// the bits of `mask`.
+pub(crate) fn flags_clear(arg: u8, mask: u64) -> Result<Vec<SeccompRule>, SandboxError> {
+    Ok(vec![rule(vec![cond(
+        arg,
+        Len::Dword,
+        Op::MaskedEq(mask),
+        0,
+    )?])?])
+}
+
+fn compile_with(
+    rules: Vec<(i64, Vec<SeccompRule>)>,
+    mismatch: SeccompAction,
+    matched: SeccompAction,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    let filter = SeccompFilter::new(rules.into_iter().collect(), mismatch, matched, arch()?)
+        .map_err(error)?;
     let program: BpfProgram = filter
         .try_into()
         .map_err(|e: seccompiler::BackendError| error(e))?;

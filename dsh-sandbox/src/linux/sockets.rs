@@ -31,15 +31,117 @@
 //! keeps only `CAP_SYS_PTRACE` in the sandbox's user namespace (to fetch
 //! descriptors and read memory of processes that made themselves not
 //! dumpable), so its own file permissions are those of the shell.
-//! What differs for a program: the peer credentials of a connection it made
-//! name the supervisor's process (not visible inside) with the same uid and
-//! gid, and a blocking `connect` or `send` waits in the supervisor, so one
-//! that never finishes holds back the sandbox's next one until it is
-//! interrupted or the shell is reset.
+//! The peer credentials of a connection a program made name the
+//! supervisor's process (not visible inside) with the same uid and gid.
+//!
+//! # No call waits for another's
+//!
+//! The supervisor is one process that never blocks in a socket call: it
+//! makes each call without waiting (sends with `MSG_DONTWAIT`; a `connect`
+//! on a blocking socket with `O_NONBLOCK` set on it for the duration of
+//! that one system call, then cleared) and keeps a call that would wait in
+//! a table of up to 256, polled together with the listener: a TCP
+//! `connect` under way or a send waiting for room is woken by `POLLOUT` on
+//! the caller's socket; a Unix listener with a full backlog, or a Unix
+//! datagram peer whose queue is full, has no poll event for the caller's
+//! socket and is tried again every 20 ms. Meanwhile every other
+//! notification is received and answered, so one process's `connect` to a
+//! listener that never accepts holds back no other socket call, DNS
+//! included. Only 256 calls waiting at once fill the table; a further
+//! notification then stays queued in the kernel (where its caller is still
+//! interruptible) until one of them ends. Threads were the other way, but
+//! after `fork` in a multithreaded process they could not use the C
+//! library's thread-local `errno` safely, and worker processes would each
+//! be a copy of the host's address space and still a fixed number.
+//!
+//! What the caller sees is what it would see unconfined:
+//!
+//! * a caller that does not wait (`O_NONBLOCK` on its socket, or
+//!   `MSG_DONTWAIT`) gets the one attempt's answer, `EINPROGRESS` or
+//!   `EAGAIN` included;
+//! * a blocking caller is answered when its call completes, or when the
+//!   socket's `SO_SNDTIMEO` is up, with what the kernel answers then
+//!   (`EINPROGRESS` for a TCP `connect`, `EAGAIN` for a Unix one, the bytes
+//!   sent so far or `EAGAIN` for a send); a blocking stream send goes on
+//!   until all of it is sent, in parts of at most 256 KiB, as the kernel's
+//!   own does. A `connect` restarted after a wait that was interrupted
+//!   (`EALREADY` without waiting) waits for the connection under way, as
+//!   the kernel's own restart does.
+//!
+//! Two differences remain: while the supervisor makes a blocking caller's
+//! `connect`, `O_NONBLOCK` is set on the socket's open file description,
+//! which another process or thread sharing that socket could see for the
+//! duration of that system call; and a send that waited reads the rest of
+//! the caller's data from its memory when it goes on (the kernel too copies
+//! a blocking send as room comes), while its address is read once.
+//!
+//! # Interrupting the caller frees its call
+//!
+//! The filter is installed with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`
+//! where the kernel has it (Linux 5.19): until the supervisor has received
+//! a call, any signal interrupts it as usual (nothing was made); once
+//! received, only a fatal signal ends the caller's wait. The supervisor
+//! polls a pidfd of every caller whose call waits, and abandons the call
+//! as soon as the caller is gone: it closes its copy of the socket, so a
+//! `connect` still under way goes on only if another process holds the
+//! socket (as it would unconfined), and its row is free. Every turn of the
+//! loop, and at least every 500 ms while calls wait, it also asks the
+//! kernel whether each waiting call is still valid
+//! (`SECCOMP_IOCTL_NOTIF_ID_VALID`) and abandons those that are not (a
+//! thread ended by another's `execve`; before Linux 5.19, a caller a
+//! handled signal interrupted).
+//!
+//! # Never twice
+//!
+//! With `WAIT_KILLABLE_RECV`, a call the supervisor received cannot be
+//! interrupted by a handled signal, so the kernel never restarts a call
+//! whose send the supervisor made: each send goes out once, and a fatal
+//! signal leaves nothing to restart. Kernels before 5.19 refuse the flag;
+//! the filter is installed without it, and there a handled signal that
+//! arrives after the supervisor received a send and before it answered
+//! interrupts the caller, whose restarted (or retried, after `EINTR`) call
+//! is a new notification: that data can go out twice. The window is the
+//! time the supervisor takes over that one call (microseconds, or the wait
+//! of a blocking send); nothing in the notification interface can close it
+//! without the flag.
+//!
+//! # The supervisor is confined too
+//!
+//! Once its loop starts, it runs under its own seccomp filter
+//! (`no_new_privs` first): only the system calls of its loop and its end —
+//! `poll`/`ppoll`, `ioctl` with the three notification requests only,
+//! `clock_gettime`, `openat` (reading and `O_PATH` only), `read`, `close`, `fstat`/`newfstatat`/`statx`,
+//! `readlinkat`, `fchdir`, `pidfd_open`, `pidfd_getfd`, `process_vm_readv`,
+//! `process_vm_writev`, `fcntl` (`F_GETFL`/`F_SETFL` only), `getsockopt`,
+//! `connect`, `sendmsg`, `bind`, `getpid`, `tgkill` (`SIGPIPE` only),
+//! `wait4`, `rt_sigaction`, `rt_sigprocmask`, `rt_sigreturn`,
+//! `restart_syscall`, `kill`, `exit`, `exit_group`; any other system call
+//! kills it, and init with it (`PR_SET_PDEATHSIG`), so the sandbox ends
+//! instead of waiting for answers that would never come. `openat` is
+//! allowed only without a flag that writes, creates or truncates. It
+//! cannot `socket`, `execve`, `fork`, `mount` or `ptrace`, and makes no
+//! file but the socket a `bind` of the sandbox names.
+//!
+//! It needs the host's `/proc` (opened before the view replaced it) for a
+//! caller's `<tid>/status` (its thread group), `<tid>/cwd` (to resolve a
+//! relative path as the caller would) and `self/fd/N` (to check and reach a
+//! resolved socket). Where Landlock has scopes (ABI 6), the supervisor
+//! enters a Landlock domain of its own before it forks init (no access
+//! handled, signals scoped), so init, the shell and all they start are in
+//! it or nested in it; Landlock then lets the supervisor reach by ptrace
+//! access — the ptrace-guarded `/proc` entries (`cwd`, `fd`, `mem`,
+//! `environ`, …), `process_vm_*`, `pidfd_getfd` — and signal only those
+//! processes. What it can still read of the host's `/proc` is what every
+//! process of its uid can: the world-readable entries (`status`,
+//! `cmdline`, `stat` of host processes, `/proc/sys`). Below ABI 6 there is
+//! no such domain, and the supervisor can reach the ptrace-guarded entries
+//! of the host's dumpable processes of the same uid, as the shell's own
+//! user could outside the sandbox.
 //!
 //! Everything here runs in the supervisor or init, after `fork` in a
 //! multithreaded process: raw system calls on memory prepared before the
-//! fork, or mapped after it, and no allocation.
+//! fork (the guard, both filters, the Landlock domain), or mapped after it
+//! (its buffers, its table and its poll set), and no allocation.
 
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -47,7 +149,8 @@ use std::path::PathBuf;
 
 use libc::{c_int, c_long, c_void};
 
-use super::sys;
+use super::{seccomp, sys};
+use crate::SandboxError;
 
 /// What the supervisor lets a confined process reach, prepared in the
 /// parent.
@@ -61,6 +164,8 @@ pub(crate) struct Guard {
     denied: Vec<Vec<u8>>,
     /// The network namespace is the host's: abstract names are refused.
     host_network: bool,
+    /// The supervisor's own seccomp filter (see the module docs).
+    own: Vec<libc::sock_filter>,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -78,7 +183,6 @@ const DATA_CAP: usize = 256 * 1024;
 const CONTROL_CAP: usize = 16 * 1024;
 /// `UIO_MAXIOV`.
 const MAX_IOV: usize = 1024;
-const MAPPED: usize = DATA_CAP + CONTROL_CAP + MAX_IOV * 16;
 /// `CAP_SYS_PTRACE` (linux/capability.h).
 const CAP_SYS_PTRACE: u32 = 19;
 /// The most descriptors one message may pass (the kernel's `SCM_MAX_FD`).
@@ -88,7 +192,11 @@ impl Guard {
     /// The guard for a sandbox whose pathname sockets may be reached beneath
     /// `allowed` (canonical paths), with the host's network namespace or
     /// not.
-    pub(crate) fn new(allowed: &[PathBuf], denied: &[PathBuf], host_network: bool) -> Guard {
+    pub(crate) fn new(
+        allowed: &[PathBuf],
+        denied: &[PathBuf],
+        host_network: bool,
+    ) -> Result<Guard, SandboxError> {
         let bytes = |paths: &[PathBuf]| -> Vec<Vec<u8>> {
             paths
                 .iter()
@@ -98,12 +206,13 @@ impl Guard {
                 })
                 .collect()
         };
-        Guard {
+        Ok(Guard {
             program: program(host_network),
             allowed: bytes(allowed),
             denied: bytes(denied),
             host_network,
-        }
+            own: supervisor_program()?,
+        })
     }
 
     /// Init: installs the filter and returns its listener.
@@ -118,6 +227,79 @@ impl Guard {
         };
         self.allowed.iter().any(beneath) && !self.denied.iter().any(beneath)
     }
+}
+
+/// The `open` flags that write, create or truncate.
+const OPEN_WRITES: u64 = (libc::O_ACCMODE
+    | libc::O_CREAT
+    | libc::O_TRUNC
+    | libc::O_APPEND
+    | (libc::O_TMPFILE & !libc::O_DIRECTORY)
+    | libc::O_EXCL) as u64;
+
+/// The supervisor's own filter: the system calls its loop and its end
+/// make, and nothing else (any other kills it, and with it the sandbox).
+// The ioctl request type is `c_ulong` with glibc, `c_int` with musl.
+#[allow(clippy::unnecessary_cast)]
+fn supervisor_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
+    let any = Vec::new;
+    let mut calls: Vec<(i64, Vec<seccompiler::SeccompRule>)> = vec![
+        // Its loop.
+        (libc::SYS_ppoll, any()),
+        (
+            libc::SYS_ioctl,
+            seccomp::arg_is(
+                1,
+                &[
+                    libc::SECCOMP_IOCTL_NOTIF_RECV as u64,
+                    libc::SECCOMP_IOCTL_NOTIF_SEND as u64,
+                    NOTIF_ID_VALID as u64,
+                ],
+            )?,
+        ),
+        (libc::SYS_clock_gettime, any()),
+        // The caller: its thread group, its descriptors, its memory.
+        // Reading or `O_PATH` only: nothing written, created or truncated.
+        (libc::SYS_openat, seccomp::flags_clear(2, OPEN_WRITES)?),
+        (libc::SYS_read, any()),
+        (libc::SYS_close, any()),
+        (libc::SYS_pidfd_open, any()),
+        (libc::SYS_pidfd_getfd, any()),
+        (libc::SYS_process_vm_readv, any()),
+        (libc::SYS_process_vm_writev, any()),
+        // A pathname: resolved, checked, reached by its descriptor.
+        (libc::SYS_newfstatat, any()),
+        (libc::SYS_fstat, any()),
+        (libc::SYS_statx, any()),
+        (libc::SYS_readlinkat, any()),
+        (libc::SYS_fchdir, any()),
+        // The calls it makes.
+        (
+            libc::SYS_fcntl,
+            seccomp::arg_is(1, &[libc::F_GETFL as u64, libc::F_SETFL as u64])?,
+        ),
+        (libc::SYS_getsockopt, any()),
+        (libc::SYS_connect, any()),
+        (libc::SYS_sendmsg, any()),
+        (libc::SYS_bind, any()),
+        (libc::SYS_getpid, any()),
+        (
+            libc::SYS_tgkill,
+            seccomp::arg_is(2, &[libc::SIGPIPE as u64])?,
+        ),
+        // Its end: init's status, then the same end.
+        (libc::SYS_wait4, any()),
+        (libc::SYS_rt_sigaction, any()),
+        (libc::SYS_rt_sigprocmask, any()),
+        (libc::SYS_rt_sigreturn, any()),
+        (libc::SYS_restart_syscall, any()),
+        (libc::SYS_kill, any()),
+        (libc::SYS_exit, any()),
+        (libc::SYS_exit_group, any()),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.push((libc::SYS_poll, any()));
+    seccomp::allow_only(calls)
 }
 
 /// The notification filter (see the module docs).
@@ -229,14 +411,131 @@ fn proc_path<'b>(buf: &'b mut [u8; 64], prefix: &[u8], n: u64, rest: &[u8]) -> &
 /// A descriptor closed when dropped.
 struct Fd(c_int);
 
-impl Drop for Fd {
-    fn drop(&mut self) {
-        if self.0 >= 0 {
-            // SAFETY: closing a descriptor this code opened.
-            unsafe { libc::close(self.0) };
-        }
+impl Fd {
+    /// The descriptor, no longer closed on drop.
+    fn into_raw(self) -> c_int {
+        let fd = self.0;
+        std::mem::forget(self);
+        fd
     }
 }
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        close(self.0);
+    }
+}
+
+fn close(fd: c_int) {
+    if fd >= 0 {
+        // SAFETY: closing a descriptor this code opened.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+fn now() -> u64 {
+    // SAFETY: `ts` is written by the call (the vDSO, no allocation).
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// The process that made a call.
+#[derive(Clone, Copy)]
+struct Caller {
+    id: u64,
+    tid: u32,
+    tgid: i32,
+    /// A pidfd of its thread group (owned by the `Op` that holds it).
+    pidfd: c_int,
+}
+
+/// One notification being answered: a row of the supervisor's table. A
+/// call that would block stays here until it can go on, its time (the
+/// socket's `SO_SNDTIMEO`) is up, or its caller is gone.
+#[derive(Clone, Copy)]
+struct Op {
+    used: bool,
+    caller: Caller,
+    nr: c_long,
+    args: [u64; 6],
+    /// The caller's socket, fetched (`pidfd_getfd`).
+    sock: c_int,
+    /// The caller does not wait: `O_NONBLOCK` on its socket or
+    /// `MSG_DONTWAIT`.
+    nonblocking: bool,
+    /// A stream socket (a send may go out in parts).
+    stream: bool,
+    /// The socket is a Unix one (whose waits have no poll event).
+    unix: bool,
+    /// Wait for `POLLOUT` on `sock` (else: try again at the next tick).
+    writable: bool,
+    /// When the caller's `SO_SNDTIMEO` is up (`u64::MAX`: never).
+    deadline: u64,
+    /// The send flags the caller gave.
+    flags: c_int,
+    /// The address of the current message (or the connect) was read.
+    addressed: bool,
+    /// Its resolved pathname socket (`O_PATH`), or -1.
+    target: c_int,
+    /// Its address as read, `raw_len` bytes (0: none).
+    raw: libc::sockaddr_storage,
+    raw_len: usize,
+    /// `sendmmsg`: messages sent.
+    done: usize,
+    /// Bytes of the current message sent.
+    sent: usize,
+}
+
+impl Op {
+    /// Closes what the row holds and frees it.
+    fn release(&mut self) {
+        close(self.sock);
+        close(self.target);
+        close(self.caller.pidfd);
+        self.used = false;
+        self.sock = -1;
+        self.target = -1;
+        self.caller.pidfd = -1;
+    }
+
+    /// Forgets the address of the message that was just sent.
+    fn next_message(&mut self) {
+        close(self.target);
+        self.target = -1;
+        self.addressed = false;
+        self.raw_len = 0;
+        self.sent = 0;
+    }
+
+    fn timed_out(&self) -> bool {
+        self.deadline != u64::MAX && now() >= self.deadline
+    }
+}
+
+/// What handling a notification came to.
+enum Step {
+    /// Answer now (the value, or the errno).
+    Answer(Result<i64, i32>),
+    /// The call waits in the table.
+    Wait,
+}
+
+/// The most calls waiting at once; further notifications stay queued in
+/// the kernel (their callers interruptible) until one ends.
+const MAX_PENDING: usize = 256;
+/// How often a waiting call that has no poll event is tried again, and
+/// how often waiting calls are checked for callers that are gone.
+const RETRY_MS: c_int = 20;
+const SWEEP_MS: c_int = 500;
+
+const TABLE_AT: usize = DATA_CAP + CONTROL_CAP + MAX_IOV * 16;
+const POLL_AT: usize = TABLE_AT + MAX_PENDING * std::mem::size_of::<Op>();
+const MAPPED: usize = POLL_AT + (2 + 2 * MAX_PENDING) * std::mem::size_of::<libc::pollfd>();
 
 /// The supervisor's side: serves notifications until init exits.
 pub(crate) struct Supervisor<'g> {
@@ -247,18 +546,10 @@ pub(crate) struct Supervisor<'g> {
     buf: *mut u8,
 }
 
-/// The process that made a call, and the call.
-struct Call {
-    id: u64,
-    tid: u32,
-    tgid: i32,
-    pidfd: Fd,
-    args: [u64; 6],
-}
-
 impl<'g> Supervisor<'g> {
-    /// Prepares the supervisor: its buffer, its working directory (the
-    /// host's `/proc`, for `self/fd/N` addresses) and its capabilities.
+    /// Prepares the supervisor: its buffer and table, its working directory
+    /// (the host's `/proc`, for `self/fd/N` addresses) and its
+    /// capabilities.
     pub(crate) fn new(guard: &'g Guard, listener: c_int, proc_dir: c_int) -> io::Result<Self> {
         // SAFETY: an anonymous private mapping; checked below.
         let buf = unsafe {
@@ -274,11 +565,43 @@ impl<'g> Supervisor<'g> {
         if buf == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        let buf: *mut u8 = buf.cast();
+        // SAFETY: the table lies within the mapping, suitably aligned (the
+        // offset is a multiple of 16); every row is written before use.
+        unsafe {
+            let table = buf.add(TABLE_AT).cast::<Op>();
+            for i in 0..MAX_PENDING {
+                table.add(i).write(Op {
+                    used: false,
+                    caller: Caller {
+                        id: 0,
+                        tid: 0,
+                        tgid: 0,
+                        pidfd: -1,
+                    },
+                    nr: 0,
+                    args: [0; 6],
+                    sock: -1,
+                    nonblocking: false,
+                    stream: false,
+                    unix: false,
+                    writable: false,
+                    deadline: u64::MAX,
+                    flags: 0,
+                    addressed: false,
+                    target: -1,
+                    raw: std::mem::zeroed(),
+                    raw_len: 0,
+                    done: 0,
+                    sent: 0,
+                });
+            }
+        }
         // SAFETY: plain system calls.
         unsafe {
             sys::check_int(libc::fchdir(proc_dir))?;
             // A send on a closed connection must not end the supervisor; the
-            // caller gets its SIGPIPE from `send_result`.
+            // caller gets its SIGPIPE from `answer`.
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         }
         sys::keep_only_capability(CAP_SYS_PTRACE)?;
@@ -286,7 +609,7 @@ impl<'g> Supervisor<'g> {
             guard,
             listener,
             proc_dir,
-            buf: buf.cast(),
+            buf,
         })
     }
 
@@ -295,45 +618,134 @@ impl<'g> Supervisor<'g> {
         self.listener
     }
 
+    /// Confines the supervisor to the system calls it makes from here on
+    /// (see the module docs).
+    pub(crate) fn confine(&self) -> io::Result<()> {
+        sys::no_new_privs()?;
+        sys::seccomp_install(&self.guard.own)
+    }
+
+    /// The table's row `i`.
+    #[allow(clippy::mut_from_ref)]
+    fn row(&self, i: usize) -> &mut Op {
+        debug_assert!(i < MAX_PENDING);
+        // SAFETY: within the table written in `new`; the supervisor is one
+        // thread and holds no other reference to a row across this call.
+        unsafe { &mut *self.buf.add(TABLE_AT).cast::<Op>().add(i) }
+    }
+
+    /// The poll set: the listener, init, then per row its socket and its
+    /// caller.
+    #[allow(clippy::mut_from_ref)]
+    fn poll_set(&self) -> &mut [libc::pollfd] {
+        // SAFETY: within the mapping, aligned (`POLL_AT` is a multiple of
+        // 8), and only this one slice is alive at a time.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.buf.add(POLL_AT).cast::<libc::pollfd>(),
+                2 + 2 * MAX_PENDING,
+            )
+        }
+    }
+
     /// Serves notifications until `init_pidfd` says init exited.
     pub(crate) fn serve(&self, init_pidfd: c_int) {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.listener,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: init_pidfd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
+        let mut listening = true;
         loop {
-            // SAFETY: `fds` lives on this frame.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if n < 0 {
-                if errno() == libc::EINTR {
+            // The rows in use, what they wait for, and how long to wait.
+            let mut high = 0;
+            let mut free = false;
+            let mut timeout: c_int = -1;
+            let at = now();
+            {
+                let fds = self.poll_set();
+                for i in 0..MAX_PENDING {
+                    let op = *self.row(i);
+                    let (sock, caller) = if op.used {
+                        high = i + 1;
+                        let tick = if op.writable { SWEEP_MS } else { RETRY_MS };
+                        let mut wait = tick;
+                        if op.deadline != u64::MAX {
+                            let left = op.deadline.saturating_sub(at) / 1_000_000 + 1;
+                            wait = wait.min(left.min(c_int::MAX as u64) as c_int);
+                        }
+                        timeout = if timeout < 0 { wait } else { timeout.min(wait) };
+                        (if op.writable { op.sock } else { -1 }, op.caller.pidfd)
+                    } else {
+                        free = true;
+                        (-1, -1)
+                    };
+                    fds[2 + 2 * i] = libc::pollfd {
+                        fd: sock,
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    };
+                    fds[3 + 2 * i] = libc::pollfd {
+                        fd: caller,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                }
+                fds[0] = libc::pollfd {
+                    fd: if listening && free { self.listener } else { -1 },
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                fds[1] = libc::pollfd {
+                    fd: init_pidfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: `fds` has at least `2 + 2 * high` entries.
+                let n = unsafe {
+                    libc::poll(fds.as_mut_ptr(), (2 + 2 * high) as libc::nfds_t, timeout)
+                };
+                if n < 0 && errno() != libc::EINTR {
+                    return;
+                }
+                if n > 0 && fds[1].revents != 0 {
+                    return;
+                }
+            }
+            let fds = self.poll_set();
+            // Calls under way: their callers first, then their sockets.
+            for i in 0..high {
+                let op = self.row(i);
+                if !op.used {
                     continue;
                 }
-                return;
-            }
-            if fds[1].revents != 0 {
-                return;
+                let gone = fds[3 + 2 * i].revents != 0 || !self.valid(op.caller.id);
+                if gone {
+                    // Killed or interrupted: the call is abandoned.
+                    op.release();
+                    continue;
+                }
+                let woken = fds[2 + 2 * i].revents != 0;
+                if woken || !op.writable || op.timed_out() {
+                    match self.progress(op, woken) {
+                        Step::Wait => {}
+                        Step::Answer(result) => {
+                            self.answer(op, result);
+                            op.release();
+                        }
+                    }
+                }
             }
             if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
                 // No process is left under the filter: only init's end.
-                fds[0].fd = -1;
-                continue;
-            }
-            if fds[0].revents & libc::POLLIN != 0 {
-                self.one();
+                listening = false;
+            } else if fds[0].revents & libc::POLLIN != 0 {
+                self.receive();
             }
         }
     }
 
-    /// Receives, handles and answers one notification.
-    fn one(&self) {
+    /// Receives one notification and starts it: answered at once, or kept
+    /// in a free row.
+    fn receive(&self) {
+        let Some(slot) = (0..MAX_PENDING).find(|&i| !self.row(i).used) else {
+            return;
+        };
         // SAFETY: a zeroed notification (the kernel requires it) that the
         // ioctl fills.
         let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
@@ -341,13 +753,60 @@ impl<'g> Supervisor<'g> {
         if unsafe { libc::ioctl(self.listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif) } < 0 {
             return;
         }
-        let result = self.handle(&notif);
+        let op = self.row(slot);
+        op.used = true;
+        op.caller = Caller {
+            id: notif.id,
+            tid: notif.pid,
+            tgid: 0,
+            pidfd: -1,
+        };
+        op.nr = c_long::from(notif.data.nr);
+        op.args = notif.data.args;
+        op.sock = -1;
+        op.target = -1;
+        op.addressed = false;
+        op.raw_len = 0;
+        op.done = 0;
+        op.sent = 0;
+        op.deadline = u64::MAX;
+        op.writable = false;
+        op.flags = 0;
+        let step = match self.start(op) {
+            Ok(step) => step,
+            Err(e) => Step::Answer(Err(e)),
+        };
+        if let Step::Answer(result) = step {
+            self.answer(op, result);
+            op.release();
+        }
+    }
+
+    /// Answers the call of `op` (the caller's SIGPIPE, which the
+    /// supervisor's own send did not raise, with an `EPIPE` of a send).
+    fn answer(&self, op: &Op, result: Result<i64, i32>) {
         let (val, error) = match result {
             Ok(v) => (v, 0),
             Err(e) => (0, -e),
         };
+        if result == Err(libc::EPIPE)
+            && op.nr != libc::SYS_connect
+            && op.nr != libc::SYS_bind
+            && op.flags & libc::MSG_NOSIGNAL == 0
+            && self.valid(op.caller.id)
+        {
+            // SAFETY: signalling the calling thread, which waits on us.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_tgkill,
+                    op.caller.tgid,
+                    op.caller.tid,
+                    libc::SIGPIPE,
+                )
+            };
+        }
         let resp = libc::seccomp_notif_resp {
-            id: notif.id,
+            id: op.caller.id,
             val,
             error,
             flags: 0,
@@ -362,43 +821,59 @@ impl<'g> Supervisor<'g> {
         unsafe { libc::ioctl(self.listener, NOTIF_ID_VALID, &id) == 0 }
     }
 
-    fn handle(&self, notif: &libc::seccomp_notif) -> Result<i64, i32> {
-        let call = self.call(notif)?;
-        let nr = c_long::from(notif.data.nr);
-        let sock = self.fetch(&call, call.args[0] as c_int)?;
+    /// The first attempt at the call in `op`.
+    fn start(&self, op: &mut Op) -> Result<Step, i32> {
+        self.caller(op)?;
+        op.sock = self.fetch(&op.caller, op.args[0] as c_int)?.into_raw();
+        let nr = op.nr;
+        if nr == libc::SYS_bind {
+            return Ok(Step::Answer(self.bind(op)));
+        }
+        // SAFETY: a plain system call on our descriptor.
+        let status = ok(unsafe { libc::fcntl(op.sock, libc::F_GETFL) }.into())? as c_int;
+        op.nonblocking = status & libc::O_NONBLOCK != 0;
+        op.unix = Self::socket_int(op.sock, libc::SO_DOMAIN)? == libc::AF_UNIX;
+        op.stream = Self::socket_int(op.sock, libc::SO_TYPE)? == libc::SOCK_STREAM;
         if nr == libc::SYS_connect {
-            self.connect(&call, &sock)
-        } else if nr == libc::SYS_sendto {
-            self.sendto(&call, &sock)
-        } else if nr == libc::SYS_sendmsg {
-            self.sendmsg(&call, &sock, call.args[1], call.args[2] as c_int)
-        } else if nr == libc::SYS_sendmmsg {
-            self.sendmmsg(&call, &sock)
-        } else if nr == libc::SYS_bind {
-            self.bind(&call, &sock)
+            return self.start_connect(op, status);
+        }
+        op.flags = if nr == libc::SYS_sendmsg {
+            op.args[2]
+        } else if nr == libc::SYS_sendto || nr == libc::SYS_sendmmsg {
+            op.args[3]
         } else {
-            Err(libc::ENOSYS)
+            return Err(libc::ENOSYS);
+        } as c_int;
+        op.nonblocking |= op.flags & libc::MSG_DONTWAIT != 0;
+        if !op.nonblocking {
+            op.deadline = Self::send_timeout(op.sock)?;
+        }
+        op.writable = !op.unix || op.stream;
+        Ok(self.send_some(op, false))
+    }
+
+    /// Goes on with a waiting call (`woken`: its socket's poll event came).
+    fn progress(&self, op: &mut Op, woken: bool) -> Step {
+        if op.nr == libc::SYS_connect {
+            self.progress_connect(op, woken)
+        } else {
+            self.send_some(op, woken)
         }
     }
 
-    /// The caller: its thread group (from the host's `/proc`) and a pidfd,
+    /// The caller's thread group (from the host's `/proc`) and a pidfd,
     /// checked against the notification so that a reused pid is never
     /// taken for it.
-    fn call(&self, notif: &libc::seccomp_notif) -> Result<Call, i32> {
-        let tid = notif.pid;
-        let tgid = self.tgid(tid)?;
+    fn caller(&self, op: &mut Op) -> Result<(), i32> {
+        let tgid = self.tgid(op.caller.tid)?;
         // SAFETY: a plain system call.
-        let pidfd = Fd(ok(unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0u32) })? as c_int);
-        if !self.valid(notif.id) {
+        let pidfd = ok(unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0u32) })? as c_int;
+        op.caller.pidfd = pidfd;
+        op.caller.tgid = tgid;
+        if !self.valid(op.caller.id) {
             return Err(libc::ESRCH);
         }
-        Ok(Call {
-            id: notif.id,
-            tid,
-            tgid,
-            pidfd,
-            args: notif.data.args,
-        })
+        Ok(())
     }
 
     fn tgid(&self, tid: u32) -> Result<i32, i32> {
@@ -439,14 +914,22 @@ impl<'g> Supervisor<'g> {
     }
 
     /// The caller's descriptor `fd`, as a descriptor of ours.
-    fn fetch(&self, call: &Call, fd: c_int) -> Result<Fd, i32> {
+    fn fetch(&self, call: &Caller, fd: c_int) -> Result<Fd, i32> {
         // SAFETY: a plain system call.
-        let got = ok(unsafe { libc::syscall(libc::SYS_pidfd_getfd, call.pidfd.0, fd, 0u32) })?;
+        let got = ok(unsafe { libc::syscall(libc::SYS_pidfd_getfd, call.pidfd, fd, 0u32) })?;
         Ok(Fd(got as c_int))
     }
 
-    /// Copies `len` bytes of the caller's memory at `remote` to `local`.
-    fn read(&self, call: &Call, remote: u64, local: *mut u8, len: usize) -> Result<(), i32> {
+    /// Copies the caller's memory described by `remote` to `local` (`len`
+    /// bytes in all), and checks that the notification is still valid (so
+    /// that the thread read was the caller, not a reused id).
+    fn read_vec(
+        &self,
+        call: &Caller,
+        remote: &[libc::iovec],
+        local: *mut u8,
+        len: usize,
+    ) -> Result<(), i32> {
         if len == 0 {
             return Ok(());
         }
@@ -454,12 +937,17 @@ impl<'g> Supervisor<'g> {
             iov_base: local.cast(),
             iov_len: len,
         };
-        let r = libc::iovec {
-            iov_base: remote as *mut c_void,
-            iov_len: len,
-        };
         // SAFETY: `local` has room for `len` bytes (callers' buffers).
-        let n = unsafe { libc::process_vm_readv(call.tid as libc::pid_t, &l, 1, &r, 1, 0) };
+        let n = unsafe {
+            libc::process_vm_readv(
+                call.tid as libc::pid_t,
+                &l,
+                1,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
         if n < 0 || n as usize != len {
             return Err(libc::EFAULT);
         }
@@ -469,13 +957,22 @@ impl<'g> Supervisor<'g> {
         Ok(())
     }
 
-    fn socket_int(sock: &Fd, option: c_int) -> Result<c_int, i32> {
+    /// Copies `len` bytes of the caller's memory at `remote` to `local`.
+    fn read(&self, call: &Caller, remote: u64, local: *mut u8, len: usize) -> Result<(), i32> {
+        let r = libc::iovec {
+            iov_base: remote as *mut c_void,
+            iov_len: len,
+        };
+        self.read_vec(call, &[r], local, len)
+    }
+
+    fn socket_int(sock: c_int, option: c_int) -> Result<c_int, i32> {
         let mut value: c_int = 0;
         let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
         // SAFETY: `value` and `len` live on this frame.
         let rc = unsafe {
             libc::getsockopt(
-                sock.0,
+                sock,
                 libc::SOL_SOCKET,
                 option,
                 (&mut value as *mut c_int).cast(),
@@ -486,14 +983,42 @@ impl<'g> Supervisor<'g> {
         Ok(value)
     }
 
+    /// When a blocking call on `sock` gives up: its `SO_SNDTIMEO` from now
+    /// (`u64::MAX`: none), as the kernel's own wait would.
+    fn send_timeout(sock: c_int) -> Result<u64, i32> {
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
+        // SAFETY: `tv` and `len` live on this frame.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock,
+                libc::SOL_SOCKET,
+                libc::SO_SNDTIMEO,
+                (&mut tv as *mut libc::timeval).cast(),
+                &mut len,
+            )
+        };
+        ok(rc.into())?;
+        if tv.tv_sec <= 0 && tv.tv_usec <= 0 {
+            return Ok(u64::MAX);
+        }
+        let ns = (tv.tv_sec.max(0) as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(tv.tv_usec.max(0) as u64 * 1000);
+        Ok(now().saturating_add(ns))
+    }
+
     /// Reads the caller's address (`addr`, `len`) into `raw` and decides
     /// what to call with: `Ok(None)` for the address as read, or the
     /// `O_PATH` descriptor of the pathname socket it names, to be reached
     /// as `self/fd/N`.
     fn address(
         &self,
-        call: &Call,
-        sock: &Fd,
+        call: &Caller,
+        sock: c_int,
         addr: u64,
         len: usize,
         raw: &mut libc::sockaddr_storage,
@@ -533,7 +1058,7 @@ impl<'g> Supervisor<'g> {
 
     /// Resolves the NUL-terminated `path` as the caller would, and checks
     /// that it names a socket where the sandbox may reach one.
-    fn resolve(&self, call: &Call, path: &[u8; 110]) -> Result<Fd, i32> {
+    fn resolve(&self, call: &Caller, path: &[u8; 110]) -> Result<Fd, i32> {
         let mut buf = [0u8; 64];
         let cwd_path = proc_path(&mut buf, b"", u64::from(call.tid), b"/cwd");
         // SAFETY: NUL-terminated paths on this frame.
@@ -576,47 +1101,131 @@ impl<'g> Supervisor<'g> {
     }
 
     /// `self/fd/N` as a Unix address; its length.
-    fn by_descriptor(fd: &Fd, out: &mut libc::sockaddr_un) -> libc::socklen_t {
+    fn by_descriptor(fd: c_int, out: &mut libc::sockaddr_un) -> libc::socklen_t {
         out.sun_family = libc::AF_UNIX as libc::sa_family_t;
         let mut buf = [0u8; 64];
-        let path = proc_path(&mut buf, b"self/fd/", fd.0 as u64, b"");
+        let path = proc_path(&mut buf, b"self/fd/", fd as u64, b"");
         for (dst, src) in out.sun_path.iter_mut().zip(path) {
             *dst = *src as libc::c_char;
         }
         (2 + path.len()) as libc::socklen_t
     }
 
-    fn connect(&self, call: &Call, sock: &Fd) -> Result<i64, i32> {
-        // SAFETY: zeroed plain data.
-        let mut raw: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let len = call.args[2] as usize;
-        let target = self.address(call, sock, call.args[1], len, &mut raw, false)?;
-        // SAFETY: addresses on this frame with their lengths.
-        let rc = unsafe {
-            match &target {
-                Some(fd) => {
-                    let mut un: libc::sockaddr_un = std::mem::zeroed();
-                    let n = Self::by_descriptor(fd, &mut un);
-                    libc::connect(sock.0, (&un as *const libc::sockaddr_un).cast(), n)
-                }
-                None => libc::connect(
-                    sock.0,
-                    (&raw as *const libc::sockaddr_storage).cast(),
-                    len as libc::socklen_t,
-                ),
-            }
-        };
-        ok(rc.into()).map(|_| 0)
+    /// Reads the address of `op`'s current message (once per message)
+    /// from (`addr`, `len`).
+    fn take_address(&self, op: &mut Op, addr: u64, len: usize) -> Result<(), i32> {
+        if op.addressed {
+            return Ok(());
+        }
+        if addr != 0 && len > 0 {
+            let target = self.address(&op.caller, op.sock, addr, len, &mut op.raw, false)?;
+            op.target = target.map_or(-1, Fd::into_raw);
+            op.raw_len = len;
+        } else {
+            op.raw_len = 0;
+        }
+        op.addressed = true;
+        Ok(())
     }
 
-    fn bind(&self, call: &Call, sock: &Fd) -> Result<i64, i32> {
+    /// One `connect` with the address of `op`, as it is now (blocking or
+    /// not).
+    fn connect_now(op: &Op) -> Result<(), i32> {
+        // SAFETY: addresses on this frame or in `op`, with their lengths.
+        let rc = unsafe {
+            if op.target >= 0 {
+                let mut un: libc::sockaddr_un = std::mem::zeroed();
+                let n = Self::by_descriptor(op.target, &mut un);
+                libc::connect(op.sock, (&un as *const libc::sockaddr_un).cast(), n)
+            } else {
+                libc::connect(
+                    op.sock,
+                    (&op.raw as *const libc::sockaddr_storage).cast(),
+                    op.raw_len as libc::socklen_t,
+                )
+            }
+        };
+        ok(rc.into()).map(|_| ())
+    }
+
+    /// One `connect` that does not wait: the caller's own if its socket
+    /// is non-blocking, else with `O_NONBLOCK` set on the socket for the
+    /// duration of the call.
+    fn connect_without_waiting(op: &Op, status: c_int) -> Result<(), i32> {
+        if op.nonblocking {
+            return Self::connect_now(op);
+        }
+        // SAFETY: plain system calls on our descriptor.
+        unsafe {
+            ok(libc::fcntl(op.sock, libc::F_SETFL, status | libc::O_NONBLOCK).into())?;
+            let result = Self::connect_now(op);
+            libc::fcntl(op.sock, libc::F_SETFL, status);
+            result
+        }
+    }
+
+    fn start_connect(&self, op: &mut Op, status: c_int) -> Result<Step, i32> {
+        self.take_address(op, op.args[1], op.args[2] as usize)?;
+        if op.raw_len == 0 {
+            op.raw_len = op.args[2] as usize;
+        }
+        if !op.nonblocking {
+            op.deadline = Self::send_timeout(op.sock)?;
+        }
+        op.flags = status;
+        Ok(match Self::connect_without_waiting(op, status) {
+            Ok(()) => Step::Answer(Ok(0)),
+            Err(e) if op.nonblocking => Step::Answer(Err(e)),
+            // A TCP connect under way (`EALREADY`: the one an interrupted
+            // call started), which the caller waits for.
+            Err(libc::EINPROGRESS | libc::EALREADY) if !op.unix => {
+                op.writable = true;
+                Step::Wait
+            }
+            // A Unix listener whose backlog is full: no poll event says
+            // when it accepts, so the connect is tried again.
+            Err(libc::EAGAIN) if op.unix => {
+                op.writable = false;
+                Step::Wait
+            }
+            Err(e) => Step::Answer(Err(e)),
+        })
+    }
+
+    fn progress_connect(&self, op: &mut Op, woken: bool) -> Step {
+        if op.writable {
+            if woken {
+                return Step::Answer(match Self::socket_int(op.sock, libc::SO_ERROR) {
+                    Ok(0) => Ok(0),
+                    Ok(e) | Err(e) => Err(e),
+                });
+            }
+        } else {
+            match Self::connect_without_waiting(op, op.flags) {
+                Ok(()) => return Step::Answer(Ok(0)),
+                Err(libc::EAGAIN) => {}
+                Err(e) => return Step::Answer(Err(e)),
+            }
+        }
+        if op.timed_out() {
+            // What the kernel's own wait ends with.
+            return Step::Answer(Err(if op.unix {
+                libc::EAGAIN
+            } else {
+                libc::EINPROGRESS
+            }));
+        }
+        Step::Wait
+    }
+
+    fn bind(&self, op: &mut Op) -> Result<i64, i32> {
         // SAFETY: zeroed plain data.
         let mut raw: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let len = call.args[2] as usize;
-        self.address(call, sock, call.args[1], len, &mut raw, true)?;
+        let len = op.args[2] as usize;
+        self.address(&op.caller, op.sock, op.args[1], len, &mut raw, true)?;
         // A relative pathname is the caller's: bind from its directory.
         let mut buf = [0u8; 64];
-        let cwd_path = proc_path(&mut buf, b"", u64::from(call.tid), b"/cwd");
+        let cwd_path = proc_path(&mut buf, b"", u64::from(op.caller.tid), b"/cwd");
         // SAFETY: plain system calls on buffers of this frame; the working
         // directory is set back before returning.
         unsafe {
@@ -628,7 +1237,7 @@ impl<'g> Supervisor<'g> {
             .into())? as c_int);
             ok(libc::fchdir(cwd.0).into())?;
             let rc = libc::bind(
-                sock.0,
+                op.sock,
                 (&raw as *const libc::sockaddr_storage).cast(),
                 len as libc::socklen_t,
             );
@@ -650,145 +1259,181 @@ impl<'g> Supervisor<'g> {
         }
     }
 
-    /// A stream socket may send less than asked; any other kind must send
-    /// a message whole.
-    fn cap_len(sock: &Fd, len: usize) -> Result<usize, i32> {
-        if len <= DATA_CAP {
-            return Ok(len);
-        }
-        if Self::socket_int(sock, libc::SO_TYPE)? == libc::SOCK_STREAM {
-            Ok(DATA_CAP)
+    /// Sends what can go out now of `op`'s messages; `Wait` when the caller
+    /// waits for room (`woken`: its socket said there was some).
+    fn send_some(&self, op: &mut Op, woken: bool) -> Step {
+        let count = if op.nr == libc::SYS_sendmmsg {
+            (op.args[2] as usize).min(MAX_IOV)
         } else {
-            Err(libc::EMSGSIZE)
-        }
-    }
-
-    /// The caller's SIGPIPE, which the supervisor's own send did not raise.
-    fn send_result(&self, call: &Call, rc: isize, flags: c_int) -> Result<i64, i32> {
-        if rc >= 0 {
-            return Ok(rc as i64);
-        }
-        let err = errno();
-        if err == libc::EPIPE && flags & libc::MSG_NOSIGNAL == 0 {
-            // SAFETY: signalling the calling thread, which is waiting on us.
-            unsafe { libc::syscall(libc::SYS_tgkill, call.tgid, call.tid, libc::SIGPIPE) };
-        }
-        Err(err)
-    }
-
-    fn sendto(&self, call: &Call, sock: &Fd) -> Result<i64, i32> {
-        let [_, data, len, flags, addr, addr_len] = call.args;
-        let flags = flags as c_int;
-        let len = Self::cap_len(sock, len as usize)?;
-        // SAFETY: zeroed plain data.
-        let mut raw: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let target = self.address(call, sock, addr, addr_len as usize, &mut raw, false)?;
-        let (buf, _, _) = self.buffers();
-        self.read(call, data, buf, len)?;
-        // SAFETY: buffers of the given lengths.
-        let rc = unsafe {
-            match &target {
-                Some(fd) => {
-                    let mut un: libc::sockaddr_un = std::mem::zeroed();
-                    let n = Self::by_descriptor(fd, &mut un);
-                    libc::sendto(
-                        sock.0,
-                        buf.cast(),
-                        len,
-                        flags,
-                        (&un as *const libc::sockaddr_un).cast(),
-                        n,
-                    )
-                }
-                None => libc::sendto(
-                    sock.0,
-                    buf.cast(),
-                    len,
-                    flags,
-                    (&raw as *const libc::sockaddr_storage).cast(),
-                    addr_len as libc::socklen_t,
-                ),
-            }
+            1
         };
-        self.send_result(call, rc, flags)
+        if count == 0 {
+            return Step::Answer(Ok(0));
+        }
+        let mut moved = false;
+        loop {
+            match self.send_part(op) {
+                Ok((n, total)) => {
+                    moved |= n > 0;
+                    op.sent += n;
+                    if op.stream && op.sent < total && n > 0 && !op.nonblocking {
+                        // A blocking stream send goes on until all is sent.
+                        continue;
+                    }
+                    if let Some(result) = self.message_sent(op, count) {
+                        return Step::Answer(Ok(result));
+                    }
+                    moved = true;
+                }
+                Err(libc::EAGAIN) if !op.nonblocking && !op.timed_out() => {
+                    if woken && !moved {
+                        // The poll event said room, the send said none (a
+                        // peer's queue it does not watch): try on ticks.
+                        op.writable = false;
+                    }
+                    return Step::Wait;
+                }
+                Err(e) => return Step::Answer(self.send_failed(op, e)),
+            }
+        }
     }
 
-    /// One `sendmsg` of the caller's message at `msg`.
-    fn sendmsg(&self, call: &Call, sock: &Fd, msg: u64, flags: c_int) -> Result<i64, i32> {
-        // SAFETY: zeroed plain data, then filled from the caller's memory.
-        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        self.read(
-            call,
-            msg,
-            (&mut hdr as *mut libc::msghdr).cast(),
-            std::mem::size_of::<libc::msghdr>(),
-        )?;
-        let (data, control, iovs) = self.buffers();
+    /// The current message is done: `Some(result)` when the call is.
+    fn message_sent(&self, op: &mut Op, count: usize) -> Option<i64> {
+        let sent = op.sent;
+        if op.nr != libc::SYS_sendmmsg {
+            return Some(sent as i64);
+        }
+        self.write_len(op, sent);
+        op.done += 1;
+        op.next_message();
+        (op.done == count).then_some(op.done as i64)
+    }
 
-        // The address.
-        // SAFETY: zeroed plain data.
-        let mut raw: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let mut un: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-        let name_len = hdr.msg_namelen as usize;
-        let mut target = None;
-        if !hdr.msg_name.is_null() && name_len > 0 {
-            target = self.address(call, sock, hdr.msg_name as u64, name_len, &mut raw, false)?;
-            match &target {
-                Some(fd) => {
-                    hdr.msg_namelen = Self::by_descriptor(fd, &mut un);
-                    hdr.msg_name = (&mut un as *mut libc::sockaddr_un).cast();
-                }
-                None => hdr.msg_name = (&mut raw as *mut libc::sockaddr_storage).cast(),
+    /// A send failed with `e`: what was sent before counts.
+    fn send_failed(&self, op: &mut Op, e: i32) -> Result<i64, i32> {
+        if op.sent > 0 {
+            let sent = op.sent;
+            if op.nr != libc::SYS_sendmmsg {
+                return Ok(sent as i64);
             }
+            self.write_len(op, sent);
+            op.done += 1;
+        }
+        if op.nr == libc::SYS_sendmmsg && op.done > 0 {
+            return Ok(op.done as i64);
+        }
+        Err(e)
+    }
+
+    /// `sendmmsg`: the bytes sent of message `op.done`, into its
+    /// `msg_len`.
+    fn write_len(&self, op: &Op, sent: usize) {
+        let size = std::mem::size_of::<libc::mmsghdr>() as u64;
+        let entry = op.args[1] + op.done as u64 * size;
+        let len = sent as u32;
+        let local = libc::iovec {
+            iov_base: (&len as *const u32).cast_mut().cast(),
+            iov_len: 4,
+        };
+        let remote = libc::iovec {
+            iov_base: (entry + std::mem::size_of::<libc::msghdr>() as u64) as *mut c_void,
+            iov_len: 4,
+        };
+        // SAFETY: writes 4 bytes of the caller's array entry.
+        unsafe { libc::process_vm_writev(op.caller.tid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    }
+
+    /// One `sendmsg` (with `MSG_DONTWAIT`) of what is left of `op`'s
+    /// current message: `(bytes sent, the message's length)`.
+    fn send_part(&self, op: &mut Op) -> Result<(usize, usize), i32> {
+        let (data, control, iovs) = self.buffers();
+        // The caller's message header (`sendto`: made from its arguments).
+        // SAFETY: zeroed plain data.
+        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+        if op.nr == libc::SYS_sendto {
+            let [_, buf, len, _, addr, addr_len] = op.args;
+            self.take_address(op, addr, addr_len as usize)?;
+            // SAFETY: the iovec buffer has room for `MAX_IOV` entries.
+            unsafe {
+                iovs.write(libc::iovec {
+                    iov_base: buf as *mut c_void,
+                    iov_len: len as usize,
+                })
+            };
+            hdr.msg_iovlen = 1;
+        } else {
+            let at = if op.nr == libc::SYS_sendmmsg {
+                op.args[1] + op.done as u64 * std::mem::size_of::<libc::mmsghdr>() as u64
+            } else {
+                op.args[1]
+            };
+            self.read(
+                &op.caller,
+                at,
+                (&mut hdr as *mut libc::msghdr).cast(),
+                std::mem::size_of::<libc::msghdr>(),
+            )?;
+            self.take_address(op, hdr.msg_name as u64, hdr.msg_namelen as usize)?;
+            let count = hdr.msg_iovlen as usize;
+            if count > MAX_IOV {
+                return Err(libc::EMSGSIZE);
+            }
+            self.read(&op.caller, hdr.msg_iov as u64, iovs.cast(), count * 16)?;
+        }
+        // The address, as read once for this message.
+        // SAFETY: zeroed plain data.
+        let mut un: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        if op.target >= 0 {
+            hdr.msg_namelen = Self::by_descriptor(op.target, &mut un);
+            hdr.msg_name = (&mut un as *mut libc::sockaddr_un).cast();
+        } else if op.raw_len > 0 {
+            hdr.msg_namelen = op.raw_len as libc::socklen_t;
+            hdr.msg_name = (&mut op.raw as *mut libc::sockaddr_storage).cast();
         } else {
             hdr.msg_name = std::ptr::null_mut();
             hdr.msg_namelen = 0;
         }
 
-        // The data, gathered into one buffer.
+        // The data left, gathered into one buffer.
         let count = hdr.msg_iovlen as usize;
-        if count > MAX_IOV {
-            return Err(libc::EMSGSIZE);
-        }
-        self.read(call, hdr.msg_iov as u64, iovs.cast(), count * 16)?;
         // SAFETY: `count` iovecs were just written there.
         let remote = unsafe { std::slice::from_raw_parts_mut(iovs, count) };
         let mut total = 0usize;
         for iov in remote.iter() {
             total = total.saturating_add(iov.iov_len);
         }
-        let wanted = Self::cap_len(sock, total)?;
-        // Trim the caller's vectors to what is sent.
-        let mut left = wanted;
+        let left = total.saturating_sub(op.sent);
+        let wanted = if left <= DATA_CAP {
+            left
+        } else if op.stream {
+            DATA_CAP
+        } else {
+            return Err(libc::EMSGSIZE);
+        };
+        // The caller's vectors, past what was sent and trimmed to what is
+        // sent now.
+        let mut skip = op.sent;
+        let mut first = 0;
         let mut used = 0;
-        for iov in remote.iter_mut() {
-            if left == 0 {
+        let mut want = wanted;
+        for (i, iov) in remote.iter_mut().enumerate() {
+            if skip >= iov.iov_len {
+                skip -= iov.iov_len;
+                first = i + 1;
+                continue;
+            }
+            if want == 0 {
                 break;
             }
-            iov.iov_len = iov.iov_len.min(left);
-            left -= iov.iov_len;
-            used += 1;
+            iov.iov_base = (iov.iov_base as u64 + skip as u64) as *mut c_void;
+            iov.iov_len = (iov.iov_len - skip).min(want);
+            skip = 0;
+            want -= iov.iov_len;
+            used = i + 1;
         }
         if wanted > 0 {
-            let local = libc::iovec {
-                iov_base: data.cast(),
-                iov_len: wanted,
-            };
-            // SAFETY: `data` has room for `wanted` bytes.
-            let n = unsafe {
-                libc::process_vm_readv(
-                    call.tid as libc::pid_t,
-                    &local,
-                    1,
-                    remote.as_ptr(),
-                    used as libc::c_ulong,
-                    0,
-                )
-            };
-            if n < 0 || n as usize != wanted {
-                return Err(libc::EFAULT);
-            }
+            self.read_vec(&op.caller, &remote[first..used.max(first)], data, wanted)?;
         }
         let mut one = libc::iovec {
             iov_base: data.cast(),
@@ -797,17 +1442,18 @@ impl<'g> Supervisor<'g> {
         hdr.msg_iov = &mut one;
         hdr.msg_iovlen = 1;
 
-        // Control messages: descriptors are the caller's, fetched here.
+        // Control messages go with the message's first byte; descriptors
+        // are the caller's, fetched here.
         let control_len = hdr.msg_controllen as usize;
         let mut passed = [-1 as c_int; MAX_FDS];
         let mut npassed = 0;
-        if !hdr.msg_control.is_null() && control_len > 0 {
+        if op.sent == 0 && !hdr.msg_control.is_null() && control_len > 0 {
             if control_len > CONTROL_CAP {
                 return Err(libc::ENOBUFS);
             }
-            self.read(call, hdr.msg_control as u64, control, control_len)?;
+            self.read(&op.caller, hdr.msg_control as u64, control, control_len)?;
             let result =
-                self.translate_control(call, control, control_len, &mut passed, &mut npassed);
+                self.translate_control(&op.caller, control, control_len, &mut passed, &mut npassed);
             if let Err(e) = result {
                 close_all(&passed[..npassed]);
                 return Err(e);
@@ -817,12 +1463,16 @@ impl<'g> Supervisor<'g> {
             hdr.msg_control = std::ptr::null_mut();
             hdr.msg_controllen = 0;
         }
-        // SAFETY: `hdr` points at buffers of this frame and the mapping.
-        let rc = unsafe { libc::sendmsg(sock.0, &hdr, flags) };
-        let result = self.send_result(call, rc, flags);
+        // SAFETY: `hdr` points at buffers of this frame, `op` and the
+        // mapping.
+        let rc = unsafe { libc::sendmsg(op.sock, &hdr, op.flags | libc::MSG_DONTWAIT) };
+        let err = errno();
         close_all(&passed[..npassed]);
-        drop(target);
-        result
+        if rc < 0 {
+            Err(err)
+        } else {
+            Ok((rc as usize, total))
+        }
     }
 
     /// Replaces the caller's descriptors in `SCM_RIGHTS` messages by ours,
@@ -830,7 +1480,7 @@ impl<'g> Supervisor<'g> {
     /// checks it against the sender).
     fn translate_control(
         &self,
-        call: &Call,
+        call: &Caller,
         control: *mut u8,
         len: usize,
         passed: &mut [c_int; MAX_FDS],
@@ -859,11 +1509,10 @@ impl<'g> Supervisor<'g> {
                         if *npassed >= MAX_FDS {
                             return Err(libc::EINVAL);
                         }
-                        let ours = self.fetch(call, theirs)?;
-                        std::ptr::write_unaligned(at, ours.0);
-                        passed[*npassed] = ours.0;
+                        let ours = self.fetch(call, theirs)?.into_raw();
+                        std::ptr::write_unaligned(at, ours);
+                        passed[*npassed] = ours;
                         *npassed += 1;
-                        std::mem::forget(ours);
                     }
                 }
             } else if cmsg.cmsg_level == libc::SOL_SOCKET
@@ -880,44 +1529,10 @@ impl<'g> Supervisor<'g> {
         }
         Ok(())
     }
-
-    fn sendmmsg(&self, call: &Call, sock: &Fd) -> Result<i64, i32> {
-        let [_, vec, count, flags, _, _] = call.args;
-        let flags = flags as c_int;
-        let count = (count as usize).min(MAX_IOV);
-        let size = std::mem::size_of::<libc::mmsghdr>() as u64;
-        let mut sent = 0usize;
-        for i in 0..count {
-            let entry = vec + i as u64 * size;
-            match self.sendmsg(call, sock, entry, flags) {
-                Ok(n) => {
-                    let len = n as u32;
-                    let local = libc::iovec {
-                        iov_base: (&len as *const u32).cast_mut().cast(),
-                        iov_len: 4,
-                    };
-                    let remote = libc::iovec {
-                        iov_base: (entry + std::mem::size_of::<libc::msghdr>() as u64)
-                            as *mut c_void,
-                        iov_len: 4,
-                    };
-                    // SAFETY: writes 4 bytes of the caller's array entry.
-                    unsafe {
-                        libc::process_vm_writev(call.tid as libc::pid_t, &local, 1, &remote, 1, 0)
-                    };
-                    sent += 1;
-                }
-                Err(e) if sent == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(sent as i64)
-    }
 }
 
 fn close_all(fds: &[c_int]) {
     for &fd in fds {
-        // SAFETY: descriptors fetched by this code.
-        unsafe { libc::close(fd) };
+        close(fd);
     }
 }

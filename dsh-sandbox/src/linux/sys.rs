@@ -359,21 +359,36 @@ pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
 }
 
 /// Installs a seccomp filter program that answers through a user
-/// notification listener, and returns the listener.
+/// notification listener, and returns the listener. Where the kernel has
+/// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (Linux 5.19), a call the
+/// supervisor has received waits for its answer killably: only a fatal
+/// signal ends the wait, so a handled signal can never make the caller
+/// restart a call the supervisor is making. Older kernels refuse the flag
+/// (`EINVAL`) and get the filter without it.
 pub(crate) fn seccomp_listener(program: &[libc::sock_filter]) -> io::Result<c_int> {
     let prog = libc::sock_fprog {
         len: program.len() as libc::c_ushort,
         filter: program.as_ptr() as *mut libc::sock_filter,
     };
-    // SAFETY: as in `seccomp_install`.
-    let fd = check(unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as u32,
-            &prog as *const libc::sock_fprog,
-        )
-    })?;
+    let install = |flags: libc::c_ulong| {
+        // SAFETY: as in `seccomp_install`.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags as u32,
+                &prog as *const libc::sock_fprog,
+            )
+        })
+    };
+    let fd = match install(
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+    ) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            install(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER)?
+        }
+        other => other?,
+    };
     Ok(fd as c_int)
 }
 

@@ -13,11 +13,31 @@
 //! (a spawn costs no thread creation once warm), it grows with the number
 //! of spawns in flight (a dedicated thread would start them one after the
 //! other), and a job there already runs inside the runtime's context.
+//!
+//! At most one spawn per CPU is in flight ([`spawn_off_runtime`] waits
+//! for its turn asynchronously): `fork` takes the parent's memory map for
+//! writing, so hundreds of concurrent forks of this process would stall
+//! every thread of it that faults a page or maps memory (the runtime's
+//! workers included) for the whole storm; a few at a time keep the CPU
+//! busy and the workers free.
+
+use std::sync::OnceLock;
+
+use tokio::sync::Semaphore;
 
 use crate::PtyError;
 
-/// Runs `work`, which starts something, on tokio's blocking pool and
-/// returns its result.
+/// The spawns allowed in flight at once: one per CPU, at least two.
+fn spawn_turns() -> &'static Semaphore {
+    static TURNS: OnceLock<Semaphore> = OnceLock::new();
+    TURNS.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+        Semaphore::new(cpus.max(2))
+    })
+}
+
+/// Runs `work`, which starts something, on tokio's blocking pool once
+/// one of the spawn turns is free, and returns its result.
 ///
 /// Cancellation never leaks what `work` started: if the future awaiting
 /// it is dropped, the job still runs to the end and tokio drops its result
@@ -28,7 +48,17 @@ use crate::PtyError;
 pub(crate) async fn spawn_off_runtime<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, PtyError> + Send + 'static,
 ) -> Result<T, PtyError> {
-    match tokio::task::spawn_blocking(work).await {
+    let turn = spawn_turns().acquire().await.map_err(|_| {
+        PtyError::io(
+            "waiting for a turn to spawn",
+            std::io::Error::other("the spawn turns were closed"),
+        )
+    })?;
+    let job = move || {
+        let _turn = turn;
+        work()
+    };
+    match tokio::task::spawn_blocking(job).await {
         Ok(result) => result,
         Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
         Err(_) => Err(PtyError::io(

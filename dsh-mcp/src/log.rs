@@ -1,8 +1,14 @@
 //! The session log: one JSON line per tool call, written as each call ends.
+//!
+//! Writing a line blocks (a `write` and a flush to a file, on a disk that
+//! may be slow or full), so async code writes through
+//! [`SessionLog::record_async`] and [`SessionLog::append_async`]: the line
+//! is made on the caller's thread and written on tokio's blocking pool,
+//! never on a runtime's worker, and the call returns once it is written.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -10,8 +16,9 @@ use serde_json::{Value, json};
 /// An append-only, uncompressed JSONL file of tool calls.
 #[derive(Debug)]
 pub struct SessionLog {
-    path: PathBuf,
-    file: Mutex<std::fs::File>,
+    path: Arc<Path>,
+    /// Shared with the writes on tokio's blocking pool.
+    file: Arc<Mutex<std::fs::File>>,
 }
 
 impl SessionLog {
@@ -25,8 +32,8 @@ impl SessionLog {
             .append(true)
             .open(&path)?;
         Ok(SessionLog {
-            path,
-            file: Mutex::new(file),
+            path: path.into(),
+            file: Arc::new(Mutex::new(file)),
         })
     }
 
@@ -36,7 +43,8 @@ impl SessionLog {
     }
 
     /// Appends one tool-call record (`ts`, `tool`, `arguments`, `result`,
-    /// `is_error`, `duration_ms`).
+    /// `is_error`, `duration_ms`). Blocks on the write: from async code,
+    /// [`SessionLog::record_async`].
     pub fn record(
         &self,
         tool: &str,
@@ -45,38 +53,88 @@ impl SessionLog {
         is_error: bool,
         duration_ms: u64,
     ) {
-        self.append(&json!({
-            "ts": rfc3339(SystemTime::now()),
-            "tool": tool,
-            "arguments": arguments,
-            "result": result,
-            "is_error": is_error,
-            "duration_ms": duration_ms,
-        }));
+        write(
+            &self.file,
+            &self.path,
+            &tool_call(tool, arguments, result, is_error, duration_ms),
+        );
+    }
+
+    /// [`SessionLog::record`], written on tokio's blocking pool; returns
+    /// once the record is in the file.
+    pub async fn record_async(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        result: &str,
+        is_error: bool,
+        duration_ms: u64,
+    ) {
+        self.write_off_runtime(tool_call(tool, arguments, result, is_error, duration_ms))
+            .await;
     }
 
     /// Appends one JSON value as a line and flushes it, so a crash loses at
     /// most the record being written. An object without a `ts` gets one:
     /// the time of the call, as an RFC 3339 UTC timestamp with
-    /// milliseconds.
+    /// milliseconds. Blocks on the write: from async code,
+    /// [`SessionLog::append_async`].
     pub fn append(&self, line: &Value) {
-        if let Some(record) = line.as_object()
-            && !record.contains_key("ts")
-        {
-            let mut stamped = serde_json::Map::with_capacity(record.len() + 1);
-            stamped.insert("ts".into(), rfc3339(SystemTime::now()).into());
-            stamped.extend(record.iter().map(|(k, v)| (k.clone(), v.clone())));
-            return self.write(&Value::Object(stamped));
-        }
-        self.write(line);
+        write(&self.file, &self.path, &stamped(line));
     }
 
-    fn write(&self, line: &Value) {
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let written = writeln!(file, "{line}").and_then(|()| file.flush());
-        if let Err(err) = written {
-            tracing::warn!(path = %self.path.display(), %err, "writing the session log failed");
+    /// [`SessionLog::append`], written on tokio's blocking pool; returns
+    /// once the line is in the file.
+    pub async fn append_async(&self, line: &Value) {
+        self.write_off_runtime(stamped(line)).await;
+    }
+
+    async fn write_off_runtime(&self, line: String) {
+        let (file, path) = (Arc::clone(&self.file), Arc::clone(&self.path));
+        if let Err(err) = tokio::task::spawn_blocking(move || write(&file, &path, &line)).await {
+            tracing::warn!(path = %self.path.display(), %err, "a session log record was not written");
         }
+    }
+}
+
+/// One tool-call record, as its line.
+fn tool_call(
+    tool: &str,
+    arguments: &Value,
+    result: &str,
+    is_error: bool,
+    duration_ms: u64,
+) -> String {
+    json!({
+        "ts": rfc3339(SystemTime::now()),
+        "tool": tool,
+        "arguments": arguments,
+        "result": result,
+        "is_error": is_error,
+        "duration_ms": duration_ms,
+    })
+    .to_string()
+}
+
+/// `line` as its line, with a `ts` first if it is an object without one.
+fn stamped(line: &Value) -> String {
+    if let Some(record) = line.as_object()
+        && !record.contains_key("ts")
+    {
+        let mut stamped = serde_json::Map::with_capacity(record.len() + 1);
+        stamped.insert("ts".into(), rfc3339(SystemTime::now()).into());
+        stamped.extend(record.iter().map(|(k, v)| (k.clone(), v.clone())));
+        return Value::Object(stamped).to_string();
+    }
+    line.to_string()
+}
+
+/// Writes `line` and a newline, and flushes.
+fn write(file: &Mutex<std::fs::File>, path: &Path, line: &str) {
+    let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+    let written = writeln!(file, "{line}").and_then(|()| file.flush());
+    if let Err(err) = written {
+        tracing::warn!(path = %path.display(), %err, "writing the session log failed");
     }
 }
 

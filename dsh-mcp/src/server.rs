@@ -147,7 +147,8 @@ impl ServerHandler for DshServer {
         };
         if let Some(log) = &self.log {
             let ms = started.elapsed().as_millis() as u64;
-            log.record(&request.name, &arguments, &text, is_error, ms);
+            log.record_async(&request.name, &arguments, &text, is_error, ms)
+                .await;
         }
         let content = vec![ContentBlock::text(text)];
         Ok(if is_error {

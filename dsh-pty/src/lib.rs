@@ -62,6 +62,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
+mod blocking;
 mod error;
 mod exit;
 #[cfg(windows)]

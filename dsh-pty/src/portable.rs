@@ -56,133 +56,144 @@ impl PtyBackend for PortableBackend {
         NAME
     }
 
+    /// Starts the session on tokio's blocking pool (`openpty`, `fork` and
+    /// the wait for `exec`, the threads), never on the runtime's threads;
+    /// dropping the future mid-spawn ends the session once it started.
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
-        let limits = spec.get_limits();
-        if !limits.is_empty() && !limits.best_effort {
-            return Err(PtyError::Unsupported {
-                backend: NAME,
-                what: "resource limits (the native backend keeps them)",
-            });
-        }
-        if !spec.get_pre_exec().is_empty() {
-            return Err(PtyError::Unsupported {
-                backend: NAME,
-                what: "pre-exec confinement hooks",
-            });
-        }
-        spec.check_cwd()?;
-        #[cfg(unix)]
-        if !spec.program_exists() {
-            return Err(PtyError::ProgramNotFound {
-                program: spec.program_lossy(),
-            });
-        }
-        let pair = native_pty_system()
-            .openpty(pty_size(spec.get_size()))
-            .map_err(|e| PtyError::OpenPty(std::io::Error::other(e.to_string())))?;
-        #[cfg(unix)]
-        if let Some(fd) = pair.master.as_raw_fd() {
-            set_modes(fd, spec.get_echo(), spec.get_output_processing())?;
-        }
-        let mut cmd = CommandBuilder::new(spec.program());
-        cmd.args(spec.get_args());
-        if spec.is_env_cleared() {
-            cmd.env_clear();
-        }
-        for (key, value) in spec.get_env() {
-            match value {
-                Some(value) => cmd.env(key, value),
-                None => cmd.env_remove(key),
-            }
-        }
-        match spec.get_cwd() {
-            Some(dir) => cmd.cwd(dir),
-            None => {
-                if let Ok(dir) = std::env::current_dir() {
-                    cmd.cwd(dir);
-                }
-            }
-        }
-        let child = pair.slave.spawn_command(cmd).map_err(|e| {
-            let text = e.to_string();
-            match e.downcast::<std::io::Error>() {
-                Ok(io) if io.kind() == std::io::ErrorKind::NotFound => PtyError::ProgramNotFound {
-                    program: spec.program_lossy(),
-                },
-                Ok(io) => PtyError::Spawn {
-                    program: spec.program_lossy(),
-                    source: io,
-                },
-                Err(_) if text.contains("Unable to spawn") && text.contains("exist") => {
-                    PtyError::ProgramNotFound {
-                        program: spec.program_lossy(),
-                    }
-                }
-                Err(_) => PtyError::Spawn {
-                    program: spec.program_lossy(),
-                    source: std::io::Error::other(text),
-                },
-            }
-        })?;
-        drop(pair.slave);
-        let pid = child.process_id();
-        #[cfg(not(unix))]
-        let killer = child.clone_killer();
-        // Windows: the whole tree is ended through a job (no sessions there).
-        #[cfg(windows)]
-        let job = pid.and_then(|pid| match crate::job::Job::holding(pid) {
-            Ok(job) => Some(job),
-            Err(e) => {
-                tracing::warn!(pid, error = %e, "no job object; only the program itself can be killed");
-                None
-            }
-        });
-        let reader = pair
-            .master
-            .try_clone_reader()
-            .map_err(|e| other("cloning the terminal reader", e))?;
-        let writer = pair
-            .master
-            .take_writer()
-            .map_err(|e| other("taking the terminal writer", e))?;
-
-        let (status_tx, status_rx) = watch::channel(None);
-        let (closed_tx, closed_rx) = watch::channel(false);
-        let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
-        let (raw_tx, raw_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
-        let scrollback = ScrollbackHandle::new(spec.get_scrollback());
-
-        spawn_waiter(child, status_tx)?;
-        std::thread::Builder::new()
-            .name("dsh-pty-reader".into())
-            .spawn(move || read_loop(reader, raw_tx))
-            .map_err(|e| PtyError::io("starting the reader thread", e))?;
-        tokio::spawn(pump::run(
-            ChannelSource(raw_rx),
-            PumpWiring {
-                tx: out_tx,
-                scrollback: scrollback.clone(),
-                status: status_rx.clone(),
-                closed: closed_rx,
-                drain_grace: spec.get_drain_grace(),
-            },
-        ));
-        Ok(Box::new(PortableSession {
-            pid,
-            #[cfg(unix)]
-            tree: pid.map(|pid| crate::unix::tree::Tree::new(pid as i32)),
-            master: Mutex::new(pair.master),
-            writer: Arc::new(Mutex::new(writer)),
-            #[cfg(not(unix))]
-            killer: Mutex::new(killer),
-            #[cfg(windows)]
-            job,
-            status: status_rx,
-            closed: closed_tx,
-            output: Some(OutputStream::new(out_rx)),
-            scrollback,
-        }))
+        crate::blocking::spawn_off_runtime(move || spawn_portable(spec))
+            .await
+            .map(|s| Box::new(s) as Box<dyn PtySession>)
     }
+}
+
+/// Starts a session: blocking, so it runs on tokio's blocking pool (see
+/// [`crate::blocking`]).
+fn spawn_portable(spec: SpawnSpec) -> Result<PortableSession, PtyError> {
+    let limits = spec.get_limits();
+    if !limits.is_empty() && !limits.best_effort {
+        return Err(PtyError::Unsupported {
+            backend: NAME,
+            what: "resource limits (the native backend keeps them)",
+        });
+    }
+    if !spec.get_pre_exec().is_empty() {
+        return Err(PtyError::Unsupported {
+            backend: NAME,
+            what: "pre-exec confinement hooks",
+        });
+    }
+    spec.check_cwd()?;
+    #[cfg(unix)]
+    if !spec.program_exists() {
+        return Err(PtyError::ProgramNotFound {
+            program: spec.program_lossy(),
+        });
+    }
+    let pair = native_pty_system()
+        .openpty(pty_size(spec.get_size()))
+        .map_err(|e| PtyError::OpenPty(std::io::Error::other(e.to_string())))?;
+    #[cfg(unix)]
+    if let Some(fd) = pair.master.as_raw_fd() {
+        set_modes(fd, spec.get_echo(), spec.get_output_processing())?;
+    }
+    let mut cmd = CommandBuilder::new(spec.program());
+    cmd.args(spec.get_args());
+    if spec.is_env_cleared() {
+        cmd.env_clear();
+    }
+    for (key, value) in spec.get_env() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        }
+    }
+    match spec.get_cwd() {
+        Some(dir) => cmd.cwd(dir),
+        None => {
+            if let Ok(dir) = std::env::current_dir() {
+                cmd.cwd(dir);
+            }
+        }
+    }
+    let child = pair.slave.spawn_command(cmd).map_err(|e| {
+        let text = e.to_string();
+        match e.downcast::<std::io::Error>() {
+            Ok(io) if io.kind() == std::io::ErrorKind::NotFound => PtyError::ProgramNotFound {
+                program: spec.program_lossy(),
+            },
+            Ok(io) => PtyError::Spawn {
+                program: spec.program_lossy(),
+                source: io,
+            },
+            Err(_) if text.contains("Unable to spawn") && text.contains("exist") => {
+                PtyError::ProgramNotFound {
+                    program: spec.program_lossy(),
+                }
+            }
+            Err(_) => PtyError::Spawn {
+                program: spec.program_lossy(),
+                source: std::io::Error::other(text),
+            },
+        }
+    })?;
+    drop(pair.slave);
+    let pid = child.process_id();
+    #[cfg(not(unix))]
+    let killer = child.clone_killer();
+    // Windows: the whole tree is ended through a job (no sessions there).
+    #[cfg(windows)]
+    let job = pid.and_then(|pid| match crate::job::Job::holding(pid) {
+        Ok(job) => Some(job),
+        Err(e) => {
+            tracing::warn!(pid, error = %e, "no job object; only the program itself can be killed");
+            None
+        }
+    });
+    let reader = pair
+        .master
+        .try_clone_reader()
+        .map_err(|e| other("cloning the terminal reader", e))?;
+    let writer = pair
+        .master
+        .take_writer()
+        .map_err(|e| other("taking the terminal writer", e))?;
+
+    let (status_tx, status_rx) = watch::channel(None);
+    let (closed_tx, closed_rx) = watch::channel(false);
+    let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
+    let (raw_tx, raw_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
+    let scrollback = ScrollbackHandle::new(spec.get_scrollback());
+
+    spawn_waiter(child, status_tx)?;
+    std::thread::Builder::new()
+        .name("dsh-pty-reader".into())
+        .spawn(move || read_loop(reader, raw_tx))
+        .map_err(|e| PtyError::io("starting the reader thread", e))?;
+    tokio::spawn(pump::run(
+        ChannelSource(raw_rx),
+        PumpWiring {
+            tx: out_tx,
+            scrollback: scrollback.clone(),
+            status: status_rx.clone(),
+            closed: closed_rx,
+            drain_grace: spec.get_drain_grace(),
+        },
+    ));
+    Ok(PortableSession {
+        pid,
+        #[cfg(unix)]
+        tree: pid.map(|pid| crate::unix::tree::Tree::new(pid as i32)),
+        master: Mutex::new(pair.master),
+        writer: Arc::new(Mutex::new(writer)),
+        #[cfg(not(unix))]
+        killer: Mutex::new(killer),
+        #[cfg(windows)]
+        job,
+        status: status_rx,
+        closed: closed_tx,
+        output: Some(OutputStream::new(out_rx)),
+        scrollback,
+    })
 }
 
 #[cfg(unix)]

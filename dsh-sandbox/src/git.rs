@@ -15,14 +15,31 @@
 //! `git init` there does what it always does. Git treats an empty `.git`
 //! directory as no repository, so the host's own `git` is not affected
 //! while the shell lives.
+//!
+//! Many confined shells share a workspace (one per owner), and they start
+//! and end concurrently (their confinement is prepared on tokio's blocking
+//! pool). A placeholder is therefore counted: the first shell that needs
+//! it makes it, every later one shares it, and the last one to go removes
+//! it, all under one lock, so no shell's view ever names a placeholder
+//! that another shell's end removed between its plan and its mount.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::{SandboxMode, WriteRules};
 
 /// The empty `.git` directories made for one confined shell.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders(Vec<PathBuf>);
+
+/// The placeholders this process made and how many shells hold each.
+fn held() -> MutexGuard<'static, HashMap<PathBuf, usize>> {
+    static HELD: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
+    HELD.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
 
 impl Placeholders {
     /// Makes the placeholders `rules` need (workspace-write, `.git`
@@ -33,14 +50,31 @@ impl Placeholders {
         if rules.mode != SandboxMode::WorkspaceWrite {
             return Placeholders(made);
         }
+        let mut held = held();
         for root in &rules.roots {
             for name in [".git", "HEAD"] {
                 let path = root.join(name);
-                if !rules.protected.contains(&path) || std::fs::symlink_metadata(&path).is_ok() {
+                if !rules.protected.contains(&path) {
+                    continue;
+                }
+                let exists = std::fs::symlink_metadata(&path).is_ok();
+                if let Some(holders) = held.get_mut(&path) {
+                    // Ours already; made again if somebody removed it.
+                    if !exists {
+                        let _ = std::fs::create_dir(&path);
+                    }
+                    *holders += 1;
+                    made.push(path);
+                    continue;
+                }
+                if exists {
                     continue;
                 }
                 match std::fs::create_dir(&path) {
-                    Ok(()) => made.push(path),
+                    Ok(()) => {
+                        held.insert(path.clone(), 1);
+                        made.push(path);
+                    }
                     Err(err) => {
                         tracing::warn!(path = %path.display(), %err, "cannot make the git placeholder");
                     }
@@ -53,9 +87,19 @@ impl Placeholders {
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let mut held = held();
         for path in &self.0 {
-            // Only an empty directory goes; anything else is somebody's.
-            let _ = std::fs::remove_dir(path);
+            match held.get_mut(path) {
+                Some(holders) if *holders > 1 => *holders -= 1,
+                _ => {
+                    held.remove(path);
+                    // Only an empty directory goes; anything else is somebody's.
+                    let _ = std::fs::remove_dir(path);
+                }
+            }
         }
     }
 }

@@ -64,6 +64,12 @@ struct Owner {
     closed: AtomicBool,
     /// When the owner's last call ended (or its first began).
     last_used: Mutex<Option<Instant>>,
+    /// Held by the job that prepares one of the owner's confined shells
+    /// on tokio's blocking pool, from the git placeholders to handing the
+    /// result over (or dropping it, when the call that asked was dropped
+    /// meanwhile): the next preparation of the owner starts after the
+    /// last one's placeholders are settled.
+    preparing: Arc<Mutex<()>>,
 }
 
 /// A shell, the mode it runs under and what the kernel enforces for it.
@@ -341,9 +347,18 @@ impl SandboxedShell {
     }
 
     /// A new shell for `mode`, confined (resolved now) unless the mode is
-    /// danger-full-access.
-    fn make(&self, mode: SandboxMode, persistent: bool) -> Result<Current, SandboxError> {
-        let mut shell = self.shell_config(mode, persistent);
+    /// danger-full-access. The confinement is prepared on tokio's blocking
+    /// pool (paths resolved, the git placeholders made, the mount plan,
+    /// the Landlock ruleset, the BPF programs), never on the runtime's
+    /// threads; the shell itself starts at its first call, through its
+    /// backend (which forks off the runtime too).
+    async fn make(
+        &self,
+        entry: &Owner,
+        mode: SandboxMode,
+        persistent: bool,
+    ) -> Result<Current, SandboxError> {
+        let shell = self.shell_config(mode, persistent);
         if mode == SandboxMode::DangerFullAccess {
             return Ok(Current {
                 mode,
@@ -352,20 +367,23 @@ impl SandboxedShell {
                 _placeholders: None,
             });
         }
-        let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);
-        let placeholders = Placeholders::create(&rules);
-        let enforcement = crate::confine::confine(
-            &mut shell,
-            &rules,
-            &self.config.policy,
-            !self.weaker.load(Ordering::Relaxed),
-        )?;
-        Ok(Current {
-            mode,
-            shell: Shell::new(shell)?,
-            enforcement,
-            _placeholders: Some(placeholders),
-        })
+        let policy = self.config.policy.clone();
+        let start_dir = self.config.shell.start_dir.clone();
+        let namespaces = !self.weaker.load(Ordering::Relaxed);
+        let preparing = Arc::clone(&entry.preparing);
+        let (made_tx, made_rx) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            let _serial = preparing.lock().unwrap_or_else(|p| p.into_inner());
+            let made = prepare(shell, &policy, &start_dir, mode, namespaces);
+            // A dropped call no longer waits: what was made (the
+            // placeholders) is undone here, before the next preparation.
+            if let Err(unwanted) = made_tx.send(made) {
+                drop(unwanted);
+            }
+        });
+        made_rx.await.map_err(|_| {
+            SandboxError::setup("preparing the confinement: the runtime is shutting down")
+        })?
     }
 
     /// The tool's definition for `owner`'s current mode: in restricted
@@ -470,9 +488,9 @@ impl SandboxedShell {
         loop {
             let mut fresh = None;
             let used = if persistent {
-                self.persistent_current(current, mode)?
+                self.persistent_current(entry, current, mode).await?
             } else {
-                fresh.insert(self.make(mode, false)?)
+                fresh.insert(self.make(entry, mode, false).await?)
             };
             tracing::debug!(owner, %mode, persistent, enforcement = ?used.enforcement, "sandboxed call");
             *entry.live() = Some(used.shell.handle());
@@ -528,8 +546,9 @@ impl SandboxedShell {
     /// The owner's persistent shell for `mode`: the current one while its
     /// process lives (a reset makes the next call resolve the confinement
     /// again), else a new one.
-    fn persistent_current<'a>(
+    async fn persistent_current<'a>(
         &self,
+        entry: &Owner,
         current: &'a mut Option<Current>,
         mode: SandboxMode,
     ) -> Result<&'a mut Current, SandboxError> {
@@ -541,7 +560,7 @@ impl SandboxedShell {
             let after_cancel = current.as_ref().is_some_and(|c| c.shell.after_cancel());
             // Drop the old shell (and its placeholders) before making new ones.
             *current = None;
-            let mut made = self.make(mode, true)?;
+            let mut made = self.make(entry, mode, true).await?;
             if after_cancel {
                 made.shell.mark_after_cancel();
             }
@@ -551,6 +570,25 @@ impl SandboxedShell {
             .as_mut()
             .ok_or(SandboxError::Shell(ShellError::Closed))
     }
+}
+
+/// [`SandboxedShell::make`]'s blocking part: a confined shell for `mode`.
+fn prepare(
+    mut shell: ShellConfig,
+    policy: &crate::SandboxPolicy,
+    start_dir: &std::path::Path,
+    mode: SandboxMode,
+    namespaces: bool,
+) -> Result<Current, SandboxError> {
+    let rules = WriteRules::new(policy, mode, start_dir);
+    let placeholders = Placeholders::create(&rules);
+    let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces)?;
+    Ok(Current {
+        mode,
+        shell: Shell::new(shell)?,
+        enforcement,
+        _placeholders: Some(placeholders),
+    })
 }
 
 fn lock_owners(

@@ -486,17 +486,13 @@ impl Cgroup {
 }
 
 impl Drop for Cgroup {
-    /// Kills what is left and removes the directories; a cgroup whose last
-    /// processes are still dying is removed by a short task on the runtime
-    /// when there is one.
+    /// Kills what is left and removes the directories, on tokio's blocking
+    /// pool when there is a runtime (cgroupfs is written with blocking
+    /// calls, the v1 freezer is waited for), where a cgroup whose last
+    /// processes are still dying is tried again for up to 5 s; in place,
+    /// once, otherwise.
     fn drop(&mut self) {
         if self.dirs.is_empty() {
-            return;
-        }
-        if !self.is_empty() {
-            self.kill();
-        }
-        if self.remove() {
             return;
         }
         let rest = Cgroup {
@@ -504,26 +500,28 @@ impl Drop for Cgroup {
             dirs: std::mem::take(&mut self.dirs),
             procs: Vec::new(),
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(async move {
-                    let mut rest = rest;
-                    for _ in 0..500 {
-                        if rest.remove() {
-                            return;
-                        }
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    }
-                    tracing::warn!(dirs = ?rest.dirs, "a session's cgroup could not be removed");
-                    rest.dirs.clear();
-                });
+        crate::blocking::detach_off_runtime(move |in_pool| rest.tear_down(in_pool));
+    }
+}
+
+impl Cgroup {
+    /// [`Drop`]'s work: kill, remove (retried while `patient`), and leave
+    /// nothing for the next `Drop`.
+    fn tear_down(mut self, patient: bool) {
+        if !self.is_empty() {
+            self.kill();
+        }
+        let tries = if patient { 500 } else { 1 };
+        for attempt in 0..tries {
+            if self.remove() {
+                return;
             }
-            Err(_) => {
-                let mut rest = rest;
-                tracing::warn!(dirs = ?rest.dirs, "a session's cgroup was left to be removed");
-                rest.dirs.clear();
+            if attempt + 1 < tries {
+                std::thread::sleep(std::time::Duration::from_millis(10));
             }
         }
+        tracing::warn!(dirs = ?self.dirs, "a session's cgroup could not be removed");
+        self.dirs.clear();
     }
 }
 

@@ -91,8 +91,14 @@ impl PtyBackend for NativeBackend {
         "native-unix"
     }
 
+    /// Starts the session on tokio's blocking pool (the cgroup, the
+    /// terminal, `fork` and the wait for `exec`, the hooks' whole process
+    /// chain included), never on the runtime's threads. Dropping the
+    /// returned future mid-spawn ends the session once it started.
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
-        spawn_native(spec).map(|s| Box::new(s) as Box<dyn PtySession>)
+        crate::blocking::spawn_off_runtime(move || spawn_native(spec))
+            .await
+            .map(|s| Box::new(s) as Box<dyn PtySession>)
     }
 }
 
@@ -153,6 +159,9 @@ impl Limiter {
     }
 }
 
+/// Starts a session: blocking (see [`crate::blocking`]), so it runs on
+/// tokio's blocking pool, whose threads carry the runtime context the
+/// child reaper, the terminal's registration and the tasks need.
 fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
     spec.check_cwd()?;
     #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]

@@ -11,6 +11,7 @@
 //! whose id is reused at once by an unrelated process could be signalled too.
 //! Linux's pid allocator makes that window practically unreachable.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -49,8 +50,9 @@ fn session_alive(sid: i32) -> bool {
 #[derive(Debug)]
 pub(crate) struct Tree {
     sid: i32,
+    /// Shared with the jobs on tokio's blocking pool that read and end it.
     #[cfg(target_os = "linux")]
-    cgroup: Option<std::sync::Mutex<super::cgroup::Cgroup>>,
+    cgroup: Option<Arc<std::sync::Mutex<super::cgroup::Cgroup>>>,
     /// Set once [`Tree::end`] saw the session empty: nothing can join a
     /// session whose members are all gone, so a later [`Tree::kill_now`]
     /// has nothing to look for.
@@ -73,12 +75,14 @@ impl Tree {
     pub(crate) fn in_cgroup(sid: i32, cgroup: super::cgroup::Cgroup) -> Tree {
         Tree {
             sid,
-            cgroup: Some(std::sync::Mutex::new(cgroup)),
+            cgroup: Some(Arc::new(std::sync::Mutex::new(cgroup))),
             emptied: AtomicBool::new(false),
         }
     }
 
-    /// The limits the tree's cgroup met (`None`: it has none).
+    /// The limits the tree's cgroup met (`None`: it has none). Reads two
+    /// small cgroupfs files in place (a synchronous trait method; cgroupfs
+    /// answers from memory and never waits on a device or a lock of ours).
     pub(crate) fn limit_events(&self) -> Option<crate::LimitEvents> {
         #[cfg(target_os = "linux")]
         if let Some(cg) = &self.cgroup {
@@ -87,16 +91,23 @@ impl Tree {
         None
     }
 
-    /// Runs `f` on the cgroup, if the tree has one.
+    /// Runs `f` on the cgroup on tokio's blocking pool (cgroupfs is read
+    /// and written with blocking calls, and the v1 freezer is waited for),
+    /// if the tree has one.
     #[cfg(target_os = "linux")]
-    fn with_cgroup<T>(&self, f: impl FnOnce(&mut super::cgroup::Cgroup) -> T) -> Option<T> {
-        self.cgroup.as_ref().map(|cg| f(&mut lock(cg)))
+    async fn with_cgroup<T: Send + 'static>(
+        &self,
+        f: impl Fn(&mut super::cgroup::Cgroup) -> T + Clone + Send + 'static,
+    ) -> Option<T> {
+        let cg = Arc::clone(self.cgroup.as_ref()?);
+        Some(off_runtime(move || f(&mut lock(&cg))).await)
     }
 
     /// Ends a tree that has a cgroup: its members (read from the cgroup,
     /// not `/proc`) get SIGTERM and SIGCONT and the leader SIGHUP, up to
     /// `grace` for them to leave, then the cgroup is killed as one; the
-    /// cgroup is removed once empty.
+    /// cgroup is removed once empty. Every reading and writing of cgroupfs
+    /// runs on tokio's blocking pool.
     #[cfg(target_os = "linux")]
     async fn end_cgroup(
         &self,
@@ -104,33 +115,32 @@ impl Tree {
         status: &mut watch::Receiver<Option<ExitStatus>>,
     ) -> Option<ExitStatus> {
         self.cgroup.as_ref()?;
-        let empty = || self.with_cgroup(|cg| cg.is_empty()).unwrap_or(true);
+        let empty =
+            move || async move { self.with_cgroup(|cg| cg.is_empty()).await.unwrap_or(true) };
         let exited = status.borrow().is_some();
         let emptied = self.emptied.load(Ordering::Acquire)
-            || (exited && empty())
+            || (exited && empty().await)
             || {
                 if !grace.is_zero() {
-                    for pid in self.with_cgroup(|cg| cg.members()).unwrap_or_default() {
-                        let _ = kill(Pid::from_raw(pid), NixSignal::SIGTERM);
-                        let _ = kill(Pid::from_raw(pid), NixSignal::SIGCONT);
-                    }
-                    let _ = kill(Pid::from_raw(self.sid), NixSignal::SIGHUP);
+                    let sid = self.sid;
+                    self.with_cgroup(move |cg| {
+                        for pid in cg.members() {
+                            let _ = kill(Pid::from_raw(pid), NixSignal::SIGTERM);
+                            let _ = kill(Pid::from_raw(pid), NixSignal::SIGCONT);
+                        }
+                        let _ = kill(Pid::from_raw(sid), NixSignal::SIGHUP);
+                    })
+                    .await;
                 }
-                wait_until(status, Instant::now() + grace, || {
-                    std::future::ready(empty())
-                })
-                .await
+                wait_until(status, Instant::now() + grace, empty).await
             }
             || {
-                self.with_cgroup(|cg| cg.kill());
-                wait_until(status, Instant::now() + Duration::from_secs(5), || {
-                    std::future::ready(empty())
-                })
-                .await
+                self.with_cgroup(|cg| cg.kill()).await;
+                wait_until(status, Instant::now() + Duration::from_secs(5), empty).await
             };
         if emptied {
             self.emptied.store(true, Ordering::Release);
-            self.with_cgroup(|cg| cg.remove());
+            self.with_cgroup(|cg| cg.remove()).await;
         }
         let reaped = *status.borrow();
         Some(reaped.unwrap_or_else(ExitStatus::unknown))
@@ -176,24 +186,41 @@ impl Tree {
         reaped.unwrap_or_else(ExitStatus::unknown)
     }
 
-    /// SIGKILL to every member at once, for `Drop`, which cannot wait: the
-    /// process table is read here, on the calling thread, unless
-    /// [`Tree::end`] already saw the session empty.
+    /// SIGKILL to every member at once, for `Drop`, which cannot wait:
+    /// unless [`Tree::end`] already saw the session empty, the cgroup is
+    /// killed (and then removed) or the process table read and signalled
+    /// by a job handed to tokio's blocking pool without waiting for it;
+    /// in place when there is no runtime (or it drops the job unrun).
     pub(crate) fn kill_now(&self, status: &watch::Receiver<Option<ExitStatus>>) {
         if self.emptied.load(Ordering::Acquire) {
             return;
         }
+        // The leader's own group at once, before anything is handed off:
+        // one system call, no reading. A confined shell's leader is its
+        // supervisor, whose death ends the sandbox's PID namespace, so the
+        // shell can do nothing more (such as write where a placeholder the
+        // dropping code removes next stood) while the rest is found.
+        if status.borrow().is_none() {
+            let _ = killpg(Pid::from_raw(self.sid), NixSignal::SIGKILL);
+        }
         #[cfg(target_os = "linux")]
-        if self.with_cgroup(|cg| cg.kill()).is_some() {
+        if let Some(cg) = &self.cgroup {
+            // The job holds the cgroup: its last reference goes there, so
+            // the removal (`Cgroup`'s `Drop`) runs off the runtime too.
+            let cg = Arc::clone(cg);
+            crate::blocking::detach_off_runtime(move |_| lock(&cg).kill());
             return;
         }
-        if status.borrow().is_none() || session_alive(self.sid) {
-            signal_session(self.sid, NixSignal::SIGKILL);
-        }
+        let (sid, status) = (self.sid, status.clone());
+        crate::blocking::detach_off_runtime(move |_| {
+            if status.borrow().is_none() || session_alive(sid) {
+                signal_session(sid, NixSignal::SIGKILL);
+            }
+        });
     }
 }
 
-/// Runs `/proc` work on tokio's blocking pool, never on the runtime's own
+/// Runs `/proc` (or cgroupfs) work on tokio's blocking pool, never on the runtime's own
 /// threads; in place when the pool no longer runs jobs (the runtime is
 /// shutting down).
 pub(crate) async fn off_runtime<T: Send + 'static>(

@@ -160,6 +160,18 @@ async fn workspace_write_allows_inside_and_stops_every_escape() {
         "x"
     );
     assert!(d.ws.join("d/a").exists());
+    // A link or rename into another directory of the root, as compilers and
+    // package managers make them (`mv` would fall back to a copy where the
+    // kernel refused one; `ln` and Python's `os.rename` do not).
+    assert_eq!(
+        run(
+            &s,
+            "touch e f && ln e d/e-link && /usr/bin/python3 -c 'import os; os.rename(\"f\", \"d/f\")' && echo moved"
+        )
+        .await,
+        "moved"
+    );
+    assert!(d.ws.join("d/f").exists());
 
     let escapes = [
         "touch $OUT/new",

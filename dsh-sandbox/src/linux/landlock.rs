@@ -108,33 +108,6 @@ pub(crate) fn plan(
     }))
 }
 
-/// The supervisor's own domain (ABI 6+, else `None`): it handles no access
-/// (so it neither restricts the files of init and the shell, who inherit
-/// it, nor their mounts) and scopes signals. Being in a domain is what
-/// counts: Landlock lets a process in one reach by ptrace access (the
-/// ptrace-guarded `/proc` entries, `process_vm_*`, `pidfd_getfd`) only
-/// processes in its domain or one nested in it, and signal only those.
-pub(crate) fn supervisor_domain(abi: i32) -> Result<Option<OwnedFd>, SandboxError> {
-    if abi < 6 {
-        return Ok(None);
-    }
-    let created = Ruleset::default()
-        .scope(Scope::Signal)
-        .map_err(error)?
-        .create()
-        .map_err(error)?;
-    let fd: Option<OwnedFd> = created.into();
-    fd.map(Some)
-        .ok_or_else(|| error("the kernel did not enforce the supervisor's domain"))
-}
-
-/// Enters the domain `ruleset` (see [`supervisor_domain`]).
-/// Async-signal-safe; needs `no_new_privs` or `CAP_SYS_ADMIN` in the
-/// process's user namespace.
-pub(crate) fn enter(ruleset: &OwnedFd) -> io::Result<()> {
-    sys::landlock_restrict(ruleset.as_raw_fd())
-}
-
 fn c_path(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| SandboxError::setup(format!("path with a NUL byte: {}", path.display())))

@@ -26,10 +26,6 @@
 //!   (`pidfd_getfd`); the supervisor then serves it until init exits
 //!   ([`sockets`]: it makes every socket-address call itself, never
 //!   waiting in one, under its own seccomp filter).
-//! * Before it forks init, the supervisor enters a Landlock domain of its
-//!   own where the ABI has scopes (no access handled, signals scoped), so
-//!   that the sandbox's processes are the only ones it can reach by ptrace
-//!   access ([`sockets`]).
 //! * The backend's `spawn` learns of success when every copy of its
 //!   close-on-exec error pipe is closed: the shell's at `exec`, the
 //!   supervisor's and init's explicitly. A failure anywhere in the chain is
@@ -119,9 +115,6 @@ struct Namespaces {
     /// The supervisor's mediation of socket addresses (none for the
     /// editor's file helper, which makes no socket calls).
     sockets: Option<sockets::Guard>,
-    /// The Landlock domain the supervisor enters before it forks init
-    /// (with `sockets`, where the ABI has scopes).
-    supervisor_domain: Option<std::os::fd::OwnedFd>,
 }
 
 /// The confinement applied to one shell (see the module docs).
@@ -218,11 +211,6 @@ impl Confinement {
                 sockets::Guard::new(&reachable, &protected, spec.network)
             };
             let sockets = if spec.files { None } else { Some(guard()?) };
-            let supervisor_domain = if spec.files {
-                None
-            } else {
-                self::landlock::supervisor_domain(abi)?
-            };
             Some(Namespaces {
                 flags,
                 uid_map: map(uid)?,
@@ -230,7 +218,6 @@ impl Confinement {
                 view,
                 loopback: !spec.network && !spec.files,
                 sockets,
-                supervisor_domain,
             })
         } else {
             enforcement.missing.push(
@@ -321,12 +308,6 @@ impl Confinement {
             sys::write_file(c"/proc/self/setgroups", b"deny")?;
             sys::write_file(c"/proc/self/uid_map", ns.uid_map.as_bytes())?;
             sys::write_file(c"/proc/self/gid_map", ns.gid_map.as_bytes())?;
-            // Before init exists, so that the sandbox's processes are in
-            // the supervisor's domain (or nested in it): the only ones it
-            // can reach (see `sockets`).
-            if let Some(domain) = &ns.supervisor_domain {
-                self::landlock::enter(domain)?;
-            }
             let (ready_rx, ready_tx) = sys::pipe()?;
             let (report_rx, report_tx) = sys::pipe()?;
             // The socket supervisor: init hands over its listener's number

@@ -125,22 +125,19 @@
 //! It needs the host's `/proc` (opened before the view replaced it) for a
 //! caller's `<tid>/status` (its thread group), `<tid>/cwd` (to resolve a
 //! relative path as the caller would) and `self/fd/N` (to check and reach a
-//! resolved socket). Where Landlock has scopes (ABI 6), the supervisor
-//! enters a Landlock domain of its own before it forks init (no access
-//! handled, signals scoped), so init, the shell and all they start are in
-//! it or nested in it; Landlock then lets the supervisor reach by ptrace
-//! access — the ptrace-guarded `/proc` entries (`cwd`, `fd`, `mem`,
-//! `environ`, …), `process_vm_*`, `pidfd_getfd` — and signal only those
-//! processes. What it can still read of the host's `/proc` is what every
-//! process of its uid can: the world-readable entries (`status`,
-//! `cmdline`, `stat` of host processes, `/proc/sys`). Below ABI 6 there is
-//! no such domain, and the supervisor can reach the ptrace-guarded entries
-//! of the host's dumpable processes of the same uid, as the shell's own
-//! user could outside the sandbox.
+//! resolved socket). Its filter lets it open nothing for writing; what it
+//! can read of the host's `/proc` is what the shell's own user could
+//! outside the sandbox: the world-readable entries, and the ptrace-guarded
+//! ones (`environ`, `mem`, …) of the host's dumpable processes of the same
+//! uid. A Landlock domain of its own (signals and ptrace scoped to the
+//! sandbox) would narrow that, but any Landlock domain denies every link
+//! or rename into another directory unless a rule of its own grants it
+//! (`Refer`), and one that handles `Refer` forbids init's mounts: the
+//! sandbox's view could then not be made. So it has none.
 //!
 //! Everything here runs in the supervisor or init, after `fork` in a
 //! multithreaded process: raw system calls on memory prepared before the
-//! fork (the guard, both filters, the Landlock domain), or mapped after it
+//! fork (the guard and both filters), or mapped after it
 //! (its buffers, its table and its poll set), and no allocation.
 
 use std::io;

@@ -119,13 +119,17 @@ struct Args {
     one_shot: bool,
 
     /// A variable for the shell (repeatable): `NAME=VALUE`, or `NAME` for
-    /// this server's own value (left out when it has none). A confined
-    /// shell keeps only `PATH`, `HOME`, `USER`, `LOGNAME`, `LANG`,
-    /// `LANGUAGE`, `LC_*`, `TZ` and `SHELL` of the server's environment:
-    /// this is how a host passes a proxy (`--env HTTPS_PROXY`), a package
-    /// index (`PIP_INDEX_URL`) or a toolchain's home (`CARGO_HOME`,
-    /// `RUSTUP_HOME`). In the environment, one `NAME[=VALUE]` a line (a
-    /// value may hold `:`, `,` and spaces, as proxies and paths do).
+    /// this server's own value (left out when it has none), whatever the
+    /// name: this is how a host hands over a credential on purpose (`--env
+    /// GITHUB_TOKEN`). Without the sandbox the shell starts from the
+    /// server's environment less the variables that look like credentials
+    /// (see `--pass-secrets`); a confined shell keeps only `PATH`, `HOME`,
+    /// `USER`, `LOGNAME`, `LANG`, `LANGUAGE`, `LC_*`, `TZ` and `SHELL` of
+    /// it: this is how a host passes a proxy (`--env HTTPS_PROXY`), a
+    /// package index (`PIP_INDEX_URL`) or a toolchain's home (`CARGO_HOME`,
+    /// `RUSTUP_HOME`); a container or an SSH host gets only these. In the
+    /// environment, one `NAME[=VALUE]` a line (a value may hold `:`, `,`
+    /// and spaces, as proxies and paths do).
     #[arg(
         long = "env",
         env = "DSH_ENV",
@@ -134,6 +138,18 @@ struct Args {
         value_delimiter = '\n'
     )]
     env: Vec<(String, Option<String>)>,
+
+    /// Without the sandbox, also hand the shell the server's variables
+    /// whose names look like credentials. By default they stay out: names
+    /// (in any case) holding `KEY`, `SECRET`, `TOKEN`, `PASSWORD`,
+    /// `PASSWD`, `PASSPHRASE` or `CREDENTIAL`, with a word starting with
+    /// `AUTH` (not `AUTHOR`, `AUTHORITY`; so `SSH_AUTH_SOCK` stays out), or
+    /// with a later word `PASS`, `PWD` or `PAT`, and `CI_JOB_JWT`; but
+    /// `TOKENIZERS_PARALLELISM`, `TIKTOKEN_CACHE_DIR` and
+    /// `PYTHON_KEYRING_BACKEND` pass. A confined shell keeps its short list
+    /// either way; `--env NAME` hands over one variable.
+    #[arg(long, env = "DSH_PASS_SECRETS")]
+    pass_secrets: bool,
 
     /// Who approves a call's `sandbox_permissions`: nobody (`never`), every
     /// request (`always`), or the client's user through MCP elicitation
@@ -529,6 +545,7 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
         .max_output_chars(max_output_chars)
         .clip(args.clip);
     config.env.extend(args.shell_env());
+    config.pass_secrets = args.pass_secrets;
     // A remote backend's limits are the container's, set when it was made.
     let config = match &place.backend {
         Some(backend) => config.backend(Arc::clone(backend)),

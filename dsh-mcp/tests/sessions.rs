@@ -9,10 +9,14 @@
 //! shape. Every test is under `agent_session::`, so `.ci/run` times them apart
 //! from the rest of the workspace's tests.
 //!
-//! What they need of the host: `/usr/bin/python3` with `venv` and pytest
-//! (Debian's `python3-venv` and `python3-pytest`, which `.ci/run`
-//! installs), git, curl, and a Rust toolchain on `PATH` (the one building
-//! this test). Nothing is fetched from a network.
+//! What they need of the host: `/usr/bin/python3` (its standard library),
+//! git, curl, make and a Rust toolchain on `PATH` (the one building this
+//! test); the Python project also needs `venv` and pytest (Debian's
+//! `python3-venv` and `python3-pytest`), so it is ignored unless asked for
+//! (`.ci/run` installs both and runs it with `--ignored`). `DSH_TEST_PYTHON`
+//! names another Python for every session (`.ci/run` runs the rest with
+//! one that has no pytest, to show that they need none). Nothing is
+//! fetched from a network.
 #![cfg(target_os = "linux")]
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stderr)]
 
@@ -24,10 +28,12 @@ use std::time::{Duration, Instant};
 use common::Client;
 use serde_json::{Value, json};
 
-/// The Python the sessions use: the system's, whose pytest `.ci/run`
-/// installs (`python3-pytest`); a venv made with `--system-site-packages`
-/// sees it.
-const PYTHON: &str = "/usr/bin/python3";
+/// The Python the sessions use: `DSH_TEST_PYTHON`, else the system's,
+/// whose pytest `.ci/run` installs (`python3-pytest`); a venv made with
+/// `--system-site-packages` sees it.
+fn python() -> String {
+    std::env::var("DSH_TEST_PYTHON").unwrap_or_else(|_| "/usr/bin/python3".to_owned())
+}
 
 /// A job as agents start them: in the background, printing to the terminal.
 /// It counts until `stop` exists, each step a line of 1 KiB, and then writes
@@ -51,6 +57,8 @@ enum Mode {
     Full,
     /// `--sandbox workspace-write`.
     WorkspaceWrite,
+    /// `--sandbox read-only`.
+    ReadOnly,
     /// `--backend docker --image dsh-test`.
     Docker,
 }
@@ -105,11 +113,12 @@ impl Session {
         let env: Vec<(&str, Option<&str>)> = HOST_CHOICES.iter().chain(env).copied().collect();
         let started = Instant::now();
         match mode {
-            Mode::Full | Mode::WorkspaceWrite => {
+            Mode::Full | Mode::WorkspaceWrite | Mode::ReadOnly => {
                 let dir = tempfile::tempdir_in(projects()).unwrap();
                 let root = std::fs::canonicalize(dir.path()).unwrap();
                 let mut extra: Vec<&str> = match mode {
                     Mode::Full => vec![],
+                    Mode::ReadOnly => vec!["--sandbox", "read-only"],
                     _ => vec!["--sandbox", "workspace-write"],
                 };
                 extra.extend(more);
@@ -212,15 +221,16 @@ fn dsh_tool_note() -> &'static str {
     "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>"
 }
 
-/// Fails with what to install when the system's Python has no pytest.
+/// Fails with what to install when the sessions' Python has no pytest.
 fn needs_pytest() {
-    let ok = std::process::Command::new(PYTHON)
+    let py = python();
+    let ok = std::process::Command::new(&py)
         .args(["-c", "import ensurepip, pytest"])
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         ok,
-        "the Python sessions need {PYTHON} with venv and pytest (Debian: python3-venv python3-pytest; .ci/run installs them)"
+        "the Python project needs {py} with venv and pytest (Debian: python3-venv python3-pytest; .ci/run installs them)"
     );
 }
 
@@ -246,12 +256,13 @@ fn free_port() -> u16 {
 /// run the new code (Python's bytecode cache keys on the source's time in
 /// whole seconds and its size).
 async fn stale_bytecode(mode: Mode) {
+    let py = python();
     let mut s = Session::open("stale bytecode", mode).await;
     let mut fresh = 0;
     for i in 0..10 {
         let module = format!("round{i}");
         s.create(&format!("{module}.py"), "VALUE = 'old'\n").await;
-        let import = format!("{PYTHON} -c 'import {module}; print({module}.VALUE)'");
+        let import = format!("{py} -c 'import {module}; print({module}.VALUE)'");
         assert_eq!(s.ok(&import).await, "old");
         // The cache the round is about was written.
         let cached = s
@@ -274,7 +285,11 @@ async fn stale_bytecode(mode: Mode) {
 /// showing exactly the fix.
 async fn python_project(mode: Mode) {
     needs_pytest();
-    let mut s = Session::open("python project", mode).await;
+    let py = python();
+    // A package index handed over with `--env`, which the venv's pip reads
+    // (installs below name their wheel and use no index).
+    let index = "PIP_INDEX_URL=http://127.0.0.1:9/simple";
+    let mut s = Session::open_with("python project", mode, &["--env", index], &[]).await;
     let files = [
         (
             ".gitignore",
@@ -318,7 +333,7 @@ async fn python_project(mode: Mode) {
     // The dependency, as a wheel built by hand (no network, no setuptools).
     let built = s
         .ok(&format!(
-            r#"mkdir -p dist && {PYTHON} - <<'EOF'
+            r#"mkdir -p dist && {py} - <<'EOF'
 import base64, hashlib, zipfile
 files = {{
     "mathutil/__init__.py": "def double(x):\n    return 2 * x\n",
@@ -341,7 +356,7 @@ EOF"#
     assert!(built.starts_with("built mathutil/__init__.py"), "{built}");
     let installed = s
         .ok(&format!(
-            "{PYTHON} -m venv --system-site-packages .venv && . .venv/bin/activate \
+            "{py} -m venv --system-site-packages .venv && . .venv/bin/activate \
              && pip install --no-index --disable-pip-version-check dist/mathutil-1.0-py3-none-any.whl"
         ))
         .await;
@@ -352,6 +367,11 @@ EOF"#
     // The venv stays active: the next calls' `python` is its own.
     let python = s.ok("command -v python").await;
     assert_eq!(python, s.path(".venv/bin/python"));
+    // pip reads the index it was given.
+    let pip = s
+        .ok("pip config debug 2>/dev/null | grep -c PIP_INDEX_URL || true")
+        .await;
+    assert_eq!(pip, "1", "pip does not see PIP_INDEX_URL");
     let failing = s.bash("python -m pytest -q").await;
     assert_eq!(status_of(&failing), 1, "{failing}");
     assert!(failing.contains("2 failed"), "{failing}");
@@ -434,6 +454,7 @@ async fn make_loop(mode: Mode) {
 
 /// A server started in one call, queried in the next, gone after a reset.
 async fn background_server(mode: Mode) {
+    let py = python();
     let mut s = Session::open("background server", mode).await;
     let port = free_port();
     s.ok("echo hello from the server > hello.txt").await;
@@ -443,9 +464,7 @@ async fn background_server(mode: Mode) {
             format!("wget -q -O - http://127.0.0.1:{port}/hello.txt"),
         ),
         _ => (
-            format!(
-                "{PYTHON} -u -m http.server {port} --bind 127.0.0.1 > server.log 2>&1 & echo $!"
-            ),
+            format!("{py} -u -m http.server {port} --bind 127.0.0.1 > server.log 2>&1 & echo $!"),
             format!("curl -sS http://127.0.0.1:{port}/hello.txt"),
         ),
     };
@@ -492,6 +511,7 @@ async fn printing_jobs_run_between_calls(mode: Mode) {
         Mode::WorkspaceWrite => &["--network"],
         _ => &[],
     };
+    let py = python();
     let mut s = Session::open_with("printing jobs between calls", mode, net, &[]).await;
     // It counts until this process makes `stop`, then says it is done. Each
     // step prints a line of 1 KiB: 10,000 steps are more than every buffer
@@ -513,10 +533,8 @@ async fn printing_jobs_run_between_calls(mode: Mode) {
     common::until("the counter's end", || done.exists().then_some(())).await;
 
     let port = free_port();
-    s.ok(&format!(
-        "{PYTHON} -m http.server {port} --bind 127.0.0.1 &"
-    ))
-    .await;
+    s.ok(&format!("{py} -m http.server {port} --bind 127.0.0.1 &"))
+        .await;
     let served = tokio::task::spawn_blocking(move || {
         // The server starts; then every request must be answered.
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -627,8 +645,10 @@ async fn huge_log(mode: Mode) {
     s.close().await;
 }
 
-/// What a confined shell keeps of the server's environment, and what a
-/// host passes with `--env`: a package index, a proxy; never the rest.
+/// What a shell keeps of the server's environment, and what a host passes
+/// with `--env`: a package index, a proxy. Without the sandbox an ordinary
+/// variable of the server's passes and a token does not; a confined shell
+/// keeps neither.
 async fn environment(mode: Mode) {
     let passed = [
         "PIP_INDEX_URL=http://127.0.0.1:9/simple",
@@ -641,6 +661,7 @@ async fn environment(mode: Mode) {
     let mut env = vec![
         ("HTTPS_PROXY", Some("http://proxy.invalid:3128")),
         ("DSH_SECRET_TOKEN", Some("hunter2")),
+        ("DSH_ORDINARY", Some("kept")),
     ];
     match mode {
         // The flags in one mode, the environment variable in the other.
@@ -649,27 +670,90 @@ async fn environment(mode: Mode) {
     }
     let mut s = Session::open_with("environment", mode, &flags, &env).await;
     let seen = s
-        .ok("echo \"$PIP_INDEX_URL|$NO_PROXY|$HTTPS_PROXY|${DSH_NOT_SET_ANYWHERE-unset}|${DSH_SECRET_TOKEN-absent}|$HOME\"")
+        .ok("echo \"$PIP_INDEX_URL|$NO_PROXY|$HTTPS_PROXY|${DSH_NOT_SET_ANYWHERE-unset}|${DSH_SECRET_TOKEN-absent}|${DSH_ORDINARY-absent}|$HOME\"")
         .await;
-    let secret = match mode {
-        // Without the sandbox the shell starts from the server's environment.
-        Mode::Full => "hunter2",
+    let ordinary = match mode {
+        // Without the sandbox the shell starts from the server's
+        // environment, less what looks like a credential.
+        Mode::Full => "kept",
         _ => "absent",
     };
     assert_eq!(
         seen,
         format!(
-            "http://127.0.0.1:9/simple|localhost, 127.0.0.1|http://proxy.invalid:3128|unset|{secret}|{}",
+            "http://127.0.0.1:9/simple|localhost, 127.0.0.1|http://proxy.invalid:3128|unset|absent|{ordinary}|{}",
             std::env::var("HOME").unwrap()
         )
     );
-    // pip reads the index it was given.
-    let pip = s
-        .ok(&format!(
-            "{PYTHON} -m pip config debug 2>/dev/null | grep -c PIP_INDEX_URL || true"
-        ))
-        .await;
-    assert_eq!(pip, "1", "pip does not see PIP_INDEX_URL");
+    s.close().await;
+}
+
+/// Credentials in the server's environment, as a host's API keys are.
+const SECRETS: [(&str, &str); 5] = [
+    ("OPENAI_API_KEY", "sk-dsh-test-openai"),
+    ("ANTHROPIC_API_KEY", "sk-ant-dsh-test"),
+    ("GITHUB_TOKEN", "ghp_dshtest"),
+    ("AWS_SECRET_ACCESS_KEY", "dsh/test/aws"),
+    ("DB_PASSWORD", "hunter2"),
+];
+
+/// Each of [`SECRETS`] as the shell sees it: its value, or `absent`.
+const SHOW_SECRETS: &str = "for v in OPENAI_API_KEY ANTHROPIC_API_KEY GITHUB_TOKEN AWS_SECRET_ACCESS_KEY DB_PASSWORD; do echo \"$v=${!v-absent}\"; done; env | grep -c -e sk-dsh-test -e sk-ant-dsh -e ghp_dshtest -e dsh/test/aws -e hunter2 || true";
+
+/// What [`SHOW_SECRETS`] prints when the shell has exactly `passed`.
+fn secrets_seen(passed: &[&str]) -> String {
+    let mut lines: Vec<String> = SECRETS
+        .iter()
+        .map(|(name, value)| {
+            let value = if passed.contains(name) {
+                value
+            } else {
+                "absent"
+            };
+            format!("{name}={value}")
+        })
+        .collect();
+    lines.push(passed.len().to_string());
+    lines.join("\n")
+}
+
+/// The server's credentials reach no shell by default; `--env NAME` hands
+/// over exactly that one; `--pass-secrets` (or `DSH_PASS_SECRETS`) all of
+/// them, where the shell starts from the server's environment (without the
+/// sandbox, on this machine): a confined shell keeps its short list, and a
+/// container gets nothing of the server's environment but `--env`.
+async fn secrets(mode: Mode) {
+    let env: Vec<(&str, Option<&str>)> = SECRETS.iter().map(|(k, v)| (*k, Some(*v))).collect();
+    let mut s = Session::open_with("secrets", mode, &[], &env).await;
+    assert_eq!(s.ok(SHOW_SECRETS).await, secrets_seen(&[]));
+    s.close().await;
+
+    let mut s = Session::open_with(
+        "secrets, one passed",
+        mode,
+        &["--env", "GITHUB_TOKEN"],
+        &env,
+    )
+    .await;
+    assert_eq!(s.ok(SHOW_SECRETS).await, secrets_seen(&["GITHUB_TOKEN"]));
+    s.close().await;
+
+    // The environment variable where it shows, the flag in the other modes.
+    let mut with = env.clone();
+    let flag: &[&str] = match mode {
+        Mode::Full => {
+            with.push(("DSH_PASS_SECRETS", Some("true")));
+            &[]
+        }
+        _ => &["--pass-secrets"],
+    };
+    let mut s = Session::open_with("secrets, all passed", mode, flag, &with).await;
+    let all: Vec<&str> = SECRETS.iter().map(|(name, _)| *name).collect();
+    let expected = match mode {
+        Mode::Full => secrets_seen(&all),
+        _ => secrets_seen(&[]),
+    };
+    assert_eq!(s.ok(SHOW_SECRETS).await, expected);
     s.close().await;
 }
 
@@ -678,16 +762,18 @@ mod agent_session {
     use super::*;
 
     macro_rules! local {
-        ($($name:ident),*) => {$(
+        ($($(#[$attr:meta])* $name:ident),*) => {$(
             mod $name {
                 use super::*;
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                $(#[$attr])*
                 async fn danger_full_access() {
                     super::super::$name(Mode::Full).await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                $(#[$attr])*
                 async fn workspace_write() {
                     super::super::$name(Mode::WorkspaceWrite).await;
                 }
@@ -697,6 +783,7 @@ mod agent_session {
 
     local!(
         stale_bytecode,
+        #[ignore = "needs python3-venv and python3-pytest (.ci/run installs them)"]
         python_project,
         rust_crate,
         background_server,
@@ -707,6 +794,26 @@ mod agent_session {
         environment,
         make_loop
     );
+
+    /// The credentials in every mode of this machine, read-only too.
+    mod secrets {
+        use super::*;
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn danger_full_access() {
+            super::super::secrets(Mode::Full).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn workspace_write() {
+            super::super::secrets(Mode::WorkspaceWrite).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn read_only() {
+            super::super::secrets(Mode::ReadOnly).await;
+        }
+    }
 
     /// `--backend docker`: the sessions the test image allows (ignored
     /// where no Docker daemon runs; `.ci/run` runs them).
@@ -754,6 +861,12 @@ mod agent_session {
         #[ignore = "needs a Docker daemon and the dsh-test image"]
         async fn huge_log() {
             super::super::huge_log(Mode::Docker).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a Docker daemon and the dsh-test image"]
+        async fn secrets() {
+            super::super::secrets(Mode::Docker).await;
         }
     }
 }

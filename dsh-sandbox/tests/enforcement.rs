@@ -1046,8 +1046,11 @@ async fn denials_are_decided_from_the_outcome_not_from_words() {
 /// Under a German locale (built here with `localedef` into a temporary
 /// `LOCPATH`, the host's own locales untouched), a refused write is still
 /// recognised: the confined shell's messages are in the C locale, while
-/// every other category (here dates) stays German.
+/// every other category (here dates) stays German. Ignored by default: the
+/// `locales` package's sources are seldom installed (`.ci/run` installs
+/// them and runs it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the locales package's de_DE sources (.ci/run installs them)"]
 async fn denials_are_seen_under_a_non_english_locale() {
     use dsh_sandbox::SandboxRequest;
     let d = dirs();

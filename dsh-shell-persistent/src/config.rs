@@ -56,12 +56,24 @@ pub struct ShellConfig {
     pub argv: Option<Vec<String>>,
     /// Let the default argv read login and rc files.
     pub rc_files: bool,
-    /// Extra environment variables for the shell (applied after the tool's own).
+    /// Extra environment variables for the shell (applied after the tool's
+    /// own), whatever their names: this is how a host hands a shell a
+    /// credential on purpose.
     pub env: Vec<(String, String)>,
-    /// Whether the shell starts from this process's environment (the
-    /// default). With `false` it gets only the tool's own variables and
-    /// [`ShellConfig::env`]: the host's secrets stay out of the shell.
+    /// Whether a shell on this machine starts from this process's
+    /// environment (the default), less the variables whose names look like
+    /// credentials ([`looks_like_secret`](crate::looks_like_secret); see
+    /// [`ShellConfig::pass_secrets`]). With `false` it gets only the tool's
+    /// own variables and [`ShellConfig::env`]. A backend that runs the
+    /// shell elsewhere (a container, another host) passes none of this
+    /// process's variables either way.
     pub inherit_env: bool,
+    /// Whether a shell that inherits this process's environment also gets
+    /// the variables whose names look like credentials (`false`, the
+    /// default: API keys, tokens and passwords stay out, by the rules of
+    /// [`looks_like_secret`](crate::looks_like_secret)). To hand over one,
+    /// put it in [`ShellConfig::env`] instead.
+    pub pass_secrets: bool,
     /// How long one call may run before the shell is killed and reset (default 300 s).
     /// A call's [`ShellRequest::timeout`](crate::ShellRequest::timeout) overrides it.
     pub timeout: Duration,
@@ -166,6 +178,7 @@ setters! {
     rc_files: bool,
     env: Vec<(String, String)>,
     inherit_env: bool,
+    pass_secrets: bool,
     timeout: Duration,
     timeout_parameter: Option<Duration>,
     max_output_chars: usize,
@@ -200,6 +213,7 @@ impl ShellConfig {
             rc_files: false,
             env: Vec::new(),
             inherit_env: true,
+            pass_secrets: false,
             timeout: Duration::from_secs(300),
             timeout_parameter: None,
             max_output_chars: 16_000,

@@ -177,6 +177,7 @@ mod config;
 pub mod contract;
 mod dialect;
 mod drain;
+mod env;
 mod error;
 mod home;
 mod marker;
@@ -196,6 +197,7 @@ pub use contract::{
     OUTPUT_CLIP_NOTE,
 };
 pub use dialect::Dialect;
+pub use env::{NOT_SECRET_NAMES, SECRET_NAME_PARTS, SECRET_NAMES, looks_like_secret};
 pub use error::ShellError;
 pub use normalize::NormalizeOptions;
 pub use outcome::{

@@ -136,7 +136,7 @@ impl Process {
         if !config.inherit_env {
             spec = spec.env_clear();
         }
-        let mut spec = spec
+        let mut spec = crate::env::without_secrets(spec, config)
             .args(&argv[1..])
             .cwd(&config.start_dir)
             .size(config.term_size)

@@ -96,6 +96,8 @@ pub struct Agent {
 impl Agent {
     /// A new session: the tools, the log file, and the system message.
     pub fn new(config: AgentConfig) -> Result<Agent, AgentError> {
+        // The shells start from this process's environment less what looks
+        // like a credential: the API key read above never reaches them.
         let shell = ShellPool::new(ShellConfig::new(&config.workspace))
             .map_err(|e| AgentError::Setup(e.to_string()))?;
         let log = config

@@ -214,11 +214,16 @@ impl DockerBackend {
             user: self.user.clone(),
             owned,
             host_proc: self.host_proc,
+            watched: container.watched(),
             input: tokio::sync::Mutex::new(input),
         };
         if let Err(e) = link.resize(spec.get_size()).await {
             tracing::debug!(error = %e, "sizing the exec's terminal failed");
         }
-        Ok(Box::new(DockerSession::start(link, tag, terminal, spec)))
+        let session = DockerSession::start(link, tag, terminal, spec);
+        // The counters as the session starts, so that its first call's
+        // limit events are its own.
+        session.refresh_limit_events().await;
+        Ok(Box::new(session))
     }
 }

@@ -46,6 +46,27 @@ pub struct Container {
     docker: Docker,
     id: Arc<str>,
     name: Arc<str>,
+    /// The memory and process limits it was made with (by
+    /// [`Container::create`]), whose events the sessions in it report.
+    limits: Option<Watched>,
+}
+
+/// The memory and process limits of a container this crate made: the
+/// sessions in it read the counters of its cgroup against them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Watched {
+    pub(crate) memory: Option<u64>,
+    pub(crate) pids: Option<u64>,
+}
+
+impl Watched {
+    /// What `limits` asks to watch, if anything.
+    pub(crate) fn of(limits: &dsh_pty::ResourceLimits) -> Option<Watched> {
+        (limits.memory.is_some() || limits.pids.is_some()).then_some(Watched {
+            memory: limits.memory,
+            pids: limits.pids,
+        })
+    }
 }
 
 /// How [`Container::create`] makes a container.
@@ -56,8 +77,14 @@ pub struct ContainerTemplate {
     pub image: String,
     /// Extra environment, `NAME=value`.
     pub env: Vec<String>,
-    /// No network inside (`--network none`).
-    pub network_disabled: bool,
+    /// The network the container joins, by Docker's name (`--network`):
+    /// `none` (only a loopback interface inside), `bridge` (Docker's
+    /// default bridge), `host` (this host's interfaces) or the name of a
+    /// user-defined network (`docker network create`), which must exist:
+    /// [`Container::create`] fails with [`DockerError::NoSuchNetwork`]
+    /// otherwise. `None` (the default): the daemon's default, the default
+    /// bridge.
+    pub network: Option<String>,
     /// The container's limits (the same knobs as a local shell's): memory
     /// (swap off, as `--memory-swap` equal to `--memory`), processes, CPU
     /// share, open files and file size (ulimits), and `/tmp` as a tmpfs of
@@ -69,12 +96,13 @@ pub struct ContainerTemplate {
 }
 
 impl ContainerTemplate {
-    /// A template for `image`, with no limits and the image's network.
+    /// A template for `image`, with no limits, on the daemon's default
+    /// network.
     pub fn new(image: impl Into<String>) -> Self {
         ContainerTemplate {
             image: image.into(),
             env: Vec::new(),
-            network_disabled: false,
+            network: None,
             limits: dsh_pty::ResourceLimits::default(),
             labels: Vec::new(),
         }
@@ -120,6 +148,23 @@ pub(crate) fn host_limits(limits: &dsh_pty::ResourceLimits) -> HostConfig {
     }
 }
 
+/// [`DockerError::NoSuchNetwork`] when `template` names a network of its
+/// own and the daemon has none by that name; asked after the daemon refused
+/// the container, so a working create costs no extra round trip.
+async fn missing_network(docker: &Docker, template: &ContainerTemplate) -> Option<DockerError> {
+    let name = template.network.as_deref()?;
+    // Docker's own modes, and another container's network namespace.
+    if matches!(name, "none" | "bridge" | "host" | "default") || name.starts_with("container:") {
+        return None;
+    }
+    match docker.inspect_network(name, None).await {
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Some(DockerError::NoSuchNetwork(name.to_owned())),
+        _ => None,
+    }
+}
+
 impl Container {
     /// The existing container `name` (a name or an id), which must be running.
     pub async fn existing(docker: Docker, name: &str) -> Result<Container, DockerError> {
@@ -135,6 +180,7 @@ impl Container {
             docker,
             id: id.into(),
             name: name.into(),
+            limits: None,
         })
     }
 
@@ -145,6 +191,7 @@ impl Container {
             docker,
             id: name.into(),
             name: name.into(),
+            limits: None,
         }
     }
 
@@ -166,33 +213,46 @@ impl Container {
             cmd: Some(vec!["2147483647".into()]),
             env: Some(template.env.clone()),
             labels: Some(labels),
-            network_disabled: template.network_disabled.then_some(true),
             host_config: Some(HostConfig {
-                network_mode: template.network_disabled.then(|| "none".to_owned()),
+                network_mode: template.network.clone(),
                 init: Some(false),
                 ..host_limits(&template.limits)
             }),
             ..Default::default()
         };
-        let created = docker
+        let created = match docker
             .create_container(None::<CreateContainerOptions>, body)
             .await
-            .map_err(|source| match &source {
-                bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                } => DockerError::NoSuchImage(template.image.clone()),
-                _ => DockerError::Api {
-                    what: "creating a container",
-                    source,
-                },
-            })?;
+        {
+            Ok(created) => created,
+            Err(source) => {
+                if let Some(missing) = missing_network(&docker, template).await {
+                    return Err(missing);
+                }
+                return Err(match &source {
+                    bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404, ..
+                    } => DockerError::NoSuchImage(template.image.clone()),
+                    _ => DockerError::Api {
+                        what: "creating a container",
+                        source,
+                    },
+                });
+            }
+        };
         let container = Container {
             docker,
             name: created.id.clone().into(),
             id: created.id.into(),
+            limits: Watched::of(&template.limits),
         };
         if let Err(source) = container.docker.start_container(&container.id, None).await {
             let _ = container.remove().await;
+            // Some daemons accept a missing network at creation and refuse
+            // the start.
+            if let Some(missing) = missing_network(&container.docker, template).await {
+                return Err(missing);
+            }
             return Err(DockerError::Api {
                 what: "starting the container",
                 source,
@@ -249,5 +309,10 @@ impl Container {
     /// The daemon connection.
     pub fn docker(&self) -> &Docker {
         &self.docker
+    }
+
+    /// The memory and process limits it was made with, if any.
+    pub(crate) fn watched(&self) -> Option<Watched> {
+        self.limits
     }
 }

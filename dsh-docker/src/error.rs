@@ -23,6 +23,11 @@ pub enum DockerError {
     /// The image is not on the daemon (this crate never pulls).
     #[error("the Docker image `{0}` is not on the daemon (pull or import it first)")]
     NoSuchImage(String),
+    /// The network a container was to join does not exist on the daemon.
+    #[error(
+        "the Docker network `{0}` does not exist on the daemon (create it with `docker network create {0}`, or use `none`, `bridge` or `host`)"
+    )]
+    NoSuchNetwork(String),
     /// A call to the daemon failed.
     #[error("Docker: {what} failed: {source}")]
     Api {

@@ -12,6 +12,7 @@ use dsh_pty::{ExitStatus, TermSize};
 use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use crate::container::Watched;
 use crate::exec;
 use crate::{Container, DockerError};
 
@@ -33,6 +34,9 @@ pub struct DockerLink {
     /// The container is the session's own: closing the session removes it.
     pub(crate) owned: bool,
     pub(crate) host_proc: bool,
+    /// The container's memory and process limits, whose events its
+    /// cgroup counts (a container this crate made with them).
+    pub(crate) watched: Option<Watched>,
     pub(crate) input: tokio::sync::Mutex<Pin<Box<dyn AsyncWrite + Send>>>,
 }
 
@@ -106,6 +110,26 @@ impl RemoteLink for DockerLink {
         self.owned
     }
 
+    /// The counters of the container's cgroup, read inside it (where
+    /// `/sys/fs/cgroup` is the container's own), when it was made with a
+    /// memory or process limit. In a container several sessions share,
+    /// the counters are the whole container's.
+    async fn limit_events(&self) -> Option<dsh_pty::LimitEvents> {
+        let watched = self.watched?;
+        let ran = match self.run_sh(CGROUP_EVENTS_SCRIPT, &[], None).await {
+            Ok(ran) => ran,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading the container's cgroup events failed");
+                return None;
+            }
+        };
+        let (oom_kills, forks_refused) = cgroup_counters(&String::from_utf8_lossy(&ran.stdout))?;
+        Some(
+            dsh_pty::LimitEvents::new(oom_kills.unwrap_or(0), forks_refused.unwrap_or(0))
+                .against(watched.memory, watched.pids),
+        )
+    }
+
     async fn local_view(&self, tag: &str) -> Option<LocalView> {
         if !self.host_proc {
             return None;
@@ -124,6 +148,44 @@ impl RemoteLink for DockerLink {
             .ok()
             .flatten()
     }
+}
+
+/// Prints the event files of the container's cgroup as seen inside it, each
+/// after a `file NAME` line: cgroup v2's `memory.events` and `pids.events`,
+/// v1's `memory/memory.oom_control` and `pids/pids.events`.
+const CGROUP_EVENTS_SCRIPT: &str = r#"cd /sys/fs/cgroup 2>/dev/null || exit 0
+for f in memory.events memory/memory.oom_control pids.events pids/pids.events; do
+  [ -r "$f" ] && { echo "file $f"; cat "$f"; }
+done
+exit 0"#;
+
+/// The memory kills (`oom_kill`) and refused forks (`max`) in what
+/// [`CGROUP_EVENTS_SCRIPT`] printed, each where its file was there; `None`
+/// when neither was.
+fn cgroup_counters(text: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let (mut oom_kills, mut forks_refused) = (None, None);
+    let mut file = "";
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("file ") {
+            file = name;
+            continue;
+        }
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<u64>() else {
+            continue;
+        };
+        let memory = file.starts_with("memory");
+        match key {
+            "oom_kill" if memory && oom_kills.is_none() => oom_kills = Some(value),
+            "max" if file.starts_with("pids") && forks_refused.is_none() => {
+                forks_refused = Some(value);
+            }
+            _ => {}
+        }
+    }
+    (oom_kills.is_some() || forks_refused.is_some()).then_some((oom_kills, forks_refused))
 }
 
 /// This host's view of the exec's process: its `/proc` entry carries the
@@ -221,4 +283,22 @@ async fn gone(container: &Container, linger: bool) -> Option<DockerError> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cgroup_counters;
+
+    #[test]
+    fn counters_come_from_either_cgroup_version() {
+        let v2 = "file memory.events\nlow 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\nfile pids.events\nmax 7\n";
+        assert_eq!(cgroup_counters(v2), Some((Some(2), Some(7))));
+        let v1 = "file memory/memory.oom_control\noom_kill_disable 0\nunder_oom 0\noom_kill 1\nfile pids/pids.events\nmax 0\n";
+        assert_eq!(cgroup_counters(v1), Some((Some(1), Some(0))));
+        assert_eq!(
+            cgroup_counters("file pids.events\nmax 3\n"),
+            Some((None, Some(3)))
+        );
+        assert_eq!(cgroup_counters(""), None);
+    }
 }

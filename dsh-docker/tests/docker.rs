@@ -247,6 +247,186 @@ mod docker {
         assert_eq!(count().await, 0);
     }
 
+    /// A pool of containers per session made from `template`, with
+    /// `limits` on its shells.
+    fn per_session_pool(
+        docker: &dsh_docker::Docker,
+        template: ContainerTemplate,
+        limits: dsh_docker::dsh_pty::ResourceLimits,
+    ) -> ShellPool {
+        let mut config = ShellConfig::new("/tmp");
+        config.backend = Arc::new(DockerBackend::per_session(docker.clone(), template));
+        config.limits = limits;
+        config.timeout = Duration::from_secs(120);
+        ShellPool::new(config).unwrap()
+    }
+
+    /// Runs `docker ARGS` and returns its output, trimmed.
+    fn docker_cli(args: &[&str]) -> String {
+        let out = std::process::Command::new("docker")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// Removes the containers labelled `label`, then the network `network`,
+    /// whatever the test found.
+    struct NetworkCleanup {
+        label: String,
+        network: String,
+    }
+
+    impl Drop for NetworkCleanup {
+        fn drop(&mut self) {
+            let ids = std::process::Command::new("docker")
+                .args(["ps", "-aq", "--filter", &format!("label={}", self.label)])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            for id in ids.split_whitespace() {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", id])
+                    .output();
+            }
+            let _ = std::process::Command::new("docker")
+                .args(["network", "rm", &self.network])
+                .output();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_container_on_network_none_has_only_loopback() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let mut template = ContainerTemplate::new(test_image());
+        template.network = Some("none".into());
+        let pool = per_session_pool(&docker, template, Default::default());
+        assert_eq!(pool.run("a", "ls /sys/class/net").await.unwrap(), "lo");
+        pool.close_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_container_joins_the_named_network() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let network = format!("dsh-rs-test-net-{}", std::process::id());
+        let _cleanup = NetworkCleanup {
+            label: network.clone(),
+            network: network.clone(),
+        };
+        docker_cli(&["network", "create", "--internal", &network]);
+        let mut template = ContainerTemplate::new(test_image());
+        template.network = Some(network.clone());
+        template.labels.push((network.clone(), "1".into()));
+        let pool = per_session_pool(&docker, template, Default::default());
+        let out = pool
+            .run("a", "cat /etc/hostname; ls /sys/class/net | tr '\\n' ' '")
+            .await
+            .unwrap();
+        let (hostname, interfaces) = out.split_once('\n').unwrap();
+        assert_eq!(interfaces.trim(), "eth0 lo");
+        let members = docker_cli(&[
+            "network",
+            "inspect",
+            &network,
+            "--format",
+            "{{range $id, $c := .Containers}}{{$id}} {{end}}",
+        ]);
+        assert!(
+            members
+                .split_whitespace()
+                .any(|id| id.starts_with(hostname)),
+            "{hostname} is not on {network}: {members}"
+        );
+        pool.close_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_missing_network_is_named_at_the_first_call() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        let network = format!("dsh-rs-no-such-net-{}", std::process::id());
+        let mut template = ContainerTemplate::new(test_image());
+        template.network = Some(network.clone());
+        template.labels.push((network.clone(), "1".into()));
+        let _cleanup = NetworkCleanup {
+            label: network.clone(),
+            network: network.clone(),
+        };
+        let err = Container::create(docker.clone(), &template)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DockerError::NoSuchNetwork(n) if *n == network),
+            "{err:?}"
+        );
+        let pool = per_session_pool(&docker, template, Default::default());
+        let err = pool.run("a", "true").await.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("the Docker network `{network}` does not exist")),
+            "{err}"
+        );
+        pool.close_all().await;
+        // Nothing made is left behind.
+        assert_eq!(
+            docker_cli(&["ps", "-aq", "--filter", &format!("label={network}")]),
+            ""
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn a_memory_kill_in_the_container_is_named() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        // The limit is the container's own (the shells' config has none).
+        let mut template = ContainerTemplate::new(test_image());
+        template.limits.memory = Some(64 << 20);
+        let pool = per_session_pool(&docker, template, Default::default());
+        assert_eq!(pool.run("a", "echo fits").await.unwrap(), "fits");
+        let out = pool
+            .run("a", "head -c 300m /dev/zero | tail > /dev/null; echo after")
+            .await
+            .unwrap();
+        assert!(out.contains("Killed"), "{out}");
+        assert!(out.contains("after"), "{out}");
+        assert!(
+            out.ends_with("[killed: memory limit of 64 MiB reached]"),
+            "{out}"
+        );
+        // Only the call that met it says so.
+        assert_eq!(pool.run("a", "echo fine").await.unwrap(), "fine");
+        pool.close_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn forks_past_the_process_limit_are_named() {
+        let docker = dsh_docker::connect(None).await.unwrap();
+        // The limit is the shells' own, kept by the container made per
+        // session.
+        let limits = dsh_docker::dsh_pty::ResourceLimits::default().pids(Some(24));
+        let pool = per_session_pool(&docker, ContainerTemplate::new(test_image()), limits);
+        assert_eq!(pool.run("a", "echo fits").await.unwrap(), "fits");
+        // BusyBox's `sh` forks until one is refused, then (it gives up at
+        // once, where bash retries) kills and reaps what it started.
+        let out = pool
+            .run(
+                "a",
+                r#"sh -c 'p=; trap "kill \$p 2>/dev/null; wait" EXIT; i=0; while [ $i -lt 60 ]; do sleep 30 & p="$p $!"; i=$((i+1)); done'; echo done"#,
+            )
+            .await
+            .unwrap();
+        assert!(out.contains("can't fork"), "{out}");
+        assert!(
+            out.ends_with("done\n[process limit of 24 reached: new processes were refused]"),
+            "{out}"
+        );
+        assert_eq!(pool.run("a", "echo fine").await.unwrap(), "fine");
+        pool.close_all().await;
+    }
+
     #[cfg(unix)]
     /// Imports an image named `name` of BusyBox's applets without the ones
     /// in `without`, with the Docker CLI; `sh` is BusyBox's when `bash` is

@@ -179,6 +179,14 @@ struct Args {
     #[arg(long, env = "DSH_IMAGE", value_name = "IMAGE")]
     image: Option<String>,
 
+    /// `--backend docker` with `--image`: the network the container joins,
+    /// by Docker's name: `none` (only loopback inside), `bridge`, `host`,
+    /// or a user-defined network (which must exist). Default: Docker's
+    /// default bridge. Refused with `--container` (an existing container
+    /// keeps its networks).
+    #[arg(long, env = "DSH_DOCKER_NETWORK", value_name = "none|NAME")]
+    docker_network: Option<String>,
+
     /// `--backend docker`: the daemon (`unix:///path`, `tcp://host:port`).
     /// Default: `DOCKER_HOST`, else the local socket.
     #[arg(long, env = "DSH_DOCKER_HOST", value_name = "URL")]
@@ -479,11 +487,17 @@ impl Place {
         let docker = dsh_docker::connect(args.docker_host.as_deref())
             .await
             .map_err(|e| e.to_string())?;
+        if let (Some(container), Some(network)) = (&args.container, &args.docker_network) {
+            return Err(format!(
+                "--docker-network {network} applies to the container dsh-mcp makes with --image; the existing container `{container}` keeps its own networks (join one with `docker network connect {network} {container}`)"
+            ));
+        }
         let (container, made) = match (&args.container, &args.image) {
             (Some(name), _) => (Container::existing(docker, name).await, false),
             (None, Some(image)) => {
                 let mut template = ContainerTemplate::new(image);
                 template.limits = args.limits();
+                template.network = args.docker_network.clone();
                 (Container::create(docker, &template).await, true)
             }
             (None, None) => {

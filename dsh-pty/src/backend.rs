@@ -214,10 +214,19 @@ pub trait PtySession: Send + Sync + fmt::Debug {
 
     /// The counters of the limits the session's tree met (see
     /// [`ResourceLimits`](crate::ResourceLimits)): read from its cgroup, so
-    /// `None` for a session without one (the default).
+    /// `None` for a session without one (the default). A session whose
+    /// cgroup is elsewhere (a container's) answers with its last reading,
+    /// brought up to date by [`PtySession::refresh_limit_events`].
     fn limit_events(&self) -> Option<crate::LimitEvents> {
         None
     }
+
+    /// Reads the limit counters again where reading them takes a round trip
+    /// (a container's cgroup, read through its daemon), so that
+    /// [`PtySession::limit_events`] answers with what holds now. Bounded in
+    /// time; a reading that fails keeps the last one. Sessions that read
+    /// their counters on the spot need nothing (the default does nothing).
+    async fn refresh_limit_events(&self) {}
 
     /// Stores `data` as the file `name` in a scratch directory of this
     /// session *on the program's side*, and returns the path the program

@@ -302,14 +302,42 @@ pub struct LimitEvents {
     pub oom_kills: u64,
     /// New processes refused because the process limit was reached.
     pub forks_refused: u64,
+    /// The memory limit the counters count against, in bytes, when the
+    /// session's side sets it rather than the caller's [`ResourceLimits`]
+    /// (a container's own limit); `None` otherwise.
+    pub memory_limit: Option<u64>,
+    /// The process limit the counters count against, when the session's
+    /// side sets it (a container's own); `None` otherwise.
+    pub pids_limit: Option<u64>,
 }
 
 impl LimitEvents {
-    /// What happened since `earlier` (counters only grow).
+    /// Counters read now: `oom_kills` and `forks_refused` so far, and no
+    /// limits of the session's side.
+    pub fn new(oom_kills: u64, forks_refused: u64) -> Self {
+        LimitEvents {
+            oom_kills,
+            forks_refused,
+            memory_limit: None,
+            pids_limit: None,
+        }
+    }
+
+    /// The same counters, counted against the session's side's own limits
+    /// (a container's memory and process limits).
+    pub fn against(mut self, memory_limit: Option<u64>, pids_limit: Option<u64>) -> Self {
+        self.memory_limit = memory_limit;
+        self.pids_limit = pids_limit;
+        self
+    }
+
+    /// What happened since `earlier` (counters only grow), against this
+    /// reading's limits.
     pub fn since(self, earlier: LimitEvents) -> LimitEvents {
         LimitEvents {
             oom_kills: self.oom_kills.saturating_sub(earlier.oom_kills),
             forks_refused: self.forks_refused.saturating_sub(earlier.forks_refused),
+            ..self
         }
     }
 }
@@ -454,20 +482,11 @@ mod tests {
 
     #[test]
     fn events_subtract() {
-        let a = LimitEvents {
-            oom_kills: 1,
-            forks_refused: 5,
-        };
-        let b = LimitEvents {
-            oom_kills: 3,
-            forks_refused: 5,
-        };
+        let a = LimitEvents::new(1, 5);
+        let b = LimitEvents::new(3, 5).against(Some(1 << 20), None);
         assert_eq!(
             b.since(a),
-            LimitEvents {
-                oom_kills: 2,
-                forks_refused: 0
-            }
+            LimitEvents::new(2, 0).against(Some(1 << 20), None)
         );
     }
 }

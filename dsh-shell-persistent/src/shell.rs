@@ -265,14 +265,28 @@ impl Shell {
         let outcome = process
             .call(&config, command, timeout, stop, || guard.taking_input())
             .await;
+        // A session whose counters take a round trip (a container's cgroup)
+        // reads them once, here; its reading before the call is the one
+        // after the last call (or from its start), so a background job's
+        // kill between calls shows with the next call.
+        session.refresh_limit_events().await;
         let met = session
             .limit_events()
             .zip(limits_before)
             .map(|(after, before)| after.since(before))
             .unwrap_or_default();
+        // The limits are the config's, or the container's own.
         let limits_reached = LimitsReached {
-            memory: config.limits.memory.filter(|_| met.oom_kills > 0),
-            pids: config.limits.pids.filter(|_| met.forks_refused > 0),
+            memory: config
+                .limits
+                .memory
+                .or(met.memory_limit)
+                .filter(|_| met.oom_kills > 0),
+            pids: config
+                .limits
+                .pids
+                .or(met.pids_limit)
+                .filter(|_| met.forks_refused > 0),
         };
         let keep = config.persistent && matches!(outcome, Ok(Outcome::Completed { .. }));
         if keep {

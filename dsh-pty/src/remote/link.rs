@@ -77,6 +77,15 @@ pub trait RemoteLink: Send + Sync + std::fmt::Debug + 'static {
         false
     }
 
+    /// The counters of the limits the program's side keeps (a container's
+    /// memory and process limits, from its cgroup), read now, with the
+    /// limits they count against; `None` where the side keeps none or they
+    /// cannot be read (the default). [`RemoteSession`](super::RemoteSession)
+    /// asks in [`crate::PtySession::refresh_limit_events`].
+    async fn limit_events(&self) -> Option<crate::LimitEvents> {
+        None
+    }
+
     /// This host's view of the program, when this host's `/proc` shows it
     /// (a container engine running here): asked once, at the first
     /// foreground refresh (the program runs by then). With a view, the

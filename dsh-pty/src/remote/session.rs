@@ -22,6 +22,9 @@ use crate::{
 /// How long a session waits for the exit report after the tree was killed.
 const EXIT_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a session waits for a reading of its link's limit counters.
+const LIMITS_WAIT: Duration = Duration::from_secs(10);
+
 /// A program running in a terminal elsewhere (a container, another host),
 /// reached through the link `L` of its engine.
 ///
@@ -43,6 +46,8 @@ pub struct RemoteSession<L: RemoteLink> {
     probe: ForegroundProbe,
     ended: AtomicBool,
     runtime: Handle,
+    /// The last reading of the link's limit counters.
+    limits: std::sync::Mutex<Option<crate::LimitEvents>>,
 }
 
 impl<L: RemoteLink> std::fmt::Debug for RemoteSession<L> {
@@ -75,6 +80,7 @@ impl<L: RemoteLink> RemoteSession<L> {
             probe: ForegroundProbe::default(),
             ended: AtomicBool::new(false),
             runtime: Handle::current(),
+            limits: std::sync::Mutex::new(None),
         }
     }
 
@@ -267,6 +273,24 @@ impl<L: RemoteLink> PtySession for RemoteSession<L> {
 
     async fn wait(&self) -> ExitStatus {
         self.plumbing.wait().await
+    }
+
+    fn limit_events(&self) -> Option<crate::LimitEvents> {
+        *self
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Asks the link ([`RemoteLink::limit_events`]), for at most
+    /// [`LIMITS_WAIT`]; a failed or late reading keeps the last one.
+    async fn refresh_limit_events(&self) {
+        if let Ok(Some(now)) = tokio::time::timeout(LIMITS_WAIT, self.link.limit_events()).await {
+            *self
+                .limits
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
+        }
     }
 
     fn connection_lost(&self) -> Option<Arc<PtyError>> {

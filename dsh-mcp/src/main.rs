@@ -489,7 +489,7 @@ impl Place {
             .map_err(|e| e.to_string())?;
         if let (Some(container), Some(network)) = (&args.container, &args.docker_network) {
             return Err(format!(
-                "--docker-network {network} applies to the container dsh-mcp makes with --image; the existing container `{container}` keeps its own networks (join one with `docker network connect {network} {container}`)"
+                "--docker-network {network} applies to the container dsh-mcp makes with --image; the existing container `{container}` keeps its own networks (change them with `docker network connect` and `docker network disconnect`)"
             ));
         }
         let (container, made) = match (&args.container, &args.image) {

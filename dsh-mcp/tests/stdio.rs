@@ -593,6 +593,43 @@ mod docker {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn the_container_made_keeps_its_network_and_names_its_memory_kills() {
+        let image = dsh_testbeds::test_image();
+        let mut c = Client::start(
+            Path::new("/tmp"),
+            &[
+                "--backend",
+                "docker",
+                "--image",
+                &image,
+                "--docker-network",
+                "none",
+                "--memory",
+                "64m",
+            ],
+        )
+        .await;
+        let (text, error) = c
+            .call(2, "bash", json!({"command": "ls /sys/class/net"}))
+            .await;
+        assert!(!error, "{text}");
+        assert_eq!(text, "lo");
+        let (text, _) = c
+            .call(
+                3,
+                "bash",
+                json!({"command": "head -c 300m /dev/zero | tail > /dev/null; echo after"}),
+            )
+            .await;
+        assert!(
+            text.ends_with("after\n[killed: memory limit of 64 MiB reached]"),
+            "{text}"
+        );
+        assert!(c.finish().await.success());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
     async fn an_existing_container_is_used_and_kept() {
         let bed = dsh_testbeds::Testbed::docker().await;
         let name = bed.container().unwrap().id().to_owned();
@@ -638,6 +675,7 @@ mod docker {
     #[tokio::test]
     #[ignore = "needs a Docker daemon"]
     async fn unreachable_places_are_named() {
+        let image = dsh_testbeds::test_image();
         for (args, want) in [
             (
                 vec![
@@ -651,6 +689,28 @@ mod docker {
             (
                 vec!["--backend", "docker"],
                 "dsh-mcp: --backend docker needs --container NAME or --image IMAGE\n",
+            ),
+            (
+                vec![
+                    "--backend",
+                    "docker",
+                    "--container",
+                    "task-1",
+                    "--docker-network",
+                    "none",
+                ],
+                "dsh-mcp: --docker-network none applies to the container dsh-mcp makes with --image; the existing container `task-1` keeps its own networks (change them with `docker network connect` and `docker network disconnect`)\n",
+            ),
+            (
+                vec![
+                    "--backend",
+                    "docker",
+                    "--image",
+                    &image,
+                    "--docker-network",
+                    "dsh-rs-no-such-network",
+                ],
+                "dsh-mcp: the Docker network `dsh-rs-no-such-network` does not exist on the daemon (create it with `docker network create dsh-rs-no-such-network`, or use `none`, `bridge` or `host`)\n",
             ),
             (
                 vec![

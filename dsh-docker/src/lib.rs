@@ -23,9 +23,15 @@
 //!   helper running in the container (nothing copied into the image) and
 //!   makes every file operation one round trip to it, instead of a
 //!   `docker exec` each.
+//! * **Network and limits**: a container this crate makes joins the
+//!   network its [`ContainerTemplate`] names (`none`, `bridge`, `host` or a
+//!   user-defined one) and carries its memory, process, CPU and file
+//!   limits; a call during which the container's cgroup counted a memory
+//!   kill or a refused fork ends with the shell's limit line, as locally.
 //! * **Clear failures**: a daemon that is down, a container that is gone, an
 //!   image that is missing are errors that say so; a connection lost during
-//!   a call ends the call with a line that says so, and the shell is reset.
+//!   a call ends the call with a line that says so, and the shell is reset;
+//!   a network that does not exist is named.
 //!
 //! # Example
 //!

@@ -283,7 +283,7 @@ impl<L: RemoteLink> PtySession for RemoteSession<L> {
     }
 
     /// Asks the link ([`RemoteLink::limit_events`]), for at most
-    /// [`LIMITS_WAIT`]; a failed or late reading keeps the last one.
+    /// ten seconds; a failed or late reading keeps the last one.
     async fn refresh_limit_events(&self) {
         if let Ok(Some(now)) = tokio::time::timeout(LIMITS_WAIT, self.link.limit_events()).await {
             *self

@@ -191,7 +191,7 @@ mod quote;
 mod request;
 mod shell;
 
-pub use config::{InputWait, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
+pub use config::{InputWait, OwnerDirError, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
 pub use contract::{
     AFTER_CANCEL_NOTE, CONTINUED_NOTE, ENDED_PROGRAM_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE,
     OUTPUT_CLIP_NOTE,

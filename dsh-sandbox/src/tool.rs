@@ -280,10 +280,10 @@ impl SandboxedShell {
     /// a reset, a timeout, a cancellation, an idle close, a mode change, and
     /// an escalated call's); in workspace-write it is the owner's writable
     /// root in place of the shared workspace (with the policy's
-    /// [`writable_roots`](crate::SandboxPolicy::writable_roots) and the
-    /// private `/tmp`), so that an owner cannot write its neighbours'
-    /// directories, nor the shared workspace unless it holds its own; and
-    /// its editor filesystem ([`SandboxedShell::editor_fs`]) is confined to
+    /// [`writable_roots`](crate::SandboxPolicy::writable_roots) beside it,
+    /// and `/tmp` unless [`tmp_writable`](crate::SandboxPolicy::tmp_writable)
+    /// is off), so that an owner cannot write its neighbours' directories
+    /// nor the rest of the shared workspace; and its editor filesystem ([`SandboxedShell::editor_fs`]) is confined to
     /// the same root. Reading is not confined to it (the modes limit writes,
     /// not reads: hide what neighbours must not read with
     /// [`hidden_paths`](crate::SandboxPolicy::hidden_paths)). In

@@ -50,7 +50,9 @@ pub const SHELL_SCROLLBACK: ScrollbackLimits = ScrollbackLimits {
 pub struct ShellConfig {
     /// The shell language (and the tool's name).
     pub dialect: Dialect,
-    /// The directory each new shell starts in (the workspace).
+    /// The directory each new shell starts in (the workspace), but those of
+    /// a pool's owner given a directory of its own with
+    /// [`ShellPool::set_owner_dir`](crate::ShellPool::set_owner_dir).
     pub start_dir: PathBuf,
     /// The program and arguments; `None` for the dialect's default (no rc files).
     pub argv: Option<Vec<String>>,

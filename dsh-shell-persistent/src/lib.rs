@@ -8,7 +8,10 @@
 //! working directory, exported variables, functions, aliases, an activated
 //! virtualenv and background jobs persist between its calls, which run one at
 //! a time. A [`ShellPool`] gives each owner (agent) a shell of its own:
-//! calls of one owner run in arrival order, owners in parallel.
+//! calls of one owner run in arrival order, owners in parallel. An owner
+//! given a directory of its own ([`ShellPool::set_owner_dir`]) starts
+//! there, and after every reset starts there again (the reset line's
+//! "workspace" is then its directory).
 //!
 //! ```no_run
 //! use std::time::Duration;

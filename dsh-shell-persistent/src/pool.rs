@@ -283,8 +283,9 @@ impl ShellPool {
     /// that ended, an idle close), so that many agents share one pool and
     /// each still comes back to its own workspace. The directory is checked
     /// first ([`ShellConfig::check_owner_dir`]: absolute and, with a local
-    /// backend, an existing directory) and kept as given (not
-    /// canonicalized: `pwd` shows it so). Setting it again replaces it;
+    /// backend, an existing directory) and kept as given
+    /// ([`ShellPool::owner_dir`]); bash started there shows its real path
+    /// (symlinks resolved) in `pwd`. Setting it again replaces it;
     /// [`ShellPool::close_owner`] and [`ShellPool::close_all`] forget it.
     ///
     /// Refused with [`OwnerDirError::InUse`] while the owner's shell runs

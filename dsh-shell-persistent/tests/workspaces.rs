@@ -157,3 +157,28 @@ async fn owner_directories_are_checked_refused_while_in_use_and_forgotten_on_clo
     assert_eq!(run(&pool, "a1", "pwd").await, root.display().to_string());
     pool.close_all().await;
 }
+
+/// An idle close forgets the owner's shell, not its directory: the next
+/// call starts in it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_close_keeps_the_owners_directory() {
+    let (_tmp, root, owner_dirs) = dirs(1);
+    let dir = &owner_dirs[0];
+    let pool = ShellPool::new(ShellConfig::new(&root).idle_limit(Some(Duration::from_millis(200))))
+        .unwrap();
+    pool.set_owner_dir("a1", dir).unwrap();
+    assert_eq!(run(&pool, "a1", "pwd").await, dir.display().to_string());
+    // Waits for the idle sweep to forget the owner (an event of the pool's
+    // own task; checked every 20 ms within a generous bound).
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while pool.owners().contains(&"a1".to_owned()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the idle owner was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(pool.owner_dir("a1"), Some(dir.clone()));
+    assert_eq!(run(&pool, "a1", "pwd").await, dir.display().to_string());
+    pool.close_all().await;
+}

@@ -47,7 +47,9 @@ pub enum Persistence {
 pub struct SandboxConfig {
     /// The policy (default mode, roots, network, degrade).
     pub policy: SandboxPolicy,
-    /// The shell settings; `start_dir` is the workspace root.
+    /// The shell settings; `start_dir` is the workspace root of every owner
+    /// without one of its own
+    /// ([`SandboxedShell::set_owner_dir`](crate::SandboxedShell::set_owner_dir)).
     pub shell: ShellConfig,
     /// The rule for mode changes.
     pub mode_change: ModeChange,

@@ -10,7 +10,10 @@
 //!   persistent shell, confined when it is created in the restricted modes:
 //!   the working directory, exports, functions and an activated virtualenv
 //!   persist as in `danger-full-access`, and the tool description says which
-//!   sandbox runs the commands. [`Persistence::OneShot`] runs every
+//!   sandbox runs the commands. An owner given a directory of its own
+//!   ([`SandboxedShell::set_owner_dir`]) works there instead of the shared
+//!   workspace: its shells start there after every reset, and in
+//!   `workspace-write` it is its writable root, for its editor too. [`Persistence::OneShot`] runs every
 //!   restricted call in a fresh confined shell instead. A call may carry
 //!   `sandbox_permissions` + `justification`; an [`Approver`] must allow it,
 //!   for that call only (it runs in a fresh shell with the wider mode; the

@@ -4,11 +4,14 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use dsh_shell_persistent::{Shell, ShellConfig, ShellError, ShellHandle, ShellRequest, ToolSpec};
+use dsh_shell_persistent::{
+    OwnerDirError, Shell, ShellConfig, ShellError, ShellHandle, ShellRequest, ToolSpec,
+};
 use dsh_tool::{Kind, Parameter};
 use serde_json::Value;
 
@@ -33,6 +36,12 @@ use crate::{
 /// editor's filesystem, [`SandboxedShell::editor_fs`], follows) and whatever
 /// a host runs in it ([`SandboxedShell::in_turn`]) happen one at a time in
 /// arrival order.
+///
+/// Every owner works in the shell config's `start_dir` (the workspace),
+/// unless the host gave it a directory of its own
+/// ([`SandboxedShell::set_owner_dir`]): then that directory is its
+/// workspace, where its shells start and, in workspace-write, its writable
+/// root in place of the shared one, for the shell and the editor alike.
 #[derive(Debug)]
 pub struct SandboxedShell {
     config: SandboxConfig,
@@ -60,6 +69,10 @@ struct Owner {
     live: Mutex<Option<ShellHandle>>,
     /// The owner's editor filesystem, once a host asked for it.
     fs: OnceLock<Arc<SandboxFs>>,
+    /// The owner's own workspace ([`SandboxedShell::set_owner_dir`]);
+    /// `None`: the shell config's `start_dir`. Held while the editor's
+    /// filesystem is made, so that both see the same one.
+    dir: Mutex<Option<PathBuf>>,
     /// The owner was closed: calls still waiting for its turn are refused.
     closed: AtomicBool,
     /// When the owner's last call ended (or its first began).
@@ -89,6 +102,10 @@ impl Owner {
 
     fn live(&self) -> MutexGuard<'_, Option<ShellHandle>> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn dir(&self) -> MutexGuard<'_, Option<PathBuf>> {
+        self.dir.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn touch(&self) {
@@ -173,7 +190,7 @@ impl SandboxedShell {
     }
 
     /// Forgets the owners that hold nothing: no call under way or waiting,
-    /// no mode of their own, no editor filesystem handed out, and no shell
+    /// no mode or directory of their own, no editor filesystem handed out, and no shell
     /// (closed, or ended by the shell's idle limit). Run when the map has
     /// doubled since the last pruning, so its cost is amortized and the map
     /// stays within twice the owners that hold something.
@@ -184,6 +201,7 @@ impl SandboxedShell {
             };
             let busy = Arc::strong_count(entry) > 1;
             let holds = entry.mode().is_some()
+                || entry.dir().is_some()
                 || entry.fs.get().is_some()
                 || current.as_ref().is_some_and(|c| c.shell.is_running());
             busy || holds
@@ -257,19 +275,80 @@ impl SandboxedShell {
         Ok(())
     }
 
+    /// Gives `owner` a workspace of its own instead of the shell config's
+    /// `start_dir`: its shells start there (the first, and every one after
+    /// a reset, a timeout, a cancellation, an idle close, a mode change, and
+    /// an escalated call's); in workspace-write it is the owner's writable
+    /// root in place of the shared workspace (with the policy's
+    /// [`writable_roots`](crate::SandboxPolicy::writable_roots) beside it,
+    /// and `/tmp` unless [`tmp_writable`](crate::SandboxPolicy::tmp_writable)
+    /// is off), so that an owner cannot write its neighbours' directories
+    /// nor the rest of the shared workspace; and its editor filesystem ([`SandboxedShell::editor_fs`]) is confined to
+    /// the same root. Reading is not confined to it (the modes limit writes,
+    /// not reads: hide what neighbours must not read with
+    /// [`hidden_paths`](crate::SandboxPolicy::hidden_paths)). In
+    /// danger-full-access it is only where the shell starts.
+    ///
+    /// The directory is checked first
+    /// ([`ShellConfig::check_owner_dir`]: absolute and, with a local
+    /// backend, an existing directory). Setting it again replaces it;
+    /// [`SandboxedShell::close_owner`] and [`SandboxedShell::close_all`]
+    /// forget it. It is refused with [`OwnerDirError::InUse`] while the
+    /// owner's shell runs, while a call of it is under way, and once its
+    /// editor filesystem was handed out: each was confined to the old root,
+    /// and moving the owner later (at its next reset) would leave a shell
+    /// or an editor writing where the host no longer means it to. Set it
+    /// before the owner's first use, or close the owner first.
+    pub fn set_owner_dir(&self, owner: &str, dir: impl Into<PathBuf>) -> Result<(), OwnerDirError> {
+        let dir = dir.into();
+        self.config.shell.check_owner_dir(owner, &dir)?;
+        let in_use = |why| OwnerDirError::InUse {
+            owner: owner.to_owned(),
+            why,
+        };
+        let entry = self.owner(owner);
+        let current = entry
+            .turn
+            .try_lock()
+            .map_err(|_| in_use("a call of it is under way"))?;
+        if current.as_ref().is_some_and(|c| c.shell.is_running()) {
+            return Err(in_use("its shell is running"));
+        }
+        // Checked and set under the lock `editor_fs` makes the filesystem in.
+        let mut own = entry.dir();
+        if entry.fs.get().is_some() {
+            return Err(in_use("its editor filesystem was handed out"));
+        }
+        *own = Some(dir);
+        Ok(())
+    }
+
+    /// The workspace `owner` was given with
+    /// [`SandboxedShell::set_owner_dir`], if any (else it works in the
+    /// shell config's `start_dir`).
+    pub fn owner_dir(&self, owner: &str) -> Option<PathBuf> {
+        self.owners_map().get(owner).and_then(|o| o.dir().clone())
+    }
+
     /// The editor's filesystem for `owner` ([`SandboxFs`]), in the owner's
-    /// mode now and following every later [`SandboxedShell::set_mode`]:
-    /// the same one on every ask.
+    /// mode now and following every later [`SandboxedShell::set_mode`],
+    /// over the owner's workspace (its own directory, when
+    /// [`SandboxedShell::set_owner_dir`] gave it one): the same one on
+    /// every ask.
     pub fn editor_fs(&self, owner: &str) -> Arc<SandboxFs> {
         let entry = self.owner(owner);
+        let dir = entry.dir();
         let fs = entry.fs.get_or_init(|| {
-            let fs = SandboxFs::new(self.config.policy.clone(), &self.config.shell.start_dir);
+            let workspace = dir.as_deref().unwrap_or(&self.config.shell.start_dir);
+            let fs = SandboxFs::new(self.config.policy.clone(), workspace);
             if let Some(mode) = *entry.mode() {
                 fs.set_mode(mode);
             }
             Arc::new(fs)
         });
-        Arc::clone(fs)
+        let fs = Arc::clone(fs);
+        drop(dir);
+        fs
     }
 
     /// Runs `work` in `owner`'s turn: after the owner's calls and mode
@@ -282,7 +361,8 @@ impl SandboxedShell {
         work.await
     }
 
-    /// Closes `owner`'s shells and forgets the owner (its mode included):
+    /// Closes `owner`'s shells and forgets the owner (its mode and
+    /// directory included):
     /// everything it held is freed, and its next call starts as a new owner.
     /// A call of the owner under way or waiting ends with
     /// [`ShellError::Closed`].
@@ -346,8 +426,8 @@ impl SandboxedShell {
         }
     }
 
-    /// A new shell for `mode`, confined (resolved now) unless the mode is
-    /// danger-full-access. The confinement is prepared on tokio's blocking
+    /// A new shell for `mode` in the owner's workspace, confined (resolved
+    /// now) unless the mode is danger-full-access. The confinement is prepared on tokio's blocking
     /// pool (paths resolved, the git placeholders made, the mount plan,
     /// the Landlock ruleset, the BPF programs), never on the runtime's
     /// threads; the shell itself starts at its first call, through its
@@ -358,7 +438,13 @@ impl SandboxedShell {
         mode: SandboxMode,
         persistent: bool,
     ) -> Result<Current, SandboxError> {
-        let shell = self.shell_config(mode, persistent);
+        let start_dir = entry
+            .dir()
+            .clone()
+            .unwrap_or_else(|| self.config.shell.start_dir.clone());
+        let shell = self
+            .shell_config(mode, persistent)
+            .start_dir(start_dir.clone());
         if mode == SandboxMode::DangerFullAccess {
             return Ok(Current {
                 mode,
@@ -368,7 +454,6 @@ impl SandboxedShell {
             });
         }
         let policy = self.config.policy.clone();
-        let start_dir = self.config.shell.start_dir.clone();
         let namespaces = !self.weaker.load(Ordering::Relaxed);
         let preparing = Arc::clone(&entry.preparing);
         let (made_tx, made_rx) = tokio::sync::oneshot::channel();
@@ -576,7 +661,7 @@ impl SandboxedShell {
 fn prepare(
     mut shell: ShellConfig,
     policy: &crate::SandboxPolicy,
-    start_dir: &std::path::Path,
+    start_dir: &Path,
     mode: SandboxMode,
     namespaces: bool,
 ) -> Result<Current, SandboxError> {

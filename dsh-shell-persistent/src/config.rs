@@ -1,6 +1,6 @@
 //! The pool's settings.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,7 +50,9 @@ pub const SHELL_SCROLLBACK: ScrollbackLimits = ScrollbackLimits {
 pub struct ShellConfig {
     /// The shell language (and the tool's name).
     pub dialect: Dialect,
-    /// The directory each new shell starts in (the workspace).
+    /// The directory each new shell starts in (the workspace), but those of
+    /// a pool's owner given a directory of its own with
+    /// [`ShellPool::set_owner_dir`](crate::ShellPool::set_owner_dir).
     pub start_dir: PathBuf,
     /// The program and arguments; `None` for the dialect's default (no rc files).
     pub argv: Option<Vec<String>>,
@@ -154,6 +156,64 @@ pub enum ShellConfigError {
     /// local backends only: a remote backend's directory is on its side).
     #[error("shell config: `start_dir` {0} is not a directory")]
     StartDirMissing(String),
+}
+
+/// A start directory refused for one owner of a pool
+/// ([`ShellPool::set_owner_dir`](crate::ShellPool::set_owner_dir), and the
+/// sandbox's `SandboxedShell::set_owner_dir`). Nothing was changed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OwnerDirError {
+    /// The directory is not an absolute path.
+    #[error("the start directory of owner {owner:?} must be an absolute path, got {}", .dir.display())]
+    Relative {
+        /// The owner.
+        owner: String,
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// Nothing exists at the path (checked for local backends only: a
+    /// remote backend's directory is on its side).
+    #[error("the start directory {} of owner {owner:?} does not exist", .dir.display())]
+    Missing {
+        /// The owner.
+        owner: String,
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// The path names something other than a directory (local backends
+    /// only).
+    #[error("the start directory {} of owner {owner:?} is not a directory", .dir.display())]
+    NotADirectory {
+        /// The owner.
+        owner: String,
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// The path could not be looked at (a permission on the way, say;
+    /// local backends only).
+    #[error("the start directory {} of owner {owner:?} cannot be looked at: {source}", .dir.display())]
+    Inaccessible {
+        /// The owner.
+        owner: String,
+        /// The directory given.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The owner already holds what the directory decides: a running shell,
+    /// a call under way, or (in the sandbox) its editor's filesystem.
+    #[error(
+        "cannot set the start directory of owner {owner:?} while {why}; set it before the owner's first use, or close the owner first"
+    )]
+    InUse {
+        /// The owner.
+        owner: String,
+        /// What holds it: `its shell is running`, `a call of it is under
+        /// way`, `its editor filesystem was handed out`.
+        why: &'static str,
+    },
 }
 
 /// Chainable setters, one per field, named after it.
@@ -279,6 +339,46 @@ impl ShellConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Checks `dir` as `owner`'s own start directory under this
+    /// configuration: an absolute path and, with a local backend, an
+    /// existing directory (the same rules as [`ShellConfig::start_dir`]
+    /// meets in [`ShellConfig::validate`]). What
+    /// [`ShellPool::set_owner_dir`](crate::ShellPool::set_owner_dir) and
+    /// the sandbox's `set_owner_dir` check before they take a directory.
+    ///
+    /// ```
+    /// use dsh_shell_persistent::ShellConfig;
+    /// let config = ShellConfig::new("/tmp");
+    /// assert!(config.check_owner_dir("a1", "/tmp".as_ref()).is_ok());
+    /// assert_eq!(
+    ///     config.check_owner_dir("a1", "work/a1".as_ref()).unwrap_err().to_string(),
+    ///     "the start directory of owner \"a1\" must be an absolute path, got work/a1"
+    /// );
+    /// ```
+    pub fn check_owner_dir(&self, owner: &str, dir: &Path) -> Result<(), OwnerDirError> {
+        let refused = |make: fn(String, PathBuf) -> OwnerDirError| {
+            Err(make(owner.to_owned(), dir.to_owned()))
+        };
+        if !dir.is_absolute() {
+            return refused(|owner, dir| OwnerDirError::Relative { owner, dir });
+        }
+        if !self.backend.is_local() {
+            return Ok(());
+        }
+        match std::fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => refused(|owner, dir| OwnerDirError::NotADirectory { owner, dir }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                refused(|owner, dir| OwnerDirError::Missing { owner, dir })
+            }
+            Err(source) => Err(OwnerDirError::Inaccessible {
+                owner: owner.to_owned(),
+                dir: dir.to_owned(),
+                source,
+            }),
+        }
     }
 
     /// The argv used to start a shell.

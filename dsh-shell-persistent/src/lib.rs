@@ -8,7 +8,10 @@
 //! working directory, exported variables, functions, aliases, an activated
 //! virtualenv and background jobs persist between its calls, which run one at
 //! a time. A [`ShellPool`] gives each owner (agent) a shell of its own:
-//! calls of one owner run in arrival order, owners in parallel.
+//! calls of one owner run in arrival order, owners in parallel. An owner
+//! given a directory of its own ([`ShellPool::set_owner_dir`]) starts
+//! there, and after every reset starts there again (the reset line's
+//! "workspace" is then its directory).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -191,7 +194,7 @@ mod quote;
 mod request;
 mod shell;
 
-pub use config::{InputWait, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
+pub use config::{InputWait, OwnerDirError, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
 pub use contract::{
     AFTER_CANCEL_NOTE, CONTINUED_NOTE, ENDED_PROGRAM_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE,
     OUTPUT_CLIP_NOTE,

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use serde_json::Value;
 
 use crate::outcome::CallOutcome;
 use crate::shell::{Shell, ShellHandle};
-use crate::{ShellConfig, ShellConfigError, ShellError, ShellRequest};
+use crate::{OwnerDirError, ShellConfig, ShellConfigError, ShellError, ShellRequest};
 
 #[derive(Debug)]
 struct Owner {
@@ -39,6 +40,10 @@ impl Owner {
 struct Inner {
     config: Arc<ShellConfig>,
     owners: Mutex<HashMap<String, Arc<Owner>>>,
+    /// The configurations of the owners with a start directory of their
+    /// own (the pool's, with that directory): kept apart from `owners`,
+    /// so that an idle close, which forgets the owner's shell, keeps it.
+    dirs: Mutex<HashMap<String, Arc<ShellConfig>>>,
     closed: AtomicBool,
     /// Whether the idle sweeper runs (started by the first call).
     sweeping: AtomicBool,
@@ -47,6 +52,11 @@ struct Inner {
 impl Inner {
     fn owners(&self) -> MutexGuard<'_, HashMap<String, Arc<Owner>>> {
         self.owners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Taken after `owners` when both are held.
+    fn dirs(&self) -> MutexGuard<'_, HashMap<String, Arc<ShellConfig>>> {
+        self.dirs.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -88,6 +98,7 @@ impl ShellPool {
             inner: Arc::new(Inner {
                 config: Arc::new(config),
                 owners: Mutex::new(HashMap::new()),
+                dirs: Mutex::new(HashMap::new()),
                 closed: AtomicBool::new(false),
                 sweeping: AtomicBool::new(false),
             }),
@@ -250,7 +261,13 @@ impl ShellPool {
         }
         let mut owners = self.inner.owners();
         let entry = owners.entry(owner.to_owned()).or_insert_with(|| {
-            let shell = Shell::shared(Arc::clone(&self.inner.config), Some(Arc::from(owner)));
+            let config = self
+                .inner
+                .dirs()
+                .get(owner)
+                .cloned()
+                .unwrap_or_else(|| Arc::clone(&self.inner.config));
+            let shell = Shell::shared(config, Some(Arc::from(owner)));
             Arc::new(Owner {
                 handle: shell.handle(),
                 turn: tokio::sync::Mutex::new(shell),
@@ -258,6 +275,69 @@ impl ShellPool {
             })
         });
         Ok(Arc::clone(entry))
+    }
+
+    /// Gives `owner` a start directory of its own, instead of the pool's
+    /// [`ShellConfig::start_dir`]: its shell starts there on its first
+    /// call and again after every reset (a timeout, a cancellation, a shell
+    /// that ended, an idle close), so that many agents share one pool and
+    /// each still comes back to its own workspace. The directory is checked
+    /// first ([`ShellConfig::check_owner_dir`]: absolute and, with a local
+    /// backend, an existing directory) and kept as given
+    /// ([`ShellPool::owner_dir`]); bash started there shows its real path
+    /// (symlinks resolved) in `pwd`. Setting it again replaces it;
+    /// [`ShellPool::close_owner`] and [`ShellPool::close_all`] forget it.
+    ///
+    /// Refused with [`OwnerDirError::InUse`] while the owner's shell runs
+    /// or a call of it is under way: that shell started elsewhere, and a
+    /// directory that took effect only at its next reset would move the
+    /// agent at a moment it cannot foresee. Set it before the owner's
+    /// first call (or close the owner first).
+    ///
+    /// ```no_run
+    /// use dsh_shell_persistent::{ShellConfig, ShellPool};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = ShellPool::new(ShellConfig::new("/srv/agents"))?;
+    /// std::fs::create_dir_all("/srv/agents/a1")?;
+    /// pool.set_owner_dir("a1", "/srv/agents/a1")?;
+    /// assert_eq!(pool.run("a1", "pwd").await?, "/srv/agents/a1");
+    /// assert!(pool.set_owner_dir("a1", "/srv/agents").is_err()); // its shell runs
+    /// # Ok(()) }
+    /// ```
+    pub fn set_owner_dir(&self, owner: &str, dir: impl Into<PathBuf>) -> Result<(), OwnerDirError> {
+        let dir = dir.into();
+        self.inner.config.check_owner_dir(owner, &dir)?;
+        let config = Arc::new(self.inner.config.as_ref().clone().start_dir(dir));
+        let in_use = |why| OwnerDirError::InUse {
+            owner: owner.to_owned(),
+            why,
+        };
+        let owners = self.inner.owners();
+        if let Some(entry) = owners.get(owner) {
+            // A shell that holds no process takes the directory now: its
+            // next call starts one there.
+            let mut shell = entry
+                .turn
+                .try_lock()
+                .map_err(|_| in_use("a call of it is under way"))?;
+            if shell.is_running() {
+                return Err(in_use("its shell is running"));
+            }
+            shell.set_config(Arc::clone(&config));
+        }
+        self.inner.dirs().insert(owner.to_owned(), config);
+        Ok(())
+    }
+
+    /// The start directory `owner` was given with
+    /// [`ShellPool::set_owner_dir`], if any (else its shells start in the
+    /// pool's [`ShellConfig::start_dir`]).
+    pub fn owner_dir(&self, owner: &str) -> Option<PathBuf> {
+        self.inner
+            .dirs()
+            .get(owner)
+            .map(|config| config.start_dir.clone())
     }
 
     /// Writes `input` to the terminal of `owner`'s shell
@@ -273,11 +353,16 @@ impl ShellPool {
         handle.send_input(input).await
     }
 
-    /// Kills `owner`'s shell (its whole process tree) and forgets it; the
-    /// owner's next call starts a fresh shell. A call of `owner` under way
-    /// ends with [`ShellError::Closed`].
+    /// Kills `owner`'s shell (its whole process tree) and forgets it, and
+    /// its start directory ([`ShellPool::set_owner_dir`]); the owner's next
+    /// call starts a fresh shell in the pool's directory. A call of `owner`
+    /// under way ends with [`ShellError::Closed`].
     pub async fn close_owner(&self, owner: &str) {
-        let entry = self.inner.owners().remove(owner);
+        let entry = {
+            let mut owners = self.inner.owners();
+            self.inner.dirs().remove(owner);
+            owners.remove(owner)
+        };
         if let Some(entry) = entry {
             entry.handle.close().await;
         }
@@ -287,7 +372,11 @@ impl ShellPool {
     /// process trees are ended at once, sharing one grace period.
     pub async fn close_all(&self) {
         self.inner.closed.store(true, Ordering::Release);
-        let owners: Vec<Arc<Owner>> = self.inner.owners().drain().map(|(_, o)| o).collect();
+        let owners: Vec<Arc<Owner>> = {
+            let mut owners = self.inner.owners();
+            self.inner.dirs().clear();
+            owners.drain().map(|(_, o)| o).collect()
+        };
         close_together(owners).await;
     }
 

@@ -77,6 +77,17 @@ impl Shell {
         &self.config
     }
 
+    /// Replaces the configuration a pool gave this shell (with an owner's
+    /// start directory), while no process runs: the next call starts one
+    /// under it.
+    pub(crate) fn set_config(&mut self, config: Arc<ShellConfig>) {
+        debug_assert!(
+            self.process.is_none(),
+            "a running shell keeps its configuration"
+        );
+        self.config = config;
+    }
+
     /// The tool's definition ([`ShellConfig::spec`]).
     pub fn spec(&self) -> dsh_tool::ToolSpec {
         self.config.spec()

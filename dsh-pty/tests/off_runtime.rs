@@ -1,8 +1,9 @@
 //! Spawning never runs on a runtime's worker: a hook that waits, in the
 //! child, for a task of the same runtime to answer lets the spawn finish
 //! only if that task can run meanwhile. And a spawn whose future is
-//! dropped still ends the session it started.
-#![cfg(unix)]
+//! dropped still ends the session it started. Linux only (`pipe2`,
+//! `pidfd_open`).
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -11,6 +11,7 @@
 //! whose id is reused at once by an unrelated process could be signalled too.
 //! Linux's pid allocator makes that window practically unreachable.
 
+#[cfg(target_os = "linux")]
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -106,3 +106,16 @@ pub(crate) fn detach_off_runtime(work: impl FnOnce(bool) + Send + 'static) {
         Err(_) => drop(job),
     }
 }
+
+/// Runs `/proc` (or cgroupfs) work on tokio's blocking pool, never on the
+/// runtime's own threads; in place when the pool no longer runs jobs (the
+/// runtime is shutting down).
+#[cfg(unix)]
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    work: impl Fn() -> T + Clone + Send + 'static,
+) -> T {
+    match tokio::task::spawn_blocking(work.clone()).await {
+        Ok(value) => value,
+        Err(_) => work(),
+    }
+}

@@ -391,7 +391,7 @@ impl PtySession for PortableSession {
             (pgid, master.tty_name())
         };
         let pid = self.pid.and_then(|p| i32::try_from(p).ok());
-        Ok(crate::unix::off_runtime(move || {
+        Ok(crate::blocking::off_runtime(move || {
             let wait = tty
                 .as_deref()
                 .map(|tty| crate::unix::procfs_tty_wait(pgid, tty))

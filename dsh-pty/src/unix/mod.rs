@@ -443,37 +443,25 @@ impl PtySession for NativeSession {
     }
 
     fn signal_foreground(&self, signal: Signal) -> Result<(), PtyError> {
-        let sig = NixSignal::try_from(signal.number())
-            .map_err(|e| PtyError::io("converting the signal", e))?;
         let pgid = nix::unistd::tcgetpgrp(self.master.get_ref().as_fd())
             .unwrap_or(Pid::from_raw(self.pid));
-        match killpg(pgid, sig) {
-            Ok(()) => Ok(()),
-            Err(Errno::ESRCH) => Err(PtyError::Closed),
-            Err(err) => Err(PtyError::io("signalling the foreground process group", err)),
+        match signal_group(pgid, signal)? {
+            true => Ok(()),
+            false => Err(PtyError::Closed),
         }
     }
 
     fn signal_foreground_if(&self, pgid: i32, signal: Signal) -> Result<bool, PtyError> {
-        let sig = NixSignal::try_from(signal.number())
-            .map_err(|e| PtyError::io("converting the signal", e))?;
         // The terminal's foreground group is one of this session's: checked
         // and signalled back to back, a group of another session is never
         // reached.
         match nix::unistd::tcgetpgrp(self.master.get_ref().as_fd()) {
-            Ok(front) if front.as_raw() == pgid && pgid > 1 => {}
-            Ok(_) => return Ok(false),
-            Err(err) => {
-                return Err(PtyError::io(
-                    "reading the terminal's foreground process group",
-                    err,
-                ));
-            }
-        }
-        match killpg(Pid::from_raw(pgid), sig) {
-            Ok(()) => Ok(true),
-            Err(Errno::ESRCH) => Ok(false),
-            Err(err) => Err(PtyError::io("signalling the foreground process group", err)),
+            Ok(front) if front.as_raw() == pgid && pgid > 1 => signal_group(front, signal),
+            Ok(_) => Ok(false),
+            Err(err) => Err(PtyError::io(
+                "reading the terminal's foreground process group",
+                err,
+            )),
         }
     }
 
@@ -485,7 +473,7 @@ impl PtySession for NativeSession {
         // The master reads the modes its terminal's readers set.
         let input_mode = pty::input_mode(master);
         let (pid, tty) = (self.pid, self.tty_path.clone());
-        Ok(tree::off_runtime(move || {
+        Ok(crate::blocking::off_runtime(move || {
             let wait = procfs::tty_wait(pgid, &tty);
             Foreground {
                 pgid,
@@ -516,6 +504,17 @@ impl PtySession for NativeSession {
 
     async fn wait(&self) -> ExitStatus {
         pump::wait_exit(&self.status).await
+    }
+}
+
+/// Sends `signal` to process group `pgid`: `false` when the group is gone.
+fn signal_group(pgid: Pid, signal: Signal) -> Result<bool, PtyError> {
+    let sig = NixSignal::try_from(signal.number())
+        .map_err(|e| PtyError::io("converting the signal", e))?;
+    match killpg(pgid, sig) {
+        Ok(()) => Ok(true),
+        Err(Errno::ESRCH) => Ok(false),
+        Err(err) => Err(PtyError::io("signalling the foreground process group", err)),
     }
 }
 
@@ -568,5 +567,3 @@ impl Drop for NativeSession {
 
 #[cfg(feature = "portable")]
 pub(crate) use procfs::{leader as procfs_leader, tty_wait as procfs_tty_wait};
-#[cfg(feature = "portable")]
-pub(crate) use tree::off_runtime;

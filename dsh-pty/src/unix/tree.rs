@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::procfs;
 use crate::ExitStatus;
+use crate::blocking::off_runtime;
 
 /// Sends `sig` to every live member of session `sid` and to the group `sid`.
 /// Only a first, graceful signal may use a shared reading of the process
@@ -218,18 +219,6 @@ impl Tree {
                 signal_session(sid, NixSignal::SIGKILL);
             }
         });
-    }
-}
-
-/// Runs `/proc` (or cgroupfs) work on tokio's blocking pool, never on the runtime's own
-/// threads; in place when the pool no longer runs jobs (the runtime is
-/// shutting down).
-pub(crate) async fn off_runtime<T: Send + 'static>(
-    work: impl Fn() -> T + Clone + Send + 'static,
-) -> T {
-    match tokio::task::spawn_blocking(work.clone()).await {
-        Ok(value) => value,
-        Err(_) => work(),
     }
 }
 

@@ -20,15 +20,21 @@ pub fn render(outcome: &EditorOutcome) -> String {
     }
 }
 
-/// The first line of a file view.
+/// The first line of a file view. A file read in another encoding than
+/// UTF-8 says which, after its line count.
 pub(crate) fn file_header(view: &FileView) -> String {
     let (display, lines) = (&view.path, view.total_lines);
+    let read_as = if view.encoding.is_utf8() {
+        String::new()
+    } else {
+        format!(", read as {}", view.encoding)
+    };
     match view.view_range {
         None => format!(
-            "Here's the content of {display} with line numbers (which has a total of {lines} lines):\n"
+            "Here's the content of {display} with line numbers (which has a total of {lines} lines{read_as}):\n"
         ),
         Some((a, b)) => format!(
-            "Here's the content of {display} with line numbers (which has a total of {lines} lines) with view_range=[{a}, {b}]:\n"
+            "Here's the content of {display} with line numbers (which has a total of {lines} lines{read_as}) with view_range=[{a}, {b}]:\n"
         ),
     }
 }

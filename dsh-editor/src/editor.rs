@@ -447,6 +447,12 @@ impl<'a> Call<'a> {
         let (hits, total) = ops::find_some(doc.text(), &needle, MAX_LISTED_MATCHES);
         match hits.as_slice() {
             [] => Err(EditorError::ReplaceNotFound { old, path: display }),
+            // The file would not change: nothing is written, and the model
+            // learns that its edit was a no-op rather than believing it
+            // landed.
+            [_] if total == 1 && needle == replacement => {
+                Err(EditorError::ReplaceUnchanged { path: display })
+            }
             [at] if total == 1 => {
                 // In place: a 50 MB file is not copied into a second buffer.
                 doc.replace_range(*at..*at + needle.len(), &replacement);
@@ -523,11 +529,14 @@ impl<'a> Call<'a> {
                 return Ok(kept);
             }
         }
-        let text = self.load(path, display, meta).await?.0.into_text();
+        let doc = self.load(path, display, meta).await?.0;
+        let encoding = doc.encoding();
+        let text = doc.into_text();
         Ok(Kept {
             lines: ops::line_count(&text),
             first_line: 1,
             text,
+            encoding,
         })
     }
 
@@ -596,6 +605,7 @@ impl<'a> Call<'a> {
             view_range: range,
             first_line: first,
             last_line: last,
+            encoding: kept.encoding,
             numbered: String::new(),
             cut: None,
         };

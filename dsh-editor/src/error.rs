@@ -84,6 +84,15 @@ pub enum EditorError {
         /// The path.
         path: String,
     },
+    /// *Contract.* `old_str` was found once and `new_str` is the same text:
+    /// the file is neither written nor touched.
+    #[error(
+        "No replacement was performed: `new_str` is the same as `old_str`, so {path} would not change. Put the changed text in `new_str`."
+    )]
+    ReplaceUnchanged {
+        /// The path.
+        path: String,
+    },
     /// *Contract.* `old_str` was found more than once.
     /// Beyond [`MAX_LISTED_MATCHES`](crate::MAX_LISTED_MATCHES) matches, the
     /// list ends with "and N more".

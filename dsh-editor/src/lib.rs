@@ -25,10 +25,17 @@
 //!   read and written as `\r\n` there. Files with mixed endings are matched
 //!   literally.
 //! * **Encodings.** UTF-8 (with or without BOM) and UTF-16 with a BOM are
-//!   decoded and written back in the same encoding. Other bytes without NUL
-//!   are read as windows-1252, in which every byte is one character, so
-//!   editing them is lossless; a character that encoding cannot hold is
-//!   refused. Files with NUL bytes are binary: `view` does not dump them and
+//!   decoded and written back in the same encoding. A file in a legacy
+//!   encoding (windows-1251, GBK, Shift_JIS, EUC-KR, ISO-8859-15, ...) is
+//!   viewed and edited in its own encoding: the one its first two lines
+//!   declare (`# -*- coding: cp1251 -*-`, `vim: fileencoding=gbk`, an XML
+//!   declaration) wins, otherwise Mozilla's `chardetng` guesses (the
+//!   default `detect-encodings` feature), and bytes nothing else reads
+//!   exactly are read as windows-1252, in which every byte is one
+//!   character. Every edit is lossless (the bytes an edit leaves alone stay
+//!   as they were, and nothing writes U+FFFD); a character the file's
+//!   encoding cannot hold is refused; a view of a file that is not UTF-8
+//!   says which encoding it was read in. Files with NUL bytes are binary: `view` does not dump them and
 //!   edits are refused.
 //! * **The file itself.** [`fs::LocalFs`] writes atomically (temporary file,
 //!   `fsync`, rename), keeps the permission bits, writes through symbolic
@@ -70,6 +77,8 @@
 #![forbid(unsafe_code)]
 
 mod args;
+#[cfg(feature = "detect-encodings")]
+mod charset;
 pub mod contract;
 mod editor;
 mod error;
@@ -81,6 +90,8 @@ mod request;
 mod scan;
 mod text;
 
+#[cfg(feature = "detect-encodings")]
+pub use charset::Legacy;
 pub use contract::VIEW_CLIP_NOTE;
 pub use editor::{
     DEFAULT_DESCRIPTION, Editor, EditorConfig, EditorConfigError, MAX_LISTED_MATCHES, TOOL_NAME,

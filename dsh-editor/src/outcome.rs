@@ -2,6 +2,8 @@
 //! into the model-visible text; a failed call is an
 //! [`EditorError`](crate::EditorError).
 
+use crate::Encoding;
+
 /// The result of one successful call.
 ///
 /// ```
@@ -50,6 +52,9 @@ pub struct FileView {
     pub first_line: usize,
     /// The last line asked for (the output may be clipped before it).
     pub last_line: usize,
+    /// The encoding the file was read in (the header names it unless it is
+    /// UTF-8).
+    pub encoding: Encoding,
     /// The numbered lines shown (`format!("{:>6}  {}\n", n, line)` each), up
     /// to the clip point.
     pub numbered: String,

@@ -6,12 +6,19 @@
 //!
 //! It answers for the files most views are of — UTF-8, with or without a
 //! byte-order mark, and no NUL byte — exactly as [`Document::decode`] reads
-//! them (a file with `\r\n` throughout gets `\n` line breaks). For any other
-//! file [`LineScan::finish`] says `None`, and the caller decodes it whole.
+//! them (a file with `\r\n` throughout gets `\n` line breaks), unless its
+//! first two lines declare another encoding. For any other file
+//! [`LineScan::finish`] says `None`, and the caller decodes it whole.
 //!
 //! [`Document::decode`]: crate::text::Document::decode
 
+use crate::text::Encoding;
+
 const UTF8_BOM: [u8; 3] = *b"\xEF\xBB\xBF";
+
+/// How much of the file's start a scan keeps aside: as much as a declared
+/// encoding is looked for in.
+const HEAD_BYTES: usize = crate::text::DECLARATION_SPAN;
 
 /// The state of a scan; [`LineScan::push`] each block in order, then
 /// [`LineScan::finish`].
@@ -27,9 +34,10 @@ pub struct LineScan {
     kept: Vec<u8>,
     /// `\n` bytes seen.
     newlines: usize,
-    /// Bytes seen, and the first three of them (for the byte-order mark).
+    /// Bytes seen, and the first [`HEAD_BYTES`] of them (for the byte-order
+    /// mark and a declared encoding).
     seen: u64,
-    head: [u8; 3],
+    head: Vec<u8>,
     /// A `\n` without a `\r` before it was seen (so not CRLF throughout).
     bare_newline: bool,
     /// The last byte seen was `\r`.
@@ -51,6 +59,8 @@ pub struct Kept {
     pub first_line: usize,
     /// The text from that line to the end of the file.
     pub text: String,
+    /// The encoding the text was read in.
+    pub encoding: Encoding,
 }
 
 impl LineScan {
@@ -72,7 +82,7 @@ impl LineScan {
             kept: Vec::new(),
             newlines: 0,
             seen: 0,
-            head: [0; 3],
+            head: Vec::new(),
             bare_newline: false,
             after_cr: false,
             nul: false,
@@ -85,14 +95,8 @@ impl LineScan {
     /// Takes the next block of the file.
     pub fn push(&mut self, block: &[u8]) {
         let Some(&last) = block.last() else { return };
-        for (i, &b) in block.iter().take(3).enumerate() {
-            if let Some(slot) = usize::try_from(self.seen)
-                .ok()
-                .and_then(|s| self.head.get_mut(s + i))
-            {
-                *slot = b;
-            }
-        }
+        let room = HEAD_BYTES.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&block[..block.len().min(room)]);
         self.seen += block.len() as u64;
         if self.nul || memchr::memchr(0, block).is_some() {
             // Not a file this scan answers for: nothing more to learn.
@@ -178,8 +182,12 @@ impl LineScan {
         if self.nul || !self.utf8 || self.pending_len > 0 {
             return None;
         }
+        let bom = self.head.starts_with(&UTF8_BOM);
+        if !bom && crate::text::declares_other_than_utf8(&self.head) {
+            return None;
+        }
         let mut kept = self.kept;
-        if self.keep_from == 1 && self.seen >= 3 && self.head == UTF8_BOM {
+        if self.keep_from == 1 && bom {
             kept.drain(..kept.len().min(UTF8_BOM.len()));
         }
         let text = match String::from_utf8(kept) {
@@ -208,6 +216,11 @@ impl LineScan {
             lines: self.newlines + 1,
             first_line: self.keep_from,
             text,
+            encoding: if bom {
+                Encoding::Utf8Bom
+            } else {
+                Encoding::Utf8
+            },
         })
     }
 }
@@ -216,7 +229,7 @@ impl LineScan {
 mod tests {
     use super::*;
     use crate::ops;
-    use crate::text::{Document, Encoding};
+    use crate::text::Document;
     use proptest::prelude::*;
 
     fn scan(bytes: &[u8], cuts: &[usize], keep_from: usize) -> Option<Kept> {
@@ -243,7 +256,7 @@ mod tests {
     /// What the scan must say: the decoded document's text from the line on.
     fn expected(bytes: &[u8], keep_from: usize) -> Option<Kept> {
         let doc = Document::decode(bytes.to_vec()).ok()?;
-        if !matches!(doc.encoding(), Encoding::Utf8 | Encoding::Utf8Bom) {
+        if !doc.encoding().is_utf8() {
             return None;
         }
         let text = doc.text();
@@ -258,6 +271,7 @@ mod tests {
             lines,
             first_line: keep_from,
             text: text[start..].to_owned(),
+            encoding: doc.encoding(),
         })
     }
 

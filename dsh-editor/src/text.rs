@@ -1,9 +1,18 @@
 //! Lossless decoding of a file into text, and back.
 //!
 //! A [`Document`] remembers everything needed to write the file back
-//! byte-for-byte: its encoding (UTF-8 with or without BOM, UTF-16 with BOM, or
-//! windows-1252 for any other bytes), and whether it uses CRLF line breaks
-//! throughout. The text of a CRLF document is held with `\n` breaks; encoding
+//! byte-for-byte: its encoding (UTF-8 with or without BOM, UTF-16 with BOM, a
+//! legacy encoding the file declares or looks like, or windows-1252 for any
+//! other bytes), and whether it uses CRLF line breaks throughout.
+//!
+//! The encoding of a file without a byte-order mark is, in this order: the
+//! one its first two lines declare (PEP 263 / Emacs `coding:`, Vim
+//! `fileencoding=`, an XML declaration), if the bytes are valid in it;
+//! UTF-8, if they are valid UTF-8; the one Mozilla's `chardetng` detector
+//! guesses; windows-1252. A legacy encoding is used only if it gives the
+//! file's bytes back exactly (see the `charset` module); otherwise the next
+//! rule applies. Without the `detect-encodings` feature only the UTF-8 and
+//! windows-1252 rules apply. The text of a CRLF document is held with `\n` breaks; encoding
 //! turns every `\n` back into `\r\n`, which is the exact inverse.
 
 use std::borrow::Cow;
@@ -21,10 +30,21 @@ pub enum Encoding {
     Utf16Le,
     /// UTF-16, big-endian, starting with `FE FF`.
     Utf16Be,
-    /// Anything else without NUL bytes: read as windows-1252 (the WHATWG
-    /// mapping, in which every byte is a character, so any byte sequence
-    /// round-trips exactly).
+    /// windows-1252 (declared, guessed, or the last resort for bytes
+    /// without NUL that nothing else reads: the WHATWG mapping, in which
+    /// every byte is a character, so any byte sequence round-trips exactly).
     Windows1252,
+    /// Another legacy encoding, declared by the file or guessed from it,
+    /// that gives the file's bytes back exactly.
+    #[cfg(feature = "detect-encodings")]
+    Legacy(crate::charset::Legacy),
+}
+
+impl Encoding {
+    /// Whether this is UTF-8, with or without a byte-order mark.
+    pub fn is_utf8(self) -> bool {
+        matches!(self, Encoding::Utf8 | Encoding::Utf8Bom)
+    }
 }
 
 impl fmt::Display for Encoding {
@@ -35,6 +55,8 @@ impl fmt::Display for Encoding {
             Encoding::Utf16Le => "UTF-16LE",
             Encoding::Utf16Be => "UTF-16BE",
             Encoding::Windows1252 => "windows-1252",
+            #[cfg(feature = "detect-encodings")]
+            Encoding::Legacy(legacy) => legacy.name(),
         })
     }
 }
@@ -71,15 +93,18 @@ impl Document {
         let (encoding, text) = if let Some(rest) = bytes.strip_prefix(UTF8_BOM) {
             match std::str::from_utf8(rest) {
                 Ok(s) if !s.contains('\0') => (Encoding::Utf8Bom, s.to_owned()),
-                _ => decode_single_byte(&bytes)?,
+                _ => decode_legacy(&bytes, false)?,
             }
         } else if let Some(text) = decode_utf16(&bytes) {
             text
+        } else if memchr::memchr(0, &bytes).is_some() {
+            return Err(DecodeError::Binary);
+        } else if let Some(declared) = decode_declared(&bytes) {
+            declared
         } else {
             match String::from_utf8(bytes) {
-                Ok(s) if memchr::memchr(0, s.as_bytes()).is_none() => (Encoding::Utf8, s),
-                Ok(s) => decode_single_byte(s.as_bytes())?,
-                Err(e) => decode_single_byte(e.as_bytes())?,
+                Ok(s) => (Encoding::Utf8, s),
+                Err(e) => decode_legacy(e.as_bytes(), true)?,
             }
         };
         Ok(Document::from_text(encoding, text))
@@ -174,6 +199,13 @@ impl Document {
                 }
                 Ok(out)
             }
+            #[cfg(feature = "detect-encodings")]
+            Encoding::Legacy(legacy) => {
+                crate::charset::encode(legacy, &text).map_err(|ch| Unrepresentable {
+                    ch,
+                    encoding: self.encoding,
+                })
+            }
             Encoding::Windows1252 => text
                 .chars()
                 .map(|ch| {
@@ -230,14 +262,70 @@ fn decode_utf16(bytes: &[u8]) -> Option<(Encoding, String)> {
     ))
 }
 
-fn decode_single_byte(bytes: &[u8]) -> Result<(Encoding, String), DecodeError> {
+/// How far into a file a declared encoding is looked for.
+pub(crate) const DECLARATION_SPAN: usize = 4096;
+
+/// Whether the file starting with `head` (no byte-order mark) declares an
+/// encoding other than UTF-8 that [`Document::decode`] may read it in.
+pub(crate) fn declares_other_than_utf8(head: &[u8]) -> bool {
+    #[cfg(feature = "detect-encodings")]
+    {
+        !matches!(
+            crate::charset::declared(head),
+            None | Some(crate::charset::Found::Utf8)
+        )
+    }
+    #[cfg(not(feature = "detect-encodings"))]
+    {
+        let _ = head;
+        false
+    }
+}
+
+/// What a file's first two lines declare, if that encoding reads it
+/// exactly (`None` without the `detect-encodings` feature).
+fn decode_declared(bytes: &[u8]) -> Option<(Encoding, String)> {
+    #[cfg(feature = "detect-encodings")]
+    {
+        use crate::charset::{self, Found};
+        match charset::declared(bytes)? {
+            Found::Utf8 => None,
+            Found::Windows1252 => Some((Encoding::Windows1252, decode_cp1252(bytes))),
+            Found::Legacy(legacy) => {
+                charset::decode_exact(legacy, bytes).map(|text| (Encoding::Legacy(legacy), text))
+            }
+        }
+    }
+    #[cfg(not(feature = "detect-encodings"))]
+    {
+        let _ = bytes;
+        None
+    }
+}
+
+/// Bytes that are not UTF-8 (or UTF-8 after a byte-order mark that does not
+/// fit): what the detector guesses, if `detect` and that encoding reads
+/// them exactly, else windows-1252. Binary if they hold NUL.
+fn decode_legacy(bytes: &[u8], detect: bool) -> Result<(Encoding, String), DecodeError> {
     if memchr::memchr(0, bytes).is_some() {
         return Err(DecodeError::Binary);
     }
-    Ok((
-        Encoding::Windows1252,
-        bytes.iter().map(|&b| cp1252_char(b)).collect(),
-    ))
+    #[cfg(feature = "detect-encodings")]
+    if detect {
+        use crate::charset::{self, Found};
+        if let Some(Found::Legacy(legacy)) = charset::detected(bytes)
+            && let Some(text) = charset::decode_exact(legacy, bytes)
+        {
+            return Ok((Encoding::Legacy(legacy), text));
+        }
+    }
+    #[cfg(not(feature = "detect-encodings"))]
+    let _ = detect;
+    Ok((Encoding::Windows1252, decode_cp1252(bytes)))
+}
+
+fn decode_cp1252(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| cp1252_char(b)).collect()
 }
 
 /// windows-1252 bytes 0x80..=0x9F (WHATWG: the five unassigned ones map to

@@ -592,6 +592,12 @@ async fn views_of_long_files_show_the_lines_asked_for() {
         assert!(bytes.len() > 8 * 64 * 1024, "{name}: {}", bytes.len());
         let path = format!("{root}/{name}.txt");
         std::fs::write(&path, &bytes).unwrap();
+        // A file that is not UTF-8 says which encoding it was read in.
+        let read_as = if name == "cp1252" {
+            ", read as windows-1252"
+        } else {
+            ""
+        };
         let shown = |i: usize| {
             let l = line(i);
             if name == "cp1252" {
@@ -607,7 +613,7 @@ async fn views_of_long_files_show_the_lines_asked_for() {
                 .unwrap();
             let last = if b == -1 { n + 1 } else { b as usize };
             let mut want = format!(
-                "Here's the content of {path} with line numbers (which has a total of {} lines) with view_range=[{a}, {b}]:\n",
+                "Here's the content of {path} with line numbers (which has a total of {} lines{read_as}) with view_range=[{a}, {b}]:\n",
                 n + 1
             );
             for i in a as usize..=last {
@@ -632,7 +638,7 @@ async fn views_of_long_files_show_the_lines_asked_for() {
             .await
             .unwrap();
         let mut full = format!(
-            "Here's the content of {path} with line numbers (which has a total of {} lines):\n",
+            "Here's the content of {path} with line numbers (which has a total of {} lines{read_as}):\n",
             n + 1
         );
         for i in 1..=n + 1 {

@@ -14,7 +14,7 @@ use dsh_editor::__private::{
     DecodeError, Document, Kept, LineScan, find_some, line_count, line_start_counted,
 };
 use dsh_editor::fs::{Fs, MemFs};
-use dsh_editor::{Editor, EditorRequest, Encoding};
+use dsh_editor::{Editor, EditorRequest};
 use libfuzzer_sys::fuzz_target;
 
 const PATH: &str = "/f";
@@ -34,7 +34,7 @@ fn run<F: Future>(fut: F) -> F::Output {
 /// What a view scan from line `first` must keep: the decoded text from
 /// that line on (UTF-8 files only; others are decoded whole).
 fn expected_scan(doc: &Document, first: usize) -> Option<Kept> {
-    if !matches!(doc.encoding(), Encoding::Utf8 | Encoding::Utf8Bom) {
+    if !doc.encoding().is_utf8() {
         return None;
     }
     let text = doc.text();
@@ -49,6 +49,7 @@ fn expected_scan(doc: &Document, first: usize) -> Option<Kept> {
         lines,
         first_line: first,
         text: text[start..].to_owned(),
+        encoding: doc.encoding(),
     })
 }
 

@@ -214,6 +214,25 @@ impl Fs for DockerFs {
         Ok((content.to_vec(), meta.version))
     }
 
+    /// One request: the metadata and, for a regular file, its content.
+    async fn stat_read(
+        &self,
+        path: &Path,
+        limit: u64,
+    ) -> Result<(Metadata, Option<(Vec<u8>, Version)>), FsError> {
+        let past = limit.saturating_add(1).to_string();
+        let answer = self.run("view", path, &past, &[]).await?;
+        if answer.code != 0 {
+            return Err(failure(path, "reading a file", &answer));
+        }
+        let (meta, content) = parse_meta(path, &answer.out)?;
+        // A file past the limit is left to `read`, which says so.
+        let read =
+            (meta.kind == FileKind::File && meta.len <= limit && content.len() as u64 <= limit)
+                .then(|| (content.to_vec(), meta.version.clone()));
+        Ok((meta, read))
+    }
+
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
         let answer = self.run("list", path, "", &[]).await?;
         if answer.code != 0 {

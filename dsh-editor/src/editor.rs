@@ -1,7 +1,7 @@
 //! The tool: configuration, schema, and `execute`.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use dsh_tool::{Kind, Parameter, ToolSpec};
@@ -271,13 +271,15 @@ impl<F: Fs + 'static> Editor<F> {
                 .run(request, bad_range)
                 .await;
         };
-        if quick_view(blocking, &request) {
+        if let Some(found) = quick_view(blocking, &request) {
             // A view of a small file on a machine of local filesystems: a
             // stat and a read of at most `QUICK_READ_BYTES` from its disks,
-            // cheaper here than the hop to another thread and back.
-            return Call::blocking(blocking, &self.config)
-                .run(request, bad_range)
-                .await;
+            // cheaper here than the hop to another thread and back. (A
+            // failed stat is the call's answer: made again elsewhere, it
+            // could hide what failed.)
+            let call = Call::blocking(blocking, &self.config);
+            *call.found.lock().unwrap_or_else(PoisonError::into_inner) = Some(found);
+            return call.run(request, bad_range).await;
         }
         let editor = self.clone();
         let path = request.path().to_owned();
@@ -300,26 +302,37 @@ impl<F: Fs + 'static> Editor<F> {
 }
 
 /// Whether `request` is a `view` of a file of at most [`QUICK_READ_BYTES`]
-/// on a filesystem that [reads quickly](BlockingFs::reads_quickly): then the
-/// call runs on the caller's thread. The stat that decides it is made there
-/// too, which such a filesystem allows.
-fn quick_view(fs: &dyn BlockingFs, request: &EditorRequest) -> bool {
+/// (or of nothing it can stat) on a filesystem that
+/// [reads quickly](BlockingFs::reads_quickly): then the call runs on the
+/// caller's thread, with what the `stat_open` that decided it found (made
+/// there too, which such a filesystem allows).
+fn quick_view(fs: &dyn BlockingFs, request: &EditorRequest) -> Option<Found> {
     let EditorRequest::View { path, .. } = request else {
-        return false;
+        return None;
     };
     if !fs.reads_quickly() {
-        return false;
+        return None;
     }
-    matches!(
-        fs.stat(Path::new(path)),
-        Ok(meta) if meta.kind == FileKind::File && meta.len <= QUICK_READ_BYTES
-    )
+    let found = fs.stat_open(Path::new(path));
+    match &found {
+        Ok((meta, _)) if meta.kind != FileKind::File || meta.len > QUICK_READ_BYTES => None,
+        _ => Some((PathBuf::from(path), found)),
+    }
 }
+
+/// A path and what [`BlockingFs::stat_open`] found there.
+type Found = (PathBuf, Result<(Metadata, Option<std::fs::File>), FsError>);
 
 /// One tool call over a filesystem.
 struct Call<'a> {
     via: Via<'a>,
     config: &'a EditorConfig,
+    /// What the stat that ran this call here found (see [`quick_view`]).
+    found: Mutex<Option<Found>>,
+    /// The file a view's stat opened, for its read.
+    opened: Mutex<Option<(PathBuf, std::fs::File)>>,
+    /// What a view's [`Fs::stat_read`] read, for its read.
+    read_ahead: Mutex<Option<(PathBuf, Vec<u8>, Version)>>,
 }
 
 /// How a call reaches its filesystem.
@@ -337,6 +350,9 @@ impl<'a> Call<'a> {
         Call {
             via: Via::Futures(fs),
             config,
+            found: Mutex::new(None),
+            opened: Mutex::new(None),
+            read_ahead: Mutex::new(None),
         }
     }
 
@@ -345,6 +361,9 @@ impl<'a> Call<'a> {
         Call {
             via: Via::Blocking(Inline(fs)),
             config,
+            found: Mutex::new(None),
+            opened: Mutex::new(None),
+            read_ahead: Mutex::new(None),
         }
     }
 
@@ -386,7 +405,7 @@ impl<'a> Call<'a> {
         bad_range: bool,
     ) -> Result<EditorOutcome, EditorError> {
         let path = Path::new(&display);
-        let meta = self.existing(path, &display).await?;
+        let meta = self.view_stat(path, &display).await?;
         match meta.kind {
             FileKind::Directory if view_range.is_some() || bad_range => {
                 Err(EditorError::RangeOnDirectory)
@@ -487,10 +506,43 @@ impl<'a> Call<'a> {
     }
 
     async fn existing(&self, path: &Path, display: &str) -> Result<Metadata, EditorError> {
-        self.fs().stat(path).await.map_err(|e| match e {
-            FsError::NotFound(_) => EditorError::Missing(display.to_owned()),
-            e => fs_error(e, display),
-        })
+        self.fs()
+            .stat(path)
+            .await
+            .map_err(|e| missing_or(e, display))
+    }
+
+    /// [`Call::existing`] for a view: over a filesystem of blocking calls,
+    /// through [`BlockingFs::stat_open`] (or what the one that decided to
+    /// run the call here found), keeping the file it opened for the read.
+    async fn view_stat(&self, path: &Path, display: &str) -> Result<Metadata, EditorError> {
+        let Via::Blocking(Inline(fs)) = self.via else {
+            let (meta, read) = self
+                .fs()
+                .stat_read(path, self.config.max_file_bytes)
+                .await
+                .map_err(|e| missing_or(e, display))?;
+            *self
+                .read_ahead
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) =
+                read.map(|(bytes, version)| (path.to_owned(), bytes, version));
+            return Ok(meta);
+        };
+        let known = self
+            .found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .filter(|(at, _)| at == path);
+        let found = match known {
+            Some((_, found)) => found,
+            None => fs.stat_open(path),
+        };
+        let (meta, file) = found.map_err(|e| missing_or(e, display))?;
+        *self.opened.lock().unwrap_or_else(PoisonError::into_inner) =
+            file.map(|file| (path.to_owned(), file));
+        Ok(meta)
     }
 
     /// A path that an edit command may work on: an existing regular file.
@@ -521,9 +573,24 @@ impl<'a> Call<'a> {
             // A clipped view shows at most `max_output_chars` characters.
             let shown = self.config.max_output_chars.saturating_add(1);
             let mut scan = LineScan::new(first, shown.saturating_mul(4));
-            fs.read_blocks(path, self.config.max_file_bytes, &mut |block| {
-                scan.push(block)
-            })
+            let limit = self.config.max_file_bytes;
+            let opened = self
+                .opened
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .filter(|(at, _)| at == path)
+                .map(|(_, file)| file);
+            match opened {
+                Some(mut file) => {
+                    crate::fs::read_file_blocks(path, &mut file, meta.len, limit, &mut |block| {
+                        scan.push(block)
+                    })
+                }
+                None => fs
+                    .read_blocks(path, limit, &mut |block| scan.push(block))
+                    .map(drop),
+            }
             .map_err(|e| fs_error(e, display))?;
             if let Some(kept) = scan.finish() {
                 return Ok(kept);
@@ -559,11 +626,20 @@ impl<'a> Call<'a> {
         meta: &Metadata,
     ) -> Result<(Document, Version), EditorError> {
         self.check_len(display, meta)?;
-        let (bytes, version) = self
-            .fs()
-            .read(path, self.config.max_file_bytes)
-            .await
-            .map_err(|e| fs_error(e, display))?;
+        let ahead = self
+            .read_ahead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .filter(|(at, _, _)| at == path);
+        let (bytes, version) = match ahead {
+            Some((_, bytes, version)) => (bytes, version),
+            None => self
+                .fs()
+                .read(path, self.config.max_file_bytes)
+                .await
+                .map_err(|e| fs_error(e, display))?,
+        };
         let doc = Document::decode(bytes)
             .map_err(|DecodeError::Binary| EditorError::Binary(display.to_owned()))?;
         Ok((doc, version))
@@ -644,6 +720,15 @@ impl<'a> Call<'a> {
         view
     }
 }
+/// A failed `stat` of a path that must exist: [`EditorError::Missing`] when
+/// nothing is there.
+fn missing_or(e: FsError, display: &str) -> EditorError {
+    match e {
+        FsError::NotFound(_) => EditorError::Missing(display.to_owned()),
+        e => fs_error(e, display),
+    }
+}
+
 /// Checks `view_range` against a file of `lines` lines; returns 1-based inclusive bounds.
 fn check_range((a, b): (i64, i64), lines: usize) -> Result<(usize, usize), EditorError> {
     let n = lines as i64;

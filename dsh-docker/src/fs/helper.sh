@@ -44,6 +44,12 @@ op_read() {
   [ -e "$p" ] || return 2
   head -c "$x" -- "$p" || return 13
 }
+# A view: the metadata, then a regular file's first $x bytes.
+op_view() {
+  meta "$p" || return 2
+  [ -f "$p" ] || return 0
+  head -c "$x" -- "$p" || return 13
+}
 op_list() {
   [ -e "$p" ] || return 2
   [ -d "$p" ] || return 20
@@ -117,7 +123,7 @@ while IFS=' ' read -r op tok n && IFS= read -r p && IFS= read -r x; do
   esac
   lost=
   case $op in
-    stat|read|list|create|replace) "op_$op" 2>&1 ;;
+    stat|read|view|list|create|replace) "op_$op" 2>&1 ;;
     *) drain; code 64 ;;
   esac
   c=$?

@@ -339,26 +339,10 @@ fn open_within(
     Ok((file.take(limit.saturating_add(1)), meta))
 }
 
-/// In blocks of 64 KiB read into one buffer, so each block is handed over
-/// while it is in the CPU's cache.
+/// In blocks of 64 KiB (see [`read_file_blocks`](super::read_file_blocks)).
 fn read_blocks_sync(p: &Path, limit: u64, each: &mut dyn FnMut(&[u8])) -> Result<Version, FsError> {
-    const BLOCK: usize = 64 * 1024;
-    let (mut file, meta) = open_within(p, limit)?;
-    // A small file needs no more than its length (and one byte to see its end).
-    let size = usize::try_from(meta.len()).map_or(BLOCK, |len| len.saturating_add(1).min(BLOCK));
-    let mut block = vec![0; size];
-    let mut total = 0u64;
-    loop {
-        let n = match file.read(&mut block) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FsError::from_io(p, e)),
-        };
-        total += n as u64;
-        FsError::check_len(p, total, limit)?;
-        each(&block[..n]);
-    }
+    let (file, meta) = open_within(p, limit)?;
+    super::read_file_blocks(p, &mut file.into_inner(), meta.len(), limit, each)?;
     Ok(version_of(&meta))
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub(crate) use blocking::Inline;
-pub use blocking::{BlockingFs, QUICK_READ_BYTES};
+pub use blocking::{BlockingFs, QUICK_READ_BYTES, read_file_blocks};
 pub use local::LocalFs;
 pub use mem::MemFs;
 
@@ -190,6 +190,21 @@ pub trait Fs: Send + Sync {
     /// reading past the limit, so a file that grows meanwhile is caught too).
     async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError>;
 
+    /// As [`Fs::stat`], and, when `path` is a regular file of at most
+    /// `limit` bytes, its content and version as [`Fs::read`] gives them,
+    /// in the same step: the editor's `view` makes one round trip instead of
+    /// two on a filesystem reached over a channel (a container's). The
+    /// default makes the `stat` alone (`None`), and the caller reads when it
+    /// needs to.
+    async fn stat_read(
+        &self,
+        path: &Path,
+        limit: u64,
+    ) -> Result<(Metadata, Option<(Vec<u8>, Version)>), FsError> {
+        let _ = limit;
+        Ok((self.stat(path).await?, None))
+    }
+
     /// The entries of the directory at `path`, in no particular order.
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError>;
 
@@ -240,6 +255,13 @@ macro_rules! forward_fs {
             }
             async fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
                 (**self).read(path, limit).await
+            }
+            async fn stat_read(
+                &self,
+                path: &Path,
+                limit: u64,
+            ) -> Result<(Metadata, Option<(Vec<u8>, Version)>), FsError> {
+                (**self).stat_read(path, limit).await
             }
             async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
                 (**self).read_dir(path).await

@@ -44,6 +44,10 @@ use crate::{SandboxError, WriteRules};
 pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 const OP_OPEN: u8 = 1;
+/// Open the path without following a last symbolic link (`O_PATH`), and,
+/// if that is a regular file, open it for reading too: a view's `stat` and
+/// open in one round trip.
+const OP_STAT_OPEN: u8 = 2;
 /// The longest request: an operation, flags and a path of `PATH_MAX`.
 const REQUEST_MAX: usize = 5 + 4096;
 /// An answer: errno (0 for success), then a descriptor passed alongside.
@@ -149,6 +153,14 @@ impl Files {
     /// Opens `path` in the helper with `flags`; the descriptor, or the
     /// error the helper's `open` got.
     fn open(&self, path: &Path, flags: c_int) -> Result<OwnedFd, FsError> {
+        let mut fds = self.ask(OP_OPEN, path, flags)?;
+        Ok(fds.swap_remove(0))
+    }
+
+    /// Sends request `op` for `path` (with `flags`) to the helper, started
+    /// first if none runs: the descriptors it passed back (at least one), or
+    /// the error its first `open` got.
+    fn ask(&self, op: u8, path: &Path, flags: c_int) -> Result<Vec<OwnedFd>, FsError> {
         let bytes = path.as_os_str().as_bytes();
         if bytes.len() + 6 > REQUEST_MAX || bytes.contains(&0) {
             return Err(FsError::from_io(
@@ -157,7 +169,7 @@ impl Files {
             ));
         }
         let mut request = Vec::with_capacity(bytes.len() + 6);
-        request.push(OP_OPEN);
+        request.push(op);
         request.extend_from_slice(&flags.to_ne_bytes());
         request.extend_from_slice(bytes);
         request.push(0);
@@ -169,8 +181,8 @@ impl Files {
             )
         })?;
         match exchange(helper.socket.as_raw_fd(), &request) {
-            Ok((0, Some(fd))) => Ok(fd),
-            Ok((0, None)) => Err(io_error(
+            Ok((0, fds)) if !fds.is_empty() => Ok(fds),
+            Ok((0, _)) => Err(io_error(
                 path,
                 "the sandbox's file reader sent no file".into(),
             )),
@@ -224,6 +236,35 @@ impl Files {
         Ok(metadata(&meta, is_symlink))
     }
 
+    /// [`Files::stat`], and the regular file at `path` opened for reading,
+    /// in one round trip with the helper (a view's stat and open). A
+    /// symbolic link takes [`Files::stat`]'s way and opens nothing.
+    pub(crate) fn stat_open(
+        &self,
+        path: &Path,
+    ) -> Result<(Metadata, Option<std::fs::File>), FsError> {
+        let mut fds = self.ask(OP_STAT_OPEN, path, 0)?.into_iter();
+        let Some(link) = fds.next() else {
+            return Err(io_error(
+                path,
+                "the sandbox's file reader sent no file".into(),
+            ));
+        };
+        let link = std::fs::File::from(link)
+            .metadata()
+            .map_err(|e| FsError::from_io(path, e))?;
+        if link.file_type().is_symlink() {
+            return Ok((self.stat(path)?, None));
+        }
+        // The file opened second is kept only if it is the one looked at.
+        let file = fds.next().map(std::fs::File::from).filter(|file| {
+            use std::os::unix::fs::MetadataExt;
+            file.metadata()
+                .is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == (link.dev(), link.ino()))
+        });
+        Ok((metadata(&link, false), file))
+    }
+
     /// The regular file at `path`, opened in the helper, and its metadata.
     fn open_file(
         &self,
@@ -258,24 +299,8 @@ impl Files {
         limit: u64,
         each: &mut dyn FnMut(&[u8]),
     ) -> Result<Version, FsError> {
-        const BLOCK: usize = 64 * 1024;
-        let (file, meta) = self.open_file(path, limit)?;
-        let size =
-            usize::try_from(meta.len()).map_or(BLOCK, |len| len.saturating_add(1).min(BLOCK));
-        let mut block = vec![0; size];
-        let mut file = file.take(limit.saturating_add(1));
-        let mut total = 0u64;
-        loop {
-            let n = match file.read(&mut block) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(FsError::from_io(path, e)),
-            };
-            total += n as u64;
-            FsError::check_len(path, total, limit)?;
-            each(&block[..n]);
-        }
+        let (mut file, meta) = self.open_file(path, limit)?;
+        dsh_editor::fs::read_file_blocks(path, &mut file, meta.len(), limit, each)?;
         Ok(LocalFs::version(&meta))
     }
 
@@ -341,8 +366,8 @@ fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Sends one request and waits (at most [`ANSWER_WITHIN`]) for its answer:
-/// the helper's errno and the descriptor it passed.
-fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Option<OwnedFd>)> {
+/// the helper's errno and the descriptors it passed (at most two).
+fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Vec<OwnedFd>)> {
     // SAFETY: writing from `request`.
     let sent = unsafe {
         libc::send(
@@ -401,19 +426,25 @@ fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Option<OwnedFd>)>
             "the helper closed its end",
         ));
     }
-    let mut fd = None;
-    // SAFETY: walking the control messages the kernel wrote into `control`.
+    let mut fds = Vec::new();
+    // SAFETY: walking the control messages the kernel wrote into `control`;
+    // each SCM_RIGHTS message holds `(len - CMSG_LEN(0)) / 4` descriptors,
+    // owned from here on.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>());
-                fd = Some(OwnedFd::from_raw_fd(raw));
+                let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+                let count = ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<c_int>();
+                for i in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    Ok((i32::from_ne_bytes(answer), fd))
+    Ok((i32::from_ne_bytes(answer), fds))
 }
 
 /// The helper's loop (pid 2 of its sandbox): receive a request, open, pass
@@ -434,55 +465,89 @@ fn serve(socket: c_int) -> ! {
                 libc::_exit(0);
             }
             let n = n as usize;
-            let (errno, fd) = if n < 6 || request[0] != OP_OPEN || request[n - 1] != 0 {
-                (libc::EINVAL, -1)
+            let mut fds: [c_int; 2] = [-1, -1];
+            let errno = if n < 6 || request[n - 1] != 0 {
+                libc::EINVAL
             } else {
-                let flags = c_int::from_ne_bytes([request[1], request[2], request[3], request[4]]);
-                let fd = libc::open(
-                    request[5..].as_ptr().cast(),
-                    flags | libc::O_CLOEXEC | libc::O_NOCTTY,
-                );
-                if fd < 0 {
-                    (
-                        io::Error::last_os_error()
-                            .raw_os_error()
-                            .unwrap_or(libc::EIO),
-                        -1,
-                    )
+                let path = request[5..].as_ptr().cast::<libc::c_char>();
+                match request[0] {
+                    OP_OPEN => {
+                        let flags =
+                            c_int::from_ne_bytes([request[1], request[2], request[3], request[4]]);
+                        fds[0] = libc::open(path, flags | libc::O_CLOEXEC | libc::O_NOCTTY);
+                    }
+                    OP_STAT_OPEN => {
+                        fds[0] =
+                            libc::open(path, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+                        let mut st: libc::stat = std::mem::zeroed();
+                        if fds[0] >= 0
+                            && libc::fstat(fds[0], &mut st) == 0
+                            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+                        {
+                            // What a swap meanwhile put there is checked by
+                            // the host (the same inode, a regular file).
+                            fds[1] = libc::open(
+                                path,
+                                libc::O_RDONLY
+                                    | libc::O_NONBLOCK
+                                    | libc::O_NOFOLLOW
+                                    | libc::O_CLOEXEC
+                                    | libc::O_NOCTTY,
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+                if request[0] != OP_OPEN && request[0] != OP_STAT_OPEN {
+                    libc::EINVAL
+                } else if fds[0] < 0 {
+                    io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EIO)
                 } else {
-                    (0, fd)
+                    0
                 }
             };
-            reply(socket, errno, fd);
-            if fd >= 0 {
-                libc::close(fd);
+            reply(socket, errno, &fds);
+            for fd in fds {
+                if fd >= 0 {
+                    libc::close(fd);
+                }
             }
         }
     }
 }
 
-/// Sends `errno` and, when `fd >= 0`, the descriptor.
-fn reply(socket: c_int, errno: i32, fd: c_int) {
+/// Sends `errno` and the descriptors of `fds` that are open (`>= 0`, in
+/// order).
+fn reply(socket: c_int, errno: i32, fds: &[c_int; 2]) {
     let answer = errno.to_ne_bytes();
     let mut iov = libc::iovec {
         iov_base: answer.as_ptr().cast_mut().cast(),
         iov_len: answer.len(),
     };
+    let open: [c_int; 2] = if fds[0] >= 0 { *fds } else { [-1, -1] };
+    let count = open.iter().take_while(|&&fd| fd >= 0).count();
     let mut control = [0u64; 4];
     // SAFETY: zeroed plain data pointed at buffers of this frame; the
-    // control message is built within `control`.
+    // control message (at most two descriptors: CMSG_SPACE(8) = 24 bytes)
+    // is built within `control`.
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
-        if fd >= 0 {
+        if count > 0 {
+            let bytes = (count * std::mem::size_of::<c_int>()) as u32;
             msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+            msg.msg_controllen = libc::CMSG_SPACE(bytes) as _;
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
             (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd);
+            (*cmsg).cmsg_len = libc::CMSG_LEN(bytes) as _;
+            let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+            for (i, fd) in open.iter().take(count).enumerate() {
+                std::ptr::write_unaligned(data.add(i), *fd);
+            }
         }
         libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
     }

@@ -218,11 +218,43 @@ fn list_20k_tree(c: &mut Criterion) {
     group.finish();
 }
 
+/// A `str_replace` whose `new_str` is its `old_str`: refused without a
+/// write (and without waiting for the next second, as a same-size edit
+/// would), next to one read of the file (the baseline) and a real edit and
+/// its undo.
+fn unchanged_replace(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("module.py");
+    let text: String = (0..200).map(|i| format!("value_{i} = {i}\n")).collect();
+    std::fs::write(&path, &text).unwrap();
+    let path_str = path.to_str().unwrap().to_owned();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let editor = Editor::new(LocalFs::new());
+    let same = json!({"command": "str_replace", "path": path_str, "old_str": "value_7 = 7", "new_str": "value_7 = 7"});
+    let mut group = c.benchmark_group("editor_str_replace_unchanged");
+    group.bench_function("std_fs_read_once", |b| {
+        b.iter(|| std::fs::read(&path).unwrap())
+    });
+    group.bench_function("dsh_editor_unchanged", |b| {
+        b.iter(|| rt.block_on(editor.execute(&same)).unwrap_err())
+    });
+    let there = json!({"command": "str_replace", "path": path_str, "old_str": "value_7 = 7", "new_str": "value_7 = 70"});
+    let back = json!({"command": "str_replace", "path": path_str, "old_str": "value_7 = 70", "new_str": "value_7 = 7"});
+    group.bench_function("dsh_editor_edit_and_undo", |b| {
+        b.iter(|| {
+            rt.block_on(editor.execute(&there)).unwrap();
+            rt.block_on(editor.execute(&back)).unwrap()
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     ratios,
     str_replace_50mb,
     view_end_of_1m_lines,
-    list_20k_tree
+    list_20k_tree,
+    unchanged_replace
 );
 criterion_main!(benches);

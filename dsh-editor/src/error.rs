@@ -172,6 +172,21 @@ pub enum EditorError {
     /// The operating system refused access.
     #[error("Permission denied: {0} cannot be accessed by this tool.")]
     PermissionDenied(String),
+    /// The write would make a file larger than the host lets any process
+    /// write (the shell's `RLIMIT_FSIZE`); nothing was written. The reason
+    /// is the system's own text for it, as a program in the shell reports
+    /// the same write (`File too large`).
+    #[error(
+        "No file was written: {path}: File too large (it would be {len} bytes; no file larger than {limit} bytes may be written here)."
+    )]
+    FileTooLarge {
+        /// The path.
+        path: String,
+        /// The size the file would have had.
+        len: u64,
+        /// The largest file a process may write, in bytes.
+        limit: u64,
+    },
     /// A policy layer refused the operation; the message is its own.
     #[error("{0}")]
     Refused(String),

@@ -1,27 +1,40 @@
 //! Keeping a workspace that has no repository yet from becoming one.
 //!
-//! A mount point is what the confined shell cannot create, rename or
-//! remove, and a mount needs an existing path. So when a writable root has
-//! no `.git` when a confined shell is created, an empty `.git` directory and
-//! an empty `HEAD` directory are made there on the host for the shell's
-//! lifetime and mounted read-only in its view: the shell cannot create a
-//! repository there (`git init` fails with `Read-only file system`), nor
-//! make the root itself look like a bare repository to a host's `git`
-//! (which takes a directory with `HEAD`, `objects/` and `refs/` for one and
-//! would run its `config`'s `core.fsmonitor`): git accepts no directory as
-//! `HEAD`. Both are removed when the confined shell is dropped, if still
-//! empty (a repository the user created meanwhile is left alone), so what
-//! the shell left there is no repository afterwards either, and a host's
-//! `git init` there does what it always does. Git treats an empty `.git`
-//! directory as no repository, so the host's own `git` is not affected
-//! while the shell lives.
+//! Git takes a directory for a repository when its `.git` is a git
+//! directory (or a `gitdir:` file naming one), or when the directory
+//! itself is one (a bare repository): a valid `HEAD` (a `ref: refs/…` or
+//! an object id) beside an `objects/` and a `refs/` (or a `commondir` file
+//! naming where they are). `HEAD` is needed in every shape, so a root
+//! whose `.git` is no repository keeps both its `.git` and its `HEAD`
+//! read-only ([`WriteRules::protected`](crate::WriteRules::protected)):
+//! the editor refuses to write either (by name, and by identity once they
+//! exist), and the confined shell's view binds them read-only.
 //!
-//! Many confined shells share a workspace (one per owner), and they start
-//! and end concurrently (their confinement is prepared on tokio's blocking
-//! pool). A placeholder is therefore counted: the first shell that needs
-//! it makes it, every later one shares it, and the last one to go removes
-//! it, all under one lock, so no shell's view ever names a placeholder
-//! that another shell's end removed between its plan and its mount.
+//! A mount point is what the confined shell cannot create, rename or
+//! remove, and a mount needs an existing path. So where they are missing,
+//! an empty `.git` directory and an empty `HEAD` directory are made there
+//! on the host and mounted read-only in the shell's view: the shell cannot
+//! create a repository there (`git init` fails with `Read-only file
+//! system`), nor make the root itself look like a bare repository to a
+//! host's `git` (which would run its `config`'s `core.fsmonitor`): git
+//! accepts no directory as `HEAD`, and an empty `.git` directory is no
+//! repository to it, so the host's own `git` is not affected while they
+//! are there, nor if a crash of the server leaves them behind.
+//!
+//! The placeholders live as long as the owner of a
+//! [`SandboxedShell`](crate::SandboxedShell) whose shell needed them, not
+//! as long as one shell: across resets, one-shot calls and mode changes
+//! they stay in place. They are removed, if still empty (a repository the user created
+//! meanwhile is left alone), when the owner is closed or the tool is
+//! dropped, after its shells were killed; a host's `git init` there then
+//! does what it always does.
+//!
+//! Many owners share a workspace, and their shells are prepared
+//! concurrently (on tokio's blocking pool). A placeholder is therefore
+//! counted: the first holder makes it, every later one shares it, and the
+//! last one to go removes it, all under one lock, so no shell's view ever
+//! names a placeholder that another holder's end removed between its plan
+//! and its mount.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -29,11 +42,11 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::{SandboxMode, WriteRules};
 
-/// The empty `.git` directories made for one confined shell.
+/// The empty `.git` and `HEAD` directories one holder keeps.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders(Vec<PathBuf>);
 
-/// The placeholders this process made and how many shells hold each.
+/// The placeholders this process made and how many holders hold each.
 fn held() -> MutexGuard<'static, HashMap<PathBuf, usize>> {
     static HELD: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
     HELD.get_or_init(Mutex::default)
@@ -42,9 +55,10 @@ fn held() -> MutexGuard<'static, HashMap<PathBuf, usize>> {
 }
 
 impl Placeholders {
-    /// Makes the placeholders `rules` need (workspace-write, `.git`
-    /// protected, missing). A root where one cannot be made is left as it
-    /// is: the shell will then be able to create `.git` there.
+    /// Makes the placeholders `rules` need (workspace-write, `.git` and
+    /// `HEAD` protected, missing). A root where one cannot be made is left
+    /// as it is: this process could not make it, so neither can the shell,
+    /// which runs as the same user with no capability.
     pub(crate) fn create(rules: &WriteRules) -> Placeholders {
         let mut made = Vec::new();
         if rules.mode != SandboxMode::WorkspaceWrite {
@@ -83,6 +97,16 @@ impl Placeholders {
         }
         Placeholders(made)
     }
+
+    /// Takes over `other`'s placeholders: those this holder has already
+    /// are given back (their count drops, never to zero), the others kept.
+    pub(crate) fn merge(&mut self, mut other: Placeholders) {
+        let (dup, new): (Vec<PathBuf>, Vec<PathBuf>) = std::mem::take(&mut other.0)
+            .into_iter()
+            .partition(|p| self.0.contains(p));
+        self.0.extend(new);
+        drop(Placeholders(dup));
+    }
 }
 
 impl Drop for Placeholders {
@@ -101,5 +125,32 @@ impl Drop for Placeholders {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SandboxPolicy;
+
+    #[test]
+    fn placeholders_are_counted_across_holders_and_merges() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        let policy = SandboxPolicy::default().tmp_writable(false);
+        let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &ws);
+        let mut owner = Placeholders::create(&rules);
+        assert!(ws.join(".git").is_dir() && ws.join("HEAD").is_dir());
+        // A second shell's set merged into the owner's: one count each.
+        owner.merge(Placeholders::create(&rules));
+        assert_eq!(owner.0.len(), 2);
+        let other = Placeholders::create(&rules);
+        drop(owner);
+        assert!(ws.join(".git").is_dir() && ws.join("HEAD").is_dir());
+        drop(other);
+        assert!(!ws.join(".git").exists() && !ws.join("HEAD").exists());
+        // Read-only makes none.
+        let ro = WriteRules::new(&policy, SandboxMode::ReadOnly, &ws);
+        assert!(Placeholders::create(&ro).0.is_empty());
     }
 }

@@ -21,6 +21,11 @@
 //! repository to it, so the host's own `git` is not affected while they
 //! are there, nor if a crash of the server leaves them behind.
 //!
+//! A root with a `HEAD` of the user's that git would read (a `ref:` or an
+//! object id) is half a bare repository already: there `commondir` gets
+//! an empty directory, and `objects` and `refs` an empty file no one may
+//! search (mode 0), so none of them can complete it.
+//!
 //! The placeholders live as long as the owner of a
 //! [`SandboxedShell`](crate::SandboxedShell) whose shell needed them, not
 //! as long as one shell: across resets, one-shot calls and mode changes
@@ -37,12 +42,12 @@
 //! and its mount.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::{SandboxMode, WriteRules};
 
-/// The empty `.git` and `HEAD` directories one holder keeps.
+/// The placeholders one holder keeps.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders(Vec<PathBuf>);
 
@@ -66,7 +71,10 @@ impl Placeholders {
         }
         let mut held = held();
         for root in &rules.roots {
-            for name in [".git", "HEAD"] {
+            for name in [".git", "HEAD"]
+                .into_iter()
+                .chain(crate::policy::BARE_REST)
+            {
                 let path = root.join(name);
                 if !rules.protected.contains(&path) {
                     continue;
@@ -75,7 +83,7 @@ impl Placeholders {
                 if let Some(holders) = held.get_mut(&path) {
                     // Ours already; made again if somebody removed it.
                     if !exists {
-                        let _ = std::fs::create_dir(&path);
+                        let _ = make(&path);
                     }
                     *holders += 1;
                     made.push(path);
@@ -84,7 +92,7 @@ impl Placeholders {
                 if exists {
                     continue;
                 }
-                match std::fs::create_dir(&path) {
+                match make(&path) {
                     Ok(()) => {
                         held.insert(path.clone(), 1);
                         made.push(path);
@@ -109,6 +117,40 @@ impl Placeholders {
     }
 }
 
+/// Whether the placeholder at `path` is an empty file that no one may
+/// search (`objects`, `refs`: git needs them to be searchable directories)
+/// rather than an empty directory (`.git`, `HEAD`, `commondir`: git reads
+/// none of them as a repository's).
+fn is_file_placeholder(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == "objects" || n == "refs")
+}
+
+/// Makes the placeholder at `path`.
+fn make(path: &Path) -> std::io::Result<()> {
+    if is_file_placeholder(path) {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0);
+        options.open(path).map(drop)
+    } else {
+        std::fs::create_dir(path)
+    }
+}
+
+/// Removes the placeholder at `path` if it is still as it was made: only
+/// an empty directory or an empty file goes; anything else is somebody's.
+fn remove(path: &Path) {
+    if !is_file_placeholder(path) {
+        let _ = std::fs::remove_dir(path);
+        return;
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 impl Drop for Placeholders {
     fn drop(&mut self) {
         if self.0.is_empty() {
@@ -120,8 +162,7 @@ impl Drop for Placeholders {
                 Some(holders) if *holders > 1 => *holders -= 1,
                 _ => {
                     held.remove(path);
-                    // Only an empty directory goes; anything else is somebody's.
-                    let _ = std::fs::remove_dir(path);
+                    remove(path);
                 }
             }
         }
@@ -149,6 +190,29 @@ mod tests {
         assert!(ws.join(".git").is_dir() && ws.join("HEAD").is_dir());
         drop(other);
         assert!(!ws.join(".git").exists() && !ws.join("HEAD").exists());
+        // A valid HEAD of the user's: what would complete a bare
+        // repository is held, and goes as it came.
+        std::fs::write(ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &ws);
+        for name in ["HEAD", "objects", "refs", "commondir"] {
+            assert!(rules.protected.contains(&ws.join(name)), "{name}");
+        }
+        let held = Placeholders::create(&rules);
+        assert!(ws.join("commondir").is_dir() && ws.join(".git").is_dir());
+        for name in ["objects", "refs"] {
+            let meta = std::fs::metadata(ws.join(name)).unwrap();
+            assert!(meta.is_file() && meta.len() == 0, "{name}");
+            #[cfg(unix)]
+            assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0);
+        }
+        drop(held);
+        let left: Vec<_> = std::fs::read_dir(&ws).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["HEAD"]);
+        // One that git would not read keeps only itself.
+        std::fs::write(ws.join("HEAD"), "notes\n").unwrap();
+        let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &ws);
+        assert!(rules.protected.contains(&ws.join("HEAD")));
+        assert!(!rules.protected.contains(&ws.join("objects")));
         // Read-only makes none.
         let ro = WriteRules::new(&policy, SandboxMode::ReadOnly, &ws);
         assert!(Placeholders::create(&ro).0.is_empty());

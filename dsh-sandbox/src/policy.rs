@@ -214,7 +214,9 @@ pub struct WriteRules {
     /// for a `gitdir:` file its git directory and that directory's common
     /// directory (where a worktree's hooks live); for a root whose `.git`
     /// is missing or no git directory, its `HEAD` (with it, `objects/` and
-    /// `refs/` would make the root a bare repository to the host's git).
+    /// `refs/` would make the root a bare repository to the host's git),
+    /// and where that `HEAD` is already the user's valid one, its
+    /// `objects`, `refs` and `commondir`.
     pub protected: Vec<PathBuf>,
     /// Whether the shell's private `/tmp` is writable.
     pub tmp: bool,
@@ -336,7 +338,13 @@ pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
     // search: it would take the root itself for a bare repository if a
     // valid `HEAD`, `objects/` and `refs/` appeared there. `HEAD` is kept.
     if !git_dir.as_deref().is_some_and(is_git_dir) {
-        out.push(root.join("HEAD"));
+        let head = root.join("HEAD");
+        // A `HEAD` of the user's that git already reads as one (the root is
+        // half a bare repository): what would complete it is kept too.
+        if valid_head(&head) {
+            out.extend(BARE_REST.iter().map(|name| root.join(name)));
+        }
+        out.push(head);
     }
     if let Some(dir) = git_dir.filter(|d| *d != git) {
         if let Some(common) = std::fs::read_to_string(dir.join("commondir"))
@@ -348,6 +356,33 @@ pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
         out.push(dir);
     }
     out
+}
+
+/// What, beside a valid `HEAD`, makes a directory a bare repository to
+/// git: its `objects/` and `refs/`, or a `commondir` file naming where
+/// they are.
+pub(crate) const BARE_REST: [&str; 3] = ["commondir", "objects", "refs"];
+
+/// Whether git would take the file at `head` for a repository's `HEAD`: a
+/// symbolic link, a `ref:` or an object id (as git's `validate_headref`).
+fn valid_head(head: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(head) else {
+        return false;
+    };
+    if meta.is_symlink() {
+        return true;
+    }
+    if !meta.is_file() {
+        return false;
+    }
+    let mut start = [0u8; 256];
+    let n = std::fs::File::open(head)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut start))
+        .unwrap_or(0);
+    let text = &start[..n];
+    let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
+    text.starts_with(b"ref:")
+        || (first.len() >= 40 && first.iter().all(u8::is_ascii_hexdigit))
 }
 
 /// Whether git could take `dir` for a git directory: it has a `HEAD`

@@ -177,7 +177,7 @@ pub enum EditorError {
     /// is the system's own text for it, as a program in the shell reports
     /// the same write (`File too large`).
     #[error(
-        "No file was written: {path}: File too large (it would be {len} bytes; no file larger than {limit} bytes may be written here)."
+        "Nothing was written: {path}: File too large (the file would be {len} bytes; no process here may write a file larger than {limit} bytes)."
     )]
     FileTooLarge {
         /// The path.

@@ -550,7 +550,13 @@ fn host_git(ws: &Path, marker: &Path) -> Result<(), String> {
     // SAFETY: geteuid has no preconditions.
     let mut command = if unsafe { libc::geteuid() } == 0 {
         let mut c = std::process::Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "git"]);
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            "git",
+        ]);
         c
     } else {
         std::process::Command::new("git")
@@ -611,21 +617,43 @@ async fn one_shot_calls_and_the_editor_plant_no_repository() {
     let mut c = Client::start(&ws, &["--sandbox", "workspace-write", "--one-shot"]).await;
     let head = ws.join("HEAD");
     let (text, is_error) = c
-        .call(2, "str_replace_editor", json!({"command": "create", "path": head, "file_text": "ref: refs/heads/main\n"}))
+        .call(
+            2,
+            "str_replace_editor",
+            json!({"command": "create", "path": head, "file_text": "ref: refs/heads/main\n"}),
+        )
         .await;
     assert!(is_error, "{text}");
-    assert_eq!(text, "[sandbox: file access denied under workspace-write mode]");
-    c.call(3, "bash", json!({"command": plant_command(&marker)})).await;
+    assert_eq!(
+        text,
+        "[sandbox: file access denied under workspace-write mode]"
+    );
+    c.call(3, "bash", json!({"command": plant_command(&marker)}))
+        .await;
     // Between one-shot calls the placeholder stays.
-    assert!(head.is_dir(), "the HEAD placeholder went with the one-shot shell");
+    assert!(
+        head.is_dir(),
+        "the HEAD placeholder went with the one-shot shell"
+    );
     let (text, is_error) = c
-        .call(4, "str_replace_editor", json!({"command": "create", "path": head, "file_text": "ref: refs/heads/main\n"}))
+        .call(
+            4,
+            "str_replace_editor",
+            json!({"command": "create", "path": head, "file_text": "ref: refs/heads/main\n"}),
+        )
         .await;
     assert!(is_error, "{text}");
-    c.call(5, "bash", json!({"command": plant_command(&marker)})).await;
+    c.call(5, "bash", json!({"command": plant_command(&marker)}))
+        .await;
     assert!(c.finish().await.success());
-    assert!(!head.exists() && !ws.join(".git").exists(), "the placeholders outlived the server");
-    assert!(ws.join("config").is_file(), "the plant's other half did not land");
+    assert!(
+        !head.exists() && !ws.join(".git").exists(),
+        "the placeholders outlived the server"
+    );
+    assert!(
+        ws.join("config").is_file(),
+        "the plant's other half did not land"
+    );
     host_git(&ws, &marker).unwrap();
 }
 
@@ -640,7 +668,10 @@ async fn a_killed_server_leaves_no_repository() {
     let (text, _) = c
         .call(2, "bash", json!({"command": format!("(exec -a {tag} sleep 1000 &) ; {}", plant_command(&marker))}))
         .await;
-    assert!(ws.join("HEAD").is_dir() && ws.join(".git").is_dir(), "{text}");
+    assert!(
+        ws.join("HEAD").is_dir() && ws.join(".git").is_dir(),
+        "{text}"
+    );
     // The shell's tree goes with the server.
     let started = |tag: &str| {
         std::fs::read_dir("/proc")
@@ -661,7 +692,10 @@ async fn a_killed_server_leaves_no_repository() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         left = started(&tag);
     }
-    assert!(!left.is_empty(), "the shell's background process did not start");
+    assert!(
+        !left.is_empty(),
+        "the shell's background process did not start"
+    );
     c.child.kill().await.unwrap();
     for pid in left.clone() {
         if gone(pid).await {
@@ -672,19 +706,30 @@ async fn a_killed_server_leaves_no_repository() {
         // SAFETY: a process this test's shell started.
         unsafe { libc::kill(*pid, libc::SIGKILL) };
     }
-    assert!(left.is_empty(), "the shell's processes outlived the killed server: {left:?}");
+    assert!(
+        left.is_empty(),
+        "the shell's processes outlived the killed server: {left:?}"
+    );
     // What is left is no repository.
     assert!(ws.join("HEAD").is_dir() && ws.join(".git").is_dir());
     host_git(&ws, &marker).unwrap();
     // A later server over the leftovers: the plant fails the same way.
     let mut c = Client::start(&ws, &["--sandbox", "workspace-write"]).await;
     let (text, is_error) = c
-        .call(2, "str_replace_editor", json!({"command": "create", "path": ws.join(".git"), "file_text": "gitdir: inner\n"}))
+        .call(
+            2,
+            "str_replace_editor",
+            json!({"command": "create", "path": ws.join(".git"), "file_text": "gitdir: inner\n"}),
+        )
         .await;
     assert!(is_error, "{text}");
-    c.call(3, "bash", json!({"command": plant_command(&marker)})).await;
+    c.call(3, "bash", json!({"command": plant_command(&marker)}))
+        .await;
     assert!(c.finish().await.success());
-    assert!(ws.join("HEAD").is_dir() && ws.join(".git").is_dir(), "the leftovers were removed");
+    assert!(
+        ws.join("HEAD").is_dir() && ws.join(".git").is_dir(),
+        "the leftovers were removed"
+    );
     host_git(&ws, &marker).unwrap();
 }
 

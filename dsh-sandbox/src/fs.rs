@@ -41,8 +41,10 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 ///   relative to it, so that no rename or symlink swap made meanwhile can
 ///   send the write elsewhere. A symbolic link whose target leaves the root
 ///   (including any absolute target) is refused, as is any path through a
-///   `.git` or into a protected git directory. The shell's private `/tmp`
-///   is not a writable root for the editor;
+///   `.git` or into a protected git directory, and a root's `HEAD` where
+///   the root has no repository ([`WriteRules::protected`], by name, so
+///   before any shell made its placeholder too). The shell's private
+///   `/tmp` is not a writable root for the editor;
 /// * `danger-full-access`: [`LocalFs`], unrestricted.
 ///
 /// In the restricted modes the editor also refuses `/proc` (the helper's

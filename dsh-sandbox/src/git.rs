@@ -71,10 +71,7 @@ impl Placeholders {
         }
         let mut held = held();
         for root in &rules.roots {
-            for name in [".git", "HEAD"]
-                .into_iter()
-                .chain(crate::policy::BARE_REST)
-            {
+            for name in [".git", "HEAD"].into_iter().chain(crate::policy::BARE_REST) {
                 let path = root.join(name);
                 if !rules.protected.contains(&path) {
                     continue;
@@ -203,10 +200,16 @@ mod tests {
             let meta = std::fs::metadata(ws.join(name)).unwrap();
             assert!(meta.is_file() && meta.len() == 0, "{name}");
             #[cfg(unix)]
-            assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0);
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+                0
+            );
         }
         drop(held);
-        let left: Vec<_> = std::fs::read_dir(&ws).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(&ws)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(left, ["HEAD"]);
         // One that git would not read keeps only itself.
         std::fs::write(ws.join("HEAD"), "notes\n").unwrap();

@@ -381,8 +381,7 @@ fn valid_head(head: &Path) -> bool {
         .unwrap_or(0);
     let text = &start[..n];
     let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
-    text.starts_with(b"ref:")
-        || (first.len() >= 40 && first.iter().all(u8::is_ascii_hexdigit))
+    text.starts_with(b"ref:") || (first.len() >= 40 && first.iter().all(u8::is_ascii_hexdigit))
 }
 
 /// Whether git could take `dir` for a git directory: it has a `HEAD`

@@ -83,7 +83,11 @@ async fn the_editor_writes_within_the_file_size_limit_in_every_mode() {
     const MIB: usize = 1 << 20;
     for mode in MODES {
         let (_dir, ws) = workspace();
-        let s = shell(&ws, mode, ResourceLimits::default().file_size(Some(MIB as u64)));
+        let s = shell(
+            &ws,
+            mode,
+            ResourceLimits::default().file_size(Some(MIB as u64)),
+        );
         let editor = dsh_editor::Editor::new(s.editor_fs("agent"));
         let call = |args: serde_json::Value| {
             let editor = editor.clone();
@@ -110,13 +114,22 @@ async fn the_editor_writes_within_the_file_size_limit_in_every_mode() {
         assert_eq!(std::fs::metadata(&full).unwrap().len(), MIB as u64);
         // Edits that would pass it: refused, the file unchanged.
         let before = std::fs::read(&full).unwrap();
-        let out = call(json!({"command": "str_replace", "path": full, "old_str": "tail", "new_str": "tails"})).await;
+        let out = call(
+            json!({"command": "str_replace", "path": full, "old_str": "tail", "new_str": "tails"}),
+        )
+        .await;
         assert_eq!(out, Err(too_large(&full, MIB + 1)), "{mode}");
-        let out = call(json!({"command": "insert", "path": full, "insert_line": 0, "new_str": "z"})).await;
+        let out =
+            call(json!({"command": "insert", "path": full, "insert_line": 0, "new_str": "z"}))
+                .await;
         assert_eq!(out, Err(too_large(&full, MIB + 2)), "{mode}");
         assert_eq!(std::fs::read(&full).unwrap(), before, "{mode}");
         // The shell's own program reports the same reason for the same write.
-        let out = run(&s, &format!("head -c 2000000 /dev/zero > {}/shell.bin", ws.display())).await;
+        let out = run(
+            &s,
+            &format!("head -c 2000000 /dev/zero > {}/shell.bin", ws.display()),
+        )
+        .await;
         assert!(out.contains("File too large"), "{mode}: {out}");
         s.close_all().await;
     }

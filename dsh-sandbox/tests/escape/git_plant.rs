@@ -244,7 +244,10 @@ async fn plants(parent: &Path, engine: Engine) -> Vec<String> {
     let editor = Editor::new(s.editor_fs("agent"));
     run(&s, &g.plant_command()).await;
     if !(g.holds(".git") && g.holds("HEAD")) {
-        failures.push(format!("[{}] the placeholders went with the one-shot shell", g.name));
+        failures.push(format!(
+            "[{}] the placeholders went with the one-shot shell",
+            g.name
+        ));
     }
     failures.extend(g.plant_with(&editor).await);
     run(&s, &g.plant_command()).await;
@@ -365,7 +368,9 @@ fn as_unprivileged(engine: Engine) {
     std::os::unix::fs::chown(dir.path(), Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
     let stdout = super::run_as_unprivileged(test, dir.path());
     assert!(
-        stdout.contains(&format!("git plants held as uid {UNPRIVILEGED} ({engine:?})")),
+        stdout.contains(&format!(
+            "git plants held as uid {UNPRIVILEGED} ({engine:?})"
+        )),
         "the plants did not run as uid {UNPRIVILEGED}:\n{stdout}"
     );
     let mut failures = Vec::new();
@@ -401,7 +406,9 @@ fn as_unprivileged(engine: Engine) {
     }
     assert!(checked >= 4, "only {checked} grounds were left to check");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    println!("git plants of uid {UNPRIVILEGED} held against root's git ({checked} grounds, {engine:?})");
+    println!(
+        "git plants of uid {UNPRIVILEGED} held against root's git ({checked} grounds, {engine:?})"
+    );
 }
 
 /// The check can fail: the same plants made on the host, with no sandbox,
@@ -423,7 +430,9 @@ fn the_git_check_finds_a_plant_made_without_the_sandbox() {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(&p, text).unwrap();
         }
-        let found = g.host_git().expect_err("the plant made on the host was not found");
+        let found = g
+            .host_git()
+            .expect_err("the plant made on the host was not found");
         assert!(found.contains("ran its fsmonitor"), "{found}");
     }
 }
@@ -442,13 +451,27 @@ fn safe_bare_repository_explicit_refuses_only_a_nested_bare_layout() {
         for dir in ["bare", "sub/.git"] {
             let p = g.ws.join(dir).join(&path);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            let text = text.replace("worktree = .\n", if dir == "bare" { "worktree = .\n" } else { "worktree = ..\n" });
+            let text = text.replace(
+                "worktree = .\n",
+                if dir == "bare" {
+                    "worktree = .\n"
+                } else {
+                    "worktree = ..\n"
+                },
+            );
             std::fs::write(&p, text).unwrap();
         }
     }
     let git = |dir: &str| {
         Command::new("git")
-            .args(["-c", "safe.directory=*", "-c", "safe.bareRepository=explicit", "status", "--porcelain"])
+            .args([
+                "-c",
+                "safe.directory=*",
+                "-c",
+                "safe.bareRepository=explicit",
+                "status",
+                "--porcelain",
+            ])
             .current_dir(g.ws.join(dir))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -464,7 +487,10 @@ fn safe_bare_repository_explicit_refuses_only_a_nested_bare_layout() {
         "{}",
         String::from_utf8_lossy(&bare.stderr)
     );
-    assert!(!g.marker().exists(), "the nested bare layout's fsmonitor ran");
+    assert!(
+        !g.marker().exists(),
+        "the nested bare layout's fsmonitor ran"
+    );
     let nested = git("sub");
     assert!(
         nested.status.success() && g.marker().exists(),

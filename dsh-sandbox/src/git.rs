@@ -22,17 +22,20 @@
 //! are there, nor if a crash of the server leaves them behind.
 //!
 //! A root with a `HEAD` of the user's that git would read (a `ref:` or an
-//! object id) is half a bare repository already: there `commondir` gets
-//! an empty directory, and `objects` and `refs` an empty file no one may
-//! search (mode 0), so none of them can complete it.
+//! object id) is half a bare repository already: there `objects` and
+//! `refs` get an empty file no one may search (mode 0) and `commondir` a
+//! read-only file naming the root itself (`.`), so none of them can
+//! complete it.
 //!
 //! The placeholders live as long as the owner of a
 //! [`SandboxedShell`](crate::SandboxedShell) whose shell needed them, not
 //! as long as one shell: across resets, one-shot calls and mode changes
-//! they stay in place. They are removed, if still empty (a repository the user created
-//! meanwhile is left alone), when the owner is closed or the tool is
-//! dropped, after its shells were killed; a host's `git init` there then
-//! does what it always does.
+//! they stay in place. They are removed, if still empty (a repository the
+//! user created meanwhile is left alone), when the owner is closed (its
+//! shells closed and waited for first); a host's `git init` there then
+//! does what it always does. A tool dropped while an owner's shell runs
+//! (killed, not waited for) leaves that owner's placeholders on disk, as a
+//! crash does.
 //!
 //! Many owners share a workspace, and their shells are prepared
 //! concurrently (on tokio's blocking pool). A placeholder is therefore
@@ -112,38 +115,61 @@ impl Placeholders {
         self.0.extend(new);
         drop(Placeholders(dup));
     }
+
+    /// Gives the placeholders up without removing any from the disk (as a
+    /// crash would leave them): for a holder whose shell may still be
+    /// dying, which could write `HEAD` the moment its placeholder went.
+    pub(crate) fn leave(&mut self) {
+        let mut held = held();
+        for path in self.0.drain(..) {
+            match held.get_mut(&path) {
+                Some(holders) if *holders > 1 => *holders -= 1,
+                _ => {
+                    held.remove(&path);
+                }
+            }
+        }
+    }
 }
 
-/// Whether the placeholder at `path` is an empty file that no one may
-/// search (`objects`, `refs`: git needs them to be searchable directories)
-/// rather than an empty directory (`.git`, `HEAD`, `commondir`: git reads
-/// none of them as a repository's).
-fn is_file_placeholder(path: &Path) -> bool {
-    path.file_name()
-        .is_some_and(|n| n == "objects" || n == "refs")
+/// The mode and content of the file the placeholder at `path` is, or
+/// `None` for an empty directory (`.git`, `HEAD`: git reads neither as a
+/// repository's). `objects` and `refs` are empty files no one may search
+/// (git needs searchable directories there); `commondir` a read-only file
+/// naming the directory it is in (`.`: git dies on one it cannot read, or
+/// an empty one).
+fn file_placeholder(path: &Path) -> Option<(u32, &'static [u8])> {
+    match path.file_name()?.to_str()? {
+        "objects" | "refs" => Some((0, b"")),
+        "commondir" => Some((0o444, b".")),
+        _ => None,
+    }
 }
 
 /// Makes the placeholder at `path`.
 fn make(path: &Path) -> std::io::Result<()> {
-    if is_file_placeholder(path) {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0);
-        options.open(path).map(drop)
-    } else {
-        std::fs::create_dir(path)
-    }
+    let Some((mode, content)) = file_placeholder(path) else {
+        return std::fs::create_dir(path);
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    #[cfg(not(unix))]
+    let _ = mode;
+    std::io::Write::write_all(&mut options.open(path)?, content)
 }
 
-/// Removes the placeholder at `path` if it is still as it was made: only
-/// an empty directory or an empty file goes; anything else is somebody's.
+/// Removes the placeholder at `path` if it is still as it was made (an
+/// empty directory, a file of the size it was made with); anything else
+/// is somebody's.
 fn remove(path: &Path) {
-    if !is_file_placeholder(path) {
+    let Some((_, content)) = file_placeholder(path) else {
         let _ = std::fs::remove_dir(path);
         return;
-    }
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+    };
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == content.len() as u64)
+    {
         let _ = std::fs::remove_file(path);
     }
 }
@@ -195,14 +221,14 @@ mod tests {
             assert!(rules.protected.contains(&ws.join(name)), "{name}");
         }
         let held = Placeholders::create(&rules);
-        assert!(ws.join("commondir").is_dir() && ws.join(".git").is_dir());
-        for name in ["objects", "refs"] {
+        assert!(ws.join(".git").is_dir());
+        for (name, mode, len) in [("objects", 0, 0), ("refs", 0, 0), ("commondir", 0o444, 1)] {
             let meta = std::fs::metadata(ws.join(name)).unwrap();
-            assert!(meta.is_file() && meta.len() == 0, "{name}");
+            assert!(meta.is_file() && meta.len() == len, "{name}");
             #[cfg(unix)]
             assert_eq!(
                 std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
-                0
+                mode
             );
         }
         drop(held);

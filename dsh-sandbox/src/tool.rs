@@ -96,6 +96,26 @@ struct Current {
     enforcement: Enforcement,
 }
 
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // A shell of the owner killed just now (the tool dropped without
+        // closing it) may still be dying, and could write `HEAD` the moment
+        // its placeholder went: the placeholders stay on disk then, as a
+        // crash leaves them (empty, no repository to git).
+        if self
+            .turn
+            .get_mut()
+            .as_ref()
+            .is_some_and(|c| c.shell.is_running() && !c.shell.handle().is_closed())
+        {
+            self.placeholders
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .leave();
+        }
+    }
+}
+
 impl Owner {
     fn mode(&self) -> MutexGuard<'_, Option<SandboxMode>> {
         self.mode.lock().unwrap_or_else(|p| p.into_inner())

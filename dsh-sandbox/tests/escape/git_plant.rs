@@ -69,6 +69,8 @@ impl Ground {
             files.push((format!("{dir}refs/heads/keep"), String::new()));
         }
         files.push((".git".to_owned(), "gitdir: inner\n".to_owned()));
+        // Beside a valid HEAD, objects/ and refs/ where `commondir` says.
+        files.push(("commondir".to_owned(), "inner\n".to_owned()));
         files
     }
 
@@ -289,6 +291,20 @@ async fn plants(parent: &Path, engine: Engine) -> Vec<String> {
     drop((editor, s));
     grounds.push(g);
 
+    // The tool dropped while its shell runs, not closed: the shell is
+    // killed, not waited for, so the placeholders stay, as after a crash.
+    let g = Ground::new(parent, &format!("dropped-{tag}"));
+    let s = tool(&g, engine, Persistence::Persistent);
+    run(&s, &g.plant_command()).await;
+    drop(s);
+    if !(g.holds(".git") && g.holds("HEAD")) {
+        failures.push(format!(
+            "[{}] the placeholders went before the shell was seen gone",
+            g.name
+        ));
+    }
+    grounds.push(g);
+
     // A `HEAD` of the user's that git reads: half a bare repository.
     let g = Ground::new(parent, &format!("user-head-{tag}"));
     std::fs::write(g.ws.join("HEAD"), "ref: refs/heads/main\n").unwrap();
@@ -296,10 +312,22 @@ async fn plants(parent: &Path, engine: Engine) -> Vec<String> {
     let editor = Editor::new(s.editor_fs("agent"));
     run(&s, &g.plant_command()).await;
     failures.extend(g.plant_with(&editor).await);
+    // With the placeholders in place the host's git finds none either.
+    if let Err(e) = g.host_git() {
+        failures.push(format!("{e} (while the sandbox lives)"));
+    }
     s.close_all().await;
     drop((editor, s));
     if std::fs::read_to_string(g.ws.join("HEAD")).unwrap() != "ref: refs/heads/main\n" {
         failures.push(format!("[{}] the user's HEAD changed", g.name));
+    }
+    for name in [".git", "objects", "refs", "commondir"] {
+        if std::fs::symlink_metadata(g.ws.join(name)).is_ok() {
+            failures.push(format!(
+                "[{}] the {name} placeholder outlived the tool",
+                g.name
+            ));
+        }
     }
     grounds.push(g);
 
@@ -416,14 +444,23 @@ fn as_unprivileged(engine: Engine) {
 #[test]
 fn the_git_check_finds_a_plant_made_without_the_sandbox() {
     let (_keep, parent) = grounds_dir();
-    for (name, only_git_file) in [("control-bare-root", false), ("control-git-file", true)] {
+    // Each shape alone: the root a bare repository; a `.git` file naming
+    // `inner/`; a valid HEAD whose `commondir` names `inner/`.
+    let shapes: [(&str, fn(&str) -> bool); 3] = [
+        ("control-bare-root", |p| {
+            !p.starts_with("inner/") && p != ".git" && p != "commondir"
+        }),
+        ("control-git-file", |p| {
+            p.starts_with("inner/") || p == ".git"
+        }),
+        ("control-commondir", |p| {
+            p == "HEAD" || p == "commondir" || (p.starts_with("inner/") && p != "inner/HEAD")
+        }),
+    ];
+    for (name, keep) in shapes {
         let g = Ground::new(&parent, name);
         for (path, text) in g.plant() {
-            let at_root = !path.starts_with("inner/");
-            if only_git_file && at_root && path != ".git" {
-                continue;
-            }
-            if !only_git_file && path == ".git" {
+            if !keep(&path) {
                 continue;
             }
             let p = g.ws.join(&path);
@@ -432,8 +469,12 @@ fn the_git_check_finds_a_plant_made_without_the_sandbox() {
         }
         let found = g
             .host_git()
-            .expect_err("the plant made on the host was not found");
-        assert!(found.contains("ran its fsmonitor"), "{found}");
+            .expect_err(&format!("{name}: the plant made on the host was not found"));
+        // (The commondir shape's worktree is not the root's: git finds the
+        // repository and stops there, before the fsmonitor.)
+        if name != "control-commondir" {
+            assert!(found.contains("ran its fsmonitor"), "{found}");
+        }
     }
 }
 
@@ -445,7 +486,7 @@ fn safe_bare_repository_explicit_refuses_only_a_nested_bare_layout() {
     let (_keep, parent) = grounds_dir();
     let g = Ground::new(&parent, "nested");
     for (path, text) in g.plant() {
-        if path == ".git" || path.starts_with("inner/") {
+        if path == ".git" || path == "commondir" || path.starts_with("inner/") {
             continue;
         }
         for dir in ["bare", "sub/.git"] {

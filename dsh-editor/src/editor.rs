@@ -793,6 +793,11 @@ fn fs_error(e: FsError, display: &str) -> EditorError {
             len,
             max: limit,
         },
+        FsError::FileTooLarge { len, limit, .. } => EditorError::FileTooLarge {
+            path: display,
+            len,
+            limit,
+        },
         FsError::Refused { message, .. } => EditorError::Refused(message),
         FsError::Io { source, .. } => EditorError::Io {
             path: display,

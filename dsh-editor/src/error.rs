@@ -181,6 +181,21 @@ pub enum EditorError {
     /// The operating system refused access.
     #[error("Permission denied: {0} cannot be accessed by this tool.")]
     PermissionDenied(String),
+    /// The write would make a file larger than the host lets any process
+    /// write (the shell's `RLIMIT_FSIZE`); nothing was written. The reason
+    /// is the system's own text for it, as a program in the shell reports
+    /// the same write (`File too large`).
+    #[error(
+        "Nothing was written: {path}: File too large (the file would be {len} bytes; no process here may write a file larger than {limit} bytes)."
+    )]
+    FileTooLarge {
+        /// The path.
+        path: String,
+        /// The size the file would have had.
+        len: u64,
+        /// The largest file a process may write, in bytes.
+        limit: u64,
+    },
     /// A policy layer refused the operation; the message is its own.
     #[error("{0}")]
     Refused(String),

@@ -543,6 +543,196 @@ async fn sockets_hidden_paths_and_fifos_through_the_server() {
     assert!(c.finish().await.success());
 }
 
+/// The host's real `git status` in `ws`, as another user than this test's
+/// where it may switch (uid 65534, from root), with `safe.directory=*`:
+/// `Err` when it found a repository or ran a planted fsmonitor (`marker`).
+fn host_git(ws: &Path, marker: &Path) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    let mut command = if unsafe { libc::geteuid() } == 0 {
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            "git",
+        ]);
+        c
+    } else {
+        std::process::Command::new("git")
+    };
+    let out = command
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(ws)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent")
+        .env("GIT_CEILING_DIRECTORIES", ws.parent().unwrap())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || marker.exists() || !stderr.contains("not a git repository") {
+        return Err(format!(
+            "git status found a repository in {} (fsmonitor ran: {}): {stderr}",
+            ws.display(),
+            marker.exists()
+        ));
+    }
+    Ok(())
+}
+
+/// A workspace other users can read, under `/var/tmp`, with a directory
+/// they may write the marker in.
+fn plant_ground() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let ws = dir.path().join("ws");
+    let marks = dir.path().join("marks");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::create_dir(&marks).unwrap();
+    for (p, mode) in [(dir.path(), 0o755), (&ws, 0o755), (&marks, 0o777)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    (dir, ws, marks.join("fsmonitor-ran"))
+}
+
+/// The shell's half of the plant: `objects/`, `refs/`, a `config` with a
+/// `core.fsmonitor`, and its try at `HEAD` (a placeholder is there).
+fn plant_command(marker: &Path) -> String {
+    format!(
+        "mkdir -p objects/info refs/heads; : > objects/info/keep; : > refs/heads/keep; \
+         printf '[core]\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = \"touch {}; :\"\\n' > config; \
+         rmdir HEAD; printf 'ref: refs/heads/main\\n' > HEAD; true",
+        marker.display()
+    )
+}
+
+/// `--one-shot`: the editor and one fresh shell per call, in any order,
+/// leave no repository at a root that had none; after the server exits
+/// another user's `git status` there finds none, and the placeholders are
+/// gone with the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_calls_and_the_editor_plant_no_repository() {
+    let (_dir, ws, marker) = plant_ground();
+    let mut c = Client::start(&ws, &["--sandbox", "workspace-write", "--one-shot"]).await;
+    let head = ws.join("HEAD");
+    let (text, is_error) = c
+        .call(
+            2,
+            "str_replace_editor",
+            json!({"command": "create", "path": head, "file_text": "ref: refs/heads/main\n"}),
+        )
+        .await;
+    assert!(is_error, "{text}");
+    assert_eq!(
+        text,
+        "[sandbox: file access denied under workspace-write mode]"
+    );
+    c.call(3, "bash", json!({"command": plant_command(&marker)}))
+        .await;
+    // Between one-shot calls the placeholder stays.
+    assert!(
+        head.is_dir(),
+        "the HEAD placeholder went with the one-shot shell"
+    );
+    let (text, is_error) = c
+        .call(
+            4,
+            "str_replace_editor",
+            json!({"command": "create", "path": head, "file_text": "ref: refs/heads/main\n"}),
+        )
+        .await;
+    assert!(is_error, "{text}");
+    c.call(5, "bash", json!({"command": plant_command(&marker)}))
+        .await;
+    assert!(c.finish().await.success());
+    assert!(
+        !head.exists() && !ws.join(".git").exists(),
+        "the placeholders outlived the server"
+    );
+    assert!(
+        ws.join("config").is_file(),
+        "the plant's other half did not land"
+    );
+    host_git(&ws, &marker).unwrap();
+}
+
+/// A server killed with `SIGKILL` leaves its placeholders, empty
+/// directories no `git` takes for a repository; a later server keeps them
+/// read-only, and leaves them as it found them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_leaves_no_repository() {
+    let (_dir, ws, marker) = plant_ground();
+    let mut c = Client::start(&ws, &["--sandbox", "workspace-write"]).await;
+    let tag = format!("dsh-crash-{}", std::process::id());
+    let (text, _) = c
+        .call(2, "bash", json!({"command": format!("(exec -a {tag} sleep 1000 &) ; {}", plant_command(&marker))}))
+        .await;
+    assert!(
+        ws.join("HEAD").is_dir() && ws.join(".git").is_dir(),
+        "{text}"
+    );
+    // The shell's tree goes with the server.
+    let started = |tag: &str| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(tag.as_bytes()))
+            })
+            .collect::<Vec<i32>>()
+    };
+    let mut left = started(&tag);
+    for _ in 0..500 {
+        if !left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = started(&tag);
+    }
+    assert!(
+        !left.is_empty(),
+        "the shell's background process did not start"
+    );
+    c.child.kill().await.unwrap();
+    for pid in left.clone() {
+        if gone(pid).await {
+            left.retain(|p| *p != pid);
+        }
+    }
+    for pid in &left {
+        // SAFETY: a process this test's shell started.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(
+        left.is_empty(),
+        "the shell's processes outlived the killed server: {left:?}"
+    );
+    // What is left is no repository.
+    assert!(ws.join("HEAD").is_dir() && ws.join(".git").is_dir());
+    host_git(&ws, &marker).unwrap();
+    // A later server over the leftovers: the plant fails the same way.
+    let mut c = Client::start(&ws, &["--sandbox", "workspace-write"]).await;
+    let (text, is_error) = c
+        .call(
+            2,
+            "str_replace_editor",
+            json!({"command": "create", "path": ws.join(".git"), "file_text": "gitdir: inner\n"}),
+        )
+        .await;
+    assert!(is_error, "{text}");
+    c.call(3, "bash", json!({"command": plant_command(&marker)}))
+        .await;
+    assert!(c.finish().await.success());
+    assert!(
+        ws.join("HEAD").is_dir() && ws.join(".git").is_dir(),
+        "the leftovers were removed"
+    );
+    host_git(&ws, &marker).unwrap();
+}
+
 /// `--backend docker`, driven through the real binary (ignored where no
 /// Docker daemon runs; `.ci/run` runs it).
 mod docker {
@@ -909,6 +1099,25 @@ async fn limit_flags_reach_the_shell_and_unkeepable_ones_stop_the_server() {
         assert!(text.starts_with("77\n"), "{mode}: {text}");
         assert!(text.contains("File too large"), "{mode}: {text}");
         assert!(text.contains("1048576"), "{mode}: {text}");
+        // The editor's writes are bounded the same way: nothing written.
+        let big = ws.path().join(format!("editor-{mode}.txt"));
+        let (text, is_error) = c
+            .call(
+                3,
+                "str_replace_editor",
+                json!({"command": "create", "path": big, "file_text": "x".repeat(2_000_000)}),
+            )
+            .await;
+        assert!(is_error, "{mode}: {text}");
+        assert_eq!(
+            text,
+            format!(
+                "Nothing was written: {}: File too large (the file would be 2000000 bytes; no process here may write a file larger than 1048576 bytes).",
+                big.display()
+            ),
+            "{mode}"
+        );
+        assert!(!big.exists(), "{mode}");
     }
     let mut c = Client::start(
         ws.path(),

@@ -6,9 +6,11 @@
 //! checks, the final link or rename — is relative to a directory descriptor
 //! opened beneath the root, so no rename or symlink swap between the check
 //! and the write can send the write elsewhere: at worst the write fails.
-//! The directory written in is checked against the protected `.git` paths
-//! by identity (device and inode, walking `..` up to the root), so a link
-//! that leads into `.git` is refused too.
+//! The path is refused when it names a protected path (a `.git`, a root's
+//! `HEAD` where the root has no repository), and the directory written in
+//! is checked against the protected paths by identity (device and inode,
+//! walking `..` up to the root), so a link that leads into `.git` is
+//! refused too.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -54,10 +56,18 @@ fn locate<'a>(rules: &'a WriteRules, path: &Path) -> Result<Target<'a>, Outcome>
         .max_by_key(|r| r.as_os_str().len())
         .ok_or(Outcome::Refused)?;
     let rel = real.strip_prefix(root).map_err(|_| Outcome::Refused)?;
-    // The editor never writes in a `.git`, wherever it is.
+    // The editor never writes in a `.git`, wherever it is, nor at a
+    // protected path of the root (its `HEAD` when it has no repository),
+    // by name: what the shell's view keeps read-only, whether or not a
+    // placeholder is there now.
     if rel
         .components()
         .any(|c| c == Component::Normal(".git".as_ref()))
+        || rules
+            .protected
+            .iter()
+            .chain(&crate::policy::git_paths(root))
+            .any(|g| real.starts_with(g))
     {
         return Err(Outcome::Refused);
     }
@@ -222,11 +232,13 @@ fn place(
     })
 }
 
-/// Creates a new file at `path` beneath a writable root.
+/// Creates a new file at `path` beneath a writable root, of at most
+/// `file_size` bytes.
 pub(crate) fn create_new(
     rules: &WriteRules,
     path: &Path,
     data: &[u8],
+    file_size: Option<u64>,
     open_root: OpenRoot<'_>,
 ) -> Result<(), Outcome> {
     let Place { dir, name, .. } = place(rules, path, true, open_root)?;
@@ -234,6 +246,7 @@ pub(crate) fn create_new(
     if dir.symlink_metadata(&name).is_ok() {
         return Err(FsError::AlreadyExists(path.to_owned()).into());
     }
+    FsError::check_file_size(path, data.len() as u64, file_size)?;
     let tmp = temp_name(&name);
     // The process umask applies to 0o666, as `open(2)` would do.
     let file = write_temp(&dir, &tmp, data, 0o666).map_err(io)?;
@@ -247,12 +260,13 @@ pub(crate) fn create_new(
 }
 
 /// Replaces the file at `path` beneath a writable root, if its version is
-/// still `expected`.
+/// still `expected`, with at most `file_size` bytes.
 pub(crate) fn replace(
     rules: &WriteRules,
     path: &Path,
     data: &[u8],
     expected: &Version,
+    file_size: Option<u64>,
     open_root: OpenRoot<'_>,
 ) -> Result<Version, Outcome> {
     let Place {
@@ -284,6 +298,7 @@ pub(crate) fn replace(
         Ok(meta)
     };
     let before = version_now()?;
+    FsError::check_file_size(path, data.len() as u64, file_size)?;
     let tmp = temp_name(&name);
     let file = write_temp(&dir, &tmp, data, 0o600).map_err(io)?;
     let finish = || -> Result<Version, Outcome> {

@@ -41,8 +41,10 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 ///   relative to it, so that no rename or symlink swap made meanwhile can
 ///   send the write elsewhere. A symbolic link whose target leaves the root
 ///   (including any absolute target) is refused, as is any path through a
-///   `.git` or into a protected git directory. The shell's private `/tmp`
-///   is not a writable root for the editor;
+///   `.git` or into a protected git directory, and a root's `HEAD` where
+///   the root has no repository ([`WriteRules::protected`], by name, so
+///   before any shell made its placeholder too). The shell's private
+///   `/tmp` is not a writable root for the editor;
 /// * `danger-full-access`: [`LocalFs`], unrestricted.
 ///
 /// In the restricted modes the editor also refuses `/proc` (the helper's
@@ -52,6 +54,13 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 ///
 /// A refusal is `[sandbox: file access denied under <mode> mode]` and
 /// changes nothing.
+///
+/// In every mode, a write that would make a file larger than
+/// [`SandboxFs::set_file_size`]'s limit (the shell's `RLIMIT_FSIZE`, which
+/// [`SandboxedShell::editor_fs`](crate::SandboxedShell::editor_fs) takes
+/// from the shell config's limits) fails with [`FsError::FileTooLarge`]
+/// (`File too large`, the system's text the shell's programs report for
+/// the same write) and changes nothing.
 ///
 /// Each operation is a system call of this machine (or the helper's
 /// answer): through [`Fs`] it runs on tokio's blocking pool, and
@@ -87,6 +96,9 @@ struct Shared {
     policy: SandboxPolicy,
     workspace: PathBuf,
     rules: Mutex<Arc<WriteRules>>,
+    /// The largest file a write may leave, in bytes (the shell's
+    /// `RLIMIT_FSIZE`).
+    file_size: Mutex<Option<u64>>,
     /// The confined helper that opens files for reads (restricted modes,
     /// Linux): made on the first read.
     #[cfg(target_os = "linux")]
@@ -118,6 +130,7 @@ impl SandboxFs {
                 policy,
                 workspace,
                 rules: Mutex::new(Arc::new(rules)),
+                file_size: Mutex::new(None),
                 #[cfg(target_os = "linux")]
                 reader: Mutex::new(Reader::Unknown),
             }),
@@ -132,6 +145,24 @@ impl SandboxFs {
     /// Switches the mode (the writable roots are resolved again).
     pub fn set_mode(&self, mode: SandboxMode) {
         self.shared.set_mode(mode);
+    }
+
+    /// Bounds every write, in every mode, to files of at most `limit`
+    /// bytes, as the shell's `RLIMIT_FSIZE`
+    /// ([`ResourceLimits::file_size`](dsh_pty::ResourceLimits::file_size))
+    /// bounds its programs' (`None`: no bound, the default). A longer write
+    /// fails with [`FsError::FileTooLarge`] and changes nothing.
+    pub fn set_file_size(&self, limit: Option<u64>) {
+        *self
+            .shared
+            .file_size
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = limit;
+    }
+
+    /// The bound [`SandboxFs::set_file_size`] set.
+    pub fn file_size(&self) -> Option<u64> {
+        self.shared.file_size()
     }
 
     /// Runs `op` on tokio's blocking pool (here, where no runtime runs).
@@ -191,6 +222,10 @@ impl Shared {
             }
             Err(e) => Err(unusable(e.to_string())),
         }
+    }
+
+    fn file_size(&self) -> Option<u64> {
+        *self.file_size.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn rules(&self) -> MutexGuard<'_, Arc<WriteRules>> {
@@ -349,14 +384,19 @@ impl BlockingFs for Shared {
     fn create_new(&self, path: &Path, data: &[u8]) -> Result<(), FsError> {
         let rules = Arc::clone(&self.rules());
         self.check_hidden(path, &rules)?;
+        let limit = self.file_size();
+        let size = || FsError::check_file_size(path, data.len() as u64, limit);
         match rules.mode {
-            SandboxMode::DangerFullAccess => BlockingFs::create_new(&self.local, path, data),
+            SandboxMode::DangerFullAccess => {
+                size()?;
+                BlockingFs::create_new(&self.local, path, data)
+            }
             SandboxMode::ReadOnly => Err(refused(path, &rules)),
             #[cfg(unix)]
             SandboxMode::WorkspaceWrite => {
                 let open_root = self.root_opener(path)?;
                 confined(&rules, path, |r| {
-                    crate::beneath::create_new(r, path, data, &*open_root)
+                    crate::beneath::create_new(r, path, data, limit, &*open_root)
                 })
             }
             #[cfg(not(unix))]
@@ -364,6 +404,7 @@ impl BlockingFs for Shared {
                 if !rules.allows(path) {
                     return Err(refused(path, &rules));
                 }
+                size()?;
                 BlockingFs::create_new(&self.local, path, data)
             }
         }
@@ -372,14 +413,19 @@ impl BlockingFs for Shared {
     fn replace(&self, path: &Path, data: &[u8], expected: &Version) -> Result<Version, FsError> {
         let rules = Arc::clone(&self.rules());
         self.check_hidden(path, &rules)?;
+        let limit = self.file_size();
+        let size = || FsError::check_file_size(path, data.len() as u64, limit);
         match rules.mode {
-            SandboxMode::DangerFullAccess => BlockingFs::replace(&self.local, path, data, expected),
+            SandboxMode::DangerFullAccess => {
+                size()?;
+                BlockingFs::replace(&self.local, path, data, expected)
+            }
             SandboxMode::ReadOnly => Err(refused(path, &rules)),
             #[cfg(unix)]
             SandboxMode::WorkspaceWrite => {
                 let open_root = self.root_opener(path)?;
                 confined(&rules, path, |r| {
-                    crate::beneath::replace(r, path, data, expected, &*open_root)
+                    crate::beneath::replace(r, path, data, expected, limit, &*open_root)
                 })
             }
             #[cfg(not(unix))]
@@ -387,6 +433,7 @@ impl BlockingFs for Shared {
                 if !rules.allows(path) {
                     return Err(refused(path, &rules));
                 }
+                size()?;
                 BlockingFs::replace(&self.local, path, data, expected)
             }
         }

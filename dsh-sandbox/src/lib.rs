@@ -44,8 +44,9 @@
 //!   `/var/run` empty; a minimal `/dev` (null, zero, full, random, urandom,
 //!   tty, a private devpts and `/dev/shm`); a fresh `/proc` of its PID
 //!   namespace with `sys`, `sysrq-trigger`, `irq` and `bus` read-only.
-//!   A writable root without `.git` gets an empty read-only `.git` for the
-//!   shell's lifetime, so that none can be created there (see below).
+//!   A writable root without a repository gets empty read-only `.git` and
+//!   `HEAD` placeholders for its owner's lifetime, so that none can be
+//!   created there (see below).
 //! * **no capabilities** (bounding, permitted, effective, inheritable,
 //!   ambient cleared; securebits locked so that `exec` grants none), and
 //!   `no_new_privs`; no core dumps (`RLIMIT_CORE` of 1 byte, which also
@@ -114,10 +115,14 @@
 //! the restricted modes — but files readable by the caller's uid stay
 //! readable).
 //!
-//! A workspace without `.git`: the empty placeholder directory is made on the
-//! host while the confined shell lives and removed (if still empty) when it
-//! closes; `git init` in the workspace fails with `Read-only file system`.
-//! Git treats an empty `.git` directory as no repository.
+//! A workspace without a repository stays without one, for the shell and the
+//! editor alike: its `.git` and `HEAD` are protected (the editor refuses
+//! them by name), and empty placeholder directories are made there on the
+//! host from the owner's first confined shell until the owner is closed or
+//! the tool dropped (removed then if still empty), bound read-only in the
+//! shell's view; `git init` in the workspace fails with `Read-only file
+//! system`. Git takes neither an empty `.git` nor a directory `HEAD` for a
+//! repository, so what a killed server leaves is none either.
 //!
 //! On macOS, a generated Seatbelt profile runs through
 //! `/usr/bin/sandbox-exec` (compiled and tested only as text here). On other

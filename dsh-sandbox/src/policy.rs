@@ -212,9 +212,11 @@ pub struct WriteRules {
     /// Paths of those roots that stay read-only, whether they exist yet or
     /// not: each root's `.git` as named, the target of a `.git` symlink, and
     /// for a `gitdir:` file its git directory and that directory's common
-    /// directory (where a worktree's hooks live); for a root without `.git`,
-    /// its `HEAD` (with it, `objects/` and `refs/` would make the root a
-    /// bare repository to the host's git).
+    /// directory (where a worktree's hooks live); for a root whose `.git`
+    /// is missing or no git directory, its `HEAD` (with it, `objects/` and
+    /// `refs/` would make the root a bare repository to the host's git),
+    /// and where that `HEAD` is already the user's valid one, its
+    /// `objects`, `refs` and `commondir`.
     pub protected: Vec<PathBuf>,
     /// Whether the shell's private `/tmp` is writable.
     pub tmp: bool,
@@ -322,23 +324,29 @@ pub(crate) fn expand_home(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
 pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
     let git = root.join(".git");
     let mut out = vec![git.clone()];
-    let Ok(meta) = std::fs::symlink_metadata(&git) else {
-        // No repository: git would take the root itself for a bare one if
-        // `HEAD`, `objects/` and `refs/` appeared there. `HEAD` is kept.
-        out.push(root.join("HEAD"));
-        return out;
-    };
-    let git_dir = if meta.is_symlink() {
-        std::fs::canonicalize(&git).ok()
-    } else if meta.is_file() {
-        std::fs::read_to_string(&git).ok().and_then(|text| {
+    let git_dir = match std::fs::symlink_metadata(&git) {
+        Ok(meta) if meta.is_symlink() => std::fs::canonicalize(&git).ok(),
+        Ok(meta) if meta.is_file() => std::fs::read_to_string(&git).ok().and_then(|text| {
             let dir = text.lines().next()?.strip_prefix("gitdir:")?.trim();
             std::fs::canonicalize(root.join(dir)).ok()
-        })
-    } else {
-        None
+        }),
+        Ok(meta) if meta.is_dir() => Some(git.clone()),
+        _ => None,
     };
-    if let Some(dir) = git_dir {
+    // A `.git` that is no git directory (missing, empty — as a crash may
+    // leave the placeholder —, a file naming nothing) does not stop git's
+    // search: it would take the root itself for a bare repository if a
+    // valid `HEAD`, `objects/` and `refs/` appeared there. `HEAD` is kept.
+    if !git_dir.as_deref().is_some_and(is_git_dir) {
+        let head = root.join("HEAD");
+        // A `HEAD` of the user's that git already reads as one (the root is
+        // half a bare repository): what would complete it is kept too.
+        if valid_head(&head) {
+            out.extend(BARE_REST.iter().map(|name| root.join(name)));
+        }
+        out.push(head);
+    }
+    if let Some(dir) = git_dir.filter(|d| *d != git) {
         if let Some(common) = std::fs::read_to_string(dir.join("commondir"))
             .ok()
             .and_then(|c| std::fs::canonicalize(dir.join(c.trim())).ok())
@@ -348,6 +356,38 @@ pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
         out.push(dir);
     }
     out
+}
+
+/// What, beside a valid `HEAD`, makes a directory a bare repository to
+/// git: its `objects/` and `refs/`, or a `commondir` file naming where
+/// they are.
+pub(crate) const BARE_REST: [&str; 3] = ["commondir", "objects", "refs"];
+
+/// Whether git would take the file at `head` for a repository's `HEAD`: a
+/// symbolic link, a `ref:` or an object id (as git's `validate_headref`).
+fn valid_head(head: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(head) else {
+        return false;
+    };
+    if meta.is_symlink() {
+        return true;
+    }
+    if !meta.is_file() {
+        return false;
+    }
+    let mut start = [0u8; 256];
+    let n = std::fs::File::open(head)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut start))
+        .unwrap_or(0);
+    let text = &start[..n];
+    let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
+    text.starts_with(b"ref:") || (first.len() >= 40 && first.iter().all(u8::is_ascii_hexdigit))
+}
+
+/// Whether git could take `dir` for a git directory: it has a `HEAD`
+/// that is not a directory (git reads it as a file or a symlink).
+fn is_git_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| !m.is_dir())
 }
 
 /// The real path `path` names: its longest existing prefix canonicalized

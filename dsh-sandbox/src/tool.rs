@@ -80,19 +80,40 @@ struct Owner {
     /// Held by the job that prepares one of the owner's confined shells
     /// on tokio's blocking pool, from the git placeholders to handing the
     /// result over (or dropping it, when the call that asked was dropped
-    /// meanwhile): the next preparation of the owner starts after the
-    /// last one's placeholders are settled.
+    /// meanwhile): one preparation of the owner at a time.
     preparing: Arc<Mutex<()>>,
+    /// The git placeholders the owner's confined shells needed, kept until
+    /// the owner goes (last: after its shell was killed), so that no
+    /// reset, one-shot call or mode change leaves its roots without them.
+    placeholders: Arc<Mutex<Placeholders>>,
 }
 
 /// A shell, the mode it runs under and what the kernel enforces for it.
 #[derive(Debug)]
 struct Current {
     mode: SandboxMode,
-    // Dropped before the placeholders: the shell is killed first.
     shell: Shell,
     enforcement: Enforcement,
-    _placeholders: Option<Placeholders>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // A shell of the owner killed just now (the tool dropped without
+        // closing it) may still be dying, and could write `HEAD` the moment
+        // its placeholder went: the placeholders stay on disk then, as a
+        // crash leaves them (empty, no repository to git).
+        if self
+            .turn
+            .get_mut()
+            .as_ref()
+            .is_some_and(|c| c.shell.is_running() && !c.shell.handle().is_closed())
+        {
+            self.placeholders
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .leave();
+        }
+    }
 }
 
 impl Owner {
@@ -333,14 +354,16 @@ impl SandboxedShell {
     /// The editor's filesystem for `owner` ([`SandboxFs`]), in the owner's
     /// mode now and following every later [`SandboxedShell::set_mode`],
     /// over the owner's workspace (its own directory, when
-    /// [`SandboxedShell::set_owner_dir`] gave it one): the same one on
-    /// every ask.
+    /// [`SandboxedShell::set_owner_dir`] gave it one), its writes bounded
+    /// by the shell config's [`file_size`](dsh_pty::ResourceLimits::file_size)
+    /// limit as the shell's are: the same one on every ask.
     pub fn editor_fs(&self, owner: &str) -> Arc<SandboxFs> {
         let entry = self.owner(owner);
         let dir = entry.dir();
         let fs = entry.fs.get_or_init(|| {
             let workspace = dir.as_deref().unwrap_or(&self.config.shell.start_dir);
             let fs = SandboxFs::new(self.config.policy.clone(), workspace);
+            fs.set_file_size(self.config.shell.limits.file_size);
             if let Some(mode) = *entry.mode() {
                 fs.set_mode(mode);
             }
@@ -450,18 +473,18 @@ impl SandboxedShell {
                 mode,
                 shell: Shell::new(shell)?,
                 enforcement: Enforcement::none(),
-                _placeholders: None,
             });
         }
         let policy = self.config.policy.clone();
         let namespaces = !self.weaker.load(Ordering::Relaxed);
         let preparing = Arc::clone(&entry.preparing);
+        let placeholders = Arc::clone(&entry.placeholders);
         let (made_tx, made_rx) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
             let _serial = preparing.lock().unwrap_or_else(|p| p.into_inner());
-            let made = prepare(shell, &policy, &start_dir, mode, namespaces);
-            // A dropped call no longer waits: what was made (the
-            // placeholders) is undone here, before the next preparation.
+            let made = prepare(shell, &policy, &start_dir, mode, namespaces, &placeholders);
+            // A dropped call no longer waits: the shell (not started) is
+            // dropped here; the placeholders stay with the owner.
             if let Err(unwanted) = made_tx.send(made) {
                 drop(unwanted);
             }
@@ -664,15 +687,18 @@ fn prepare(
     start_dir: &Path,
     mode: SandboxMode,
     namespaces: bool,
+    placeholders: &Mutex<Placeholders>,
 ) -> Result<Current, SandboxError> {
     let rules = WriteRules::new(policy, mode, start_dir);
-    let placeholders = Placeholders::create(&rules);
+    placeholders
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .merge(Placeholders::create(&rules));
     let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces)?;
     Ok(Current {
         mode,
         shell: Shell::new(shell)?,
         enforcement,
-        _placeholders: Some(placeholders),
     })
 }
 

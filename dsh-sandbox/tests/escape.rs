@@ -22,6 +22,8 @@
 )]
 
 mod common;
+#[path = "escape/git_plant.rs"]
+mod git_plant;
 use common::visible_tmp;
 
 use std::collections::BTreeMap;
@@ -1979,7 +1981,23 @@ fn as_unprivileged(engine: Engine) {
         .tempdir_in("/var/tmp")
         .unwrap();
     std::os::unix::fs::chown(dir.path(), Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
-    for up in dir.path().ancestors().skip(1) {
+    let stdout = run_as_unprivileged(test, dir.path());
+    let summary = stdout.lines().find(|l| {
+        l.contains(&format!(
+            "techniques held as uid {UNPRIVILEGED} ({engine:?})"
+        ))
+    });
+    let Some(summary) = summary else {
+        panic!("the suite did not run as uid {UNPRIVILEGED}:\n{stdout}");
+    };
+    println!("{summary}");
+}
+
+/// Runs the test named `test` (exactly) in a copy of this binary as the
+/// unprivileged user, in `dir` (which that user owns, under `/var/tmp`,
+/// passed as `DSH_ESCAPE_DIR`); asserts it passed and returns its output.
+fn run_as_unprivileged(test: &str, dir: &Path) -> String {
+    for up in dir.ancestors().skip(1) {
         let mode = std::fs::metadata(up).unwrap().mode();
         assert!(
             mode & 0o001 != 0,
@@ -1987,7 +2005,7 @@ fn as_unprivileged(engine: Engine) {
             up.display()
         );
     }
-    let copy = dir.path().join("escape");
+    let copy = dir.join("escape");
     std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
     let mut command = std::process::Command::new(&copy);
     command
@@ -2000,7 +2018,7 @@ fn as_unprivileged(engine: Engine) {
         ])
         .env("HOME", "/tmp")
         .env("TMPDIR", "/tmp")
-        .env("DSH_ESCAPE_DIR", dir.path())
+        .env("DSH_ESCAPE_DIR", dir)
         .current_dir("/tmp")
         .uid(UNPRIVILEGED)
         .gid(UNPRIVILEGED);
@@ -2021,15 +2039,7 @@ fn as_unprivileged(engine: Engine) {
         output.status.success(),
         "as uid {UNPRIVILEGED}:\n{stdout}\n{stderr}"
     );
-    let summary = stdout.lines().find(|l| {
-        l.contains(&format!(
-            "techniques held as uid {UNPRIVILEGED} ({engine:?})"
-        ))
-    });
-    let Some(summary) = summary else {
-        panic!("the suite did not run as uid {UNPRIVILEGED}:\n{stdout}\n{stderr}");
-    };
-    println!("{summary}");
+    stdout.into_owned()
 }
 
 /// The suite can fail: against a shell without a sandbox it reports the

@@ -73,6 +73,68 @@ async fn open_files_and_file_size_hold_for_the_whole_tree_in_every_mode() {
     }
 }
 
+/// The editor of the tool ([`SandboxedShell::editor_fs`]) writes within
+/// the shell's file size limit in every mode: a longer `create`,
+/// `str_replace` or `insert` is refused with `File too large` (the text
+/// the shell's programs report for the same write) and leaves the file
+/// byte-for-byte as it was; a file of exactly the limit is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_writes_within_the_file_size_limit_in_every_mode() {
+    const MIB: usize = 1 << 20;
+    for mode in MODES {
+        let (_dir, ws) = workspace();
+        let s = shell(
+            &ws,
+            mode,
+            ResourceLimits::default().file_size(Some(MIB as u64)),
+        );
+        let editor = dsh_editor::Editor::new(s.editor_fs("agent"));
+        let call = |args: serde_json::Value| {
+            let editor = editor.clone();
+            async move { editor.execute(&args).await.map_err(|e| e.to_string()) }
+        };
+        let too_large = |path: &Path, len: usize| {
+            format!(
+                "Nothing was written: {}: File too large (the file would be {len} bytes; no process here may write a file larger than {MIB} bytes).",
+                path.display()
+            )
+        };
+        // A 2 MB create: refused, nothing there.
+        let big = ws.join("big.txt");
+        let text = "x".repeat(2_000_000);
+        let out = call(json!({"command": "create", "path": big, "file_text": text})).await;
+        assert_eq!(out, Err(too_large(&big, 2_000_000)), "{mode}");
+        assert!(!big.exists(), "{mode}");
+        // Exactly the limit is allowed, as under RLIMIT_FSIZE.
+        let full = ws.join("full.txt");
+        let text = format!("{}tail", "y".repeat(MIB - 4));
+        call(json!({"command": "create", "path": full, "file_text": text}))
+            .await
+            .unwrap();
+        assert_eq!(std::fs::metadata(&full).unwrap().len(), MIB as u64);
+        // Edits that would pass it: refused, the file unchanged.
+        let before = std::fs::read(&full).unwrap();
+        let out = call(
+            json!({"command": "str_replace", "path": full, "old_str": "tail", "new_str": "tails"}),
+        )
+        .await;
+        assert_eq!(out, Err(too_large(&full, MIB + 1)), "{mode}");
+        let out =
+            call(json!({"command": "insert", "path": full, "insert_line": 0, "new_str": "z"}))
+                .await;
+        assert_eq!(out, Err(too_large(&full, MIB + 2)), "{mode}");
+        assert_eq!(std::fs::read(&full).unwrap(), before, "{mode}");
+        // The shell's own program reports the same reason for the same write.
+        let out = run(
+            &s,
+            &format!("head -c 2000000 /dev/zero > {}/shell.bin", ws.display()),
+        )
+        .await;
+        assert!(out.contains("File too large"), "{mode}: {out}");
+        s.close_all().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_private_tmp_holds_its_size_and_inodes() {
     let (_dir, ws) = workspace();

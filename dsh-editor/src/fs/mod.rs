@@ -121,6 +121,18 @@ pub enum FsError {
         /// The limit.
         limit: u64,
     },
+    /// A write of `len` bytes would make a file larger than the largest
+    /// file the host lets a process write (`limit`, as `RLIMIT_FSIZE`);
+    /// nothing was written.
+    #[error("{}: File too large ({len} bytes, the limit is {limit})", path.display())]
+    FileTooLarge {
+        /// The path concerned.
+        path: PathBuf,
+        /// The size the file would have had.
+        len: u64,
+        /// The largest file a process may write, in bytes.
+        limit: u64,
+    },
     /// A policy layer refused the operation; the message is shown to the model verbatim.
     #[error("{message}")]
     Refused {
@@ -151,6 +163,20 @@ impl FsError {
             });
         }
         Ok(())
+    }
+
+    /// [`FsError::FileTooLarge`] when writing `len` bytes at `path` would
+    /// pass `limit` (a file of exactly `limit` bytes may be written, as
+    /// under `RLIMIT_FSIZE`).
+    pub fn check_file_size(path: &Path, len: u64, limit: Option<u64>) -> Result<(), FsError> {
+        match limit {
+            Some(limit) if len > limit => Err(FsError::FileTooLarge {
+                path: path.to_owned(),
+                len,
+                limit,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Maps an `io::Error` on `path` to the matching variant.

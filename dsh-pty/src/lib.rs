@@ -90,7 +90,7 @@ pub use backend::{Foreground, InputMode, Leader, PtyBackend, PtySession, default
 pub use error::PtyError;
 pub use exit::ExitStatus;
 pub use limits::{
-    CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport, ResourceLimits,
+    CgroupParent, CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport, ResourceLimits,
     format_bytes, parse_size,
 };
 pub use output::OutputStream;

@@ -68,12 +68,10 @@ pub struct ResourceLimits {
     /// The largest file a process may write, in bytes (`RLIMIT_FSIZE`: a
     /// write past it fails with `EFBIG`; the signal `SIGXFSZ` is ignored).
     pub file_size: Option<u64>,
-    /// Where sessions' cgroups are made: a path inside the cgroup hierarchy,
-    /// as Docker's `--cgroup-parent` (e.g. `/dsh` or
-    /// `/system.slice/agents.service`), made if missing; a path under the
-    /// cgroup mount (`/sys/fs/cgroup/dsh`) means the same. `None`: no cgroup
-    /// is made, and limits that need one are not held.
-    pub cgroup_parent: Option<PathBuf>,
+    /// Where sessions' cgroups are made ([`CgroupParent`]: a path, or the
+    /// cgroup delegated to this process). `None`: no cgroup is made, and
+    /// limits that need one are not held.
+    pub cgroup_parent: Option<CgroupParent>,
     /// Run with the limits that hold instead of failing when one cannot be
     /// kept.
     pub best_effort: bool,
@@ -102,8 +100,87 @@ setters! {
     tmp_inodes: Option<u64>,
     open_files: Option<u64>,
     file_size: Option<u64>,
-    cgroup_parent: Option<PathBuf>,
+    cgroup_parent: Option<CgroupParent>,
     best_effort: bool,
+}
+
+/// Where the sessions' cgroups are made.
+///
+/// Written as text (the CLI's `--cgroup-parent`, the serde form): `auto` is
+/// [`CgroupParent::Auto`], anything else a [`CgroupParent::Path`] (a
+/// cgroup literally named `auto` is `/auto`).
+///
+/// ```
+/// use dsh_pty::CgroupParent;
+/// assert_eq!("auto".parse(), Ok(CgroupParent::Auto));
+/// assert_eq!("/dsh".parse(), Ok(CgroupParent::Path("/dsh".into())));
+/// assert_eq!(CgroupParent::from("/dsh").to_string(), "/dsh");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(from = "PathBuf", into = "PathBuf")
+)]
+#[non_exhaustive]
+pub enum CgroupParent {
+    /// A path inside the cgroup hierarchy, as Docker's `--cgroup-parent`
+    /// (e.g. `/dsh` or `/system.slice/agents.service`), made if missing
+    /// (with the controllers turned on from the hierarchy's root down to
+    /// it); a path under the cgroup mount (`/sys/fs/cgroup/dsh`) means the
+    /// same.
+    Path(PathBuf),
+    /// The cgroup this process runs in, when it is delegated to it (cgroup
+    /// v2: a systemd unit or scope with `Delegate=yes`, a container with a
+    /// cgroup namespace of its own; see docs/limits.md, "Delegated
+    /// cgroups"). At the first session's spawn the process moves itself
+    /// into a leaf of it, `dsh-PID-self` (v2 lets only a cgroup without
+    /// processes give controllers to its children), and the sessions'
+    /// cgroups are made beside that leaf. Not delegated: the limits that
+    /// need a cgroup are refused (or, best effort, not held), saying why.
+    Auto,
+}
+
+impl From<PathBuf> for CgroupParent {
+    fn from(path: PathBuf) -> Self {
+        if path.as_os_str() == "auto" {
+            CgroupParent::Auto
+        } else {
+            CgroupParent::Path(path)
+        }
+    }
+}
+
+impl From<&str> for CgroupParent {
+    fn from(text: &str) -> Self {
+        PathBuf::from(text).into()
+    }
+}
+
+impl From<CgroupParent> for PathBuf {
+    fn from(parent: CgroupParent) -> Self {
+        match parent {
+            CgroupParent::Path(path) => path,
+            CgroupParent::Auto => PathBuf::from("auto"),
+        }
+    }
+}
+
+impl std::str::FromStr for CgroupParent {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(text.into())
+    }
+}
+
+impl fmt::Display for CgroupParent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CgroupParent::Path(path) => write!(f, "{}", path.display()),
+            CgroupParent::Auto => f.write_str("auto"),
+        }
+    }
 }
 
 impl ResourceLimits {
@@ -195,6 +272,9 @@ pub(crate) fn report_with(
             why: whys.join("; "),
         });
     }
+    if !missing.is_empty() {
+        report.why_not_held = whys.join("; ");
+    }
     Ok(report)
 }
 
@@ -263,6 +343,10 @@ pub enum Held {
 pub struct LimitsReport {
     /// Each requested limit and how it is kept.
     pub limits: Vec<(Limit, Held)>,
+    /// Why the limits marked [`Held::NotHeld`] are not held, as the end of a
+    /// sentence (e.g. what is missing for a cgroup); empty when every
+    /// limit holds.
+    pub why_not_held: String,
 }
 
 impl LimitsReport {

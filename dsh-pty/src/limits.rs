@@ -212,6 +212,27 @@ impl ResourceLimits {
         .filter_map(|(limit, value)| value.map(|v| (limit, v)))
     }
 
+    /// Takes the delegated cgroup now, when [`ResourceLimits::cgroup_parent`]
+    /// is [`CgroupParent::Auto`] and a limit needs a cgroup: this process
+    /// moves into its leaf (what the first session's spawn would otherwise
+    /// do), so that a server fails at its start, not at its first command.
+    /// Anything else: nothing to do.
+    ///
+    /// Fails with [`LimitsError::NotHeld`] (naming why, and where the
+    /// recipes are) when the cgroup is not delegated or cannot be taken,
+    /// unless [`ResourceLimits::best_effort`] is set; then the sessions run
+    /// without it and [`ResourceLimits::check`] says so.
+    pub fn prepare(&self) -> Result<(), LimitsError> {
+        #[cfg(target_os = "linux")]
+        {
+            crate::unix::cgroup::prepare(self)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Ok(())
+        }
+    }
+
     /// What would hold for a session spawned with these limits by the native
     /// backend on this machine, without making anything: the cgroup
     /// hierarchy is read (the mount table, the controllers the parent

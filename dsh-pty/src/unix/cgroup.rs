@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::limits::{
-    CgroupParent, CgroupVersion, LimitEvents, LimitsError, LimitsReport, ResourceLimits,
+    CgroupParent, CgroupVersion, Limit, LimitEvents, LimitsError, LimitsReport, ResourceLimits,
 };
 
 /// A cgroup controller this crate uses.
@@ -248,6 +248,26 @@ pub(crate) fn plan(
     };
     let report = crate::limits::report_with(limits, version.clone())?;
     Ok((report, placement.and_then(Result::ok)))
+}
+
+/// [`ResourceLimits::prepare`] on Linux.
+pub(crate) fn prepare(limits: &ResourceLimits) -> Result<(), LimitsError> {
+    let needed = needed(limits);
+    if limits.cgroup_parent != Some(CgroupParent::Auto) || needed.is_empty() {
+        return Ok(());
+    }
+    match place(limits, true) {
+        Ok(_) => Ok(()),
+        Err(_) if limits.best_effort => Ok(()),
+        Err(why) => Err(LimitsError::NotHeld {
+            limits: limits
+                .requested()
+                .map(|(limit, _)| limit)
+                .filter(|l| matches!(l, Limit::Pids | Limit::Memory | Limit::Cpu))
+                .collect(),
+            why,
+        }),
+    }
 }
 
 /// [`ResourceLimits::check`] on Linux.

@@ -292,17 +292,33 @@ fn limit_lines(limits: &dsh_pty::ResourceLimits, report: &dsh_pty::LimitsReport)
                         report.why_not_held
                     ));
                 }
-                (Limit::Pids, Held::Cgroup(_)) => "each shell's cgroup (pids.max), for its whole tree",
-                (Limit::Memory, Held::Cgroup(_)) if v1 => "each shell's cgroup (memory.limit_in_bytes), for its whole tree",
-                (Limit::Memory, Held::Cgroup(_)) => "each shell's cgroup (memory.max, memory.swap.max 0), for its whole tree",
-                (Limit::Cpu, Held::Cgroup(_)) if v1 => "each shell's cgroup (cpu.cfs_quota_us), for its whole tree",
-                (Limit::Cpu, Held::Cgroup(_)) => "each shell's cgroup (cpu.max), for its whole tree",
-                (Limit::Memory, Held::Rlimit) => "RLIMIT_AS, per process (its address space), not for the whole tree",
+                (Limit::Pids, Held::Cgroup(_)) => {
+                    "each shell's cgroup (pids.max), for its whole tree"
+                }
+                (Limit::Memory, Held::Cgroup(_)) if v1 => {
+                    "each shell's cgroup (memory.limit_in_bytes), for its whole tree"
+                }
+                (Limit::Memory, Held::Cgroup(_)) => {
+                    "each shell's cgroup (memory.max, memory.swap.max 0), for its whole tree"
+                }
+                (Limit::Cpu, Held::Cgroup(_)) if v1 => {
+                    "each shell's cgroup (cpu.cfs_quota_us), for its whole tree"
+                }
+                (Limit::Cpu, Held::Cgroup(_)) => {
+                    "each shell's cgroup (cpu.max), for its whole tree"
+                }
+                (Limit::Memory, Held::Rlimit) => {
+                    "RLIMIT_AS, per process (its address space), not for the whole tree"
+                }
                 (Limit::OpenFiles, Held::Rlimit) => "RLIMIT_NOFILE, per process",
                 (Limit::FileSize, Held::Rlimit) => "RLIMIT_FSIZE, per process",
                 (Limit::TmpSize, Held::Tmpfs) => "the private /tmp's tmpfs (size=)",
                 (Limit::TmpInodes, Held::Tmpfs) => "the private /tmp's tmpfs (nr_inodes=)",
-                _ => return Some(format!("dsh-mcp: the {limit} ({amount}) is held ({held:?})")),
+                _ => {
+                    return Some(format!(
+                        "dsh-mcp: the {limit} ({amount}) is held ({held:?})"
+                    ));
+                }
             };
             Some(format!("dsh-mcp: the {limit} ({amount}) is held by {by}"))
         })

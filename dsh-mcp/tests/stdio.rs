@@ -928,7 +928,10 @@ async fn best_effort_limits_say_on_stderr_what_holds_by_what() {
             .unwrap();
         assert!(out.status.success(), "{mode}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("dsh-mcp: the ")).collect();
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("dsh-mcp: the "))
+            .collect();
         assert_eq!(lines, want, "{mode}: {err}");
     }
     // Without the flag, nothing is said: the same limits stop the server.

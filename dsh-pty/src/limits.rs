@@ -4,7 +4,8 @@
 //!
 //! A limit on processes, memory or CPU is kept by a **cgroup per session**
 //! (cgroup v2, or v1's `pids`, `memory`, `cpu` and `freezer` hierarchies),
-//! made beneath [`ResourceLimits::cgroup_parent`]. The session's first
+//! made beneath [`ResourceLimits::cgroup_parent`] (a path, or
+//! [`CgroupParent::Auto`]: the cgroup v2 delegated to this process). The session's first
 //! process joins it between `fork` and `exec`, so everything it starts,
 //! however it double-forks, is counted and is ended with it (`cgroup.kill`,
 //! or freeze-and-kill on v1). Open files and the largest file are rlimits

@@ -553,11 +553,20 @@ mod delegated {
     async fn auto_holds_memory_and_processes_in_the_cgroup_delegated_to_the_process() {
         let delegated = layout();
         assert!(delegated.starts_with('/'), "{delegated}");
-        assert_eq!(own_cgroup(), delegated, "the test starts in the delegated cgroup");
-        let limits = auto().memory(Some(256 << 20)).pids(Some(64));
+        assert_eq!(
+            own_cgroup(),
+            delegated,
+            "the test starts in the delegated cgroup"
+        );
+        // Small, and Debian's Python rather than a shim: the VM emulates
+        // its CPU.
+        let limits = auto().memory(Some(128 << 20)).pids(Some(64));
         // Only looked at: nothing moves.
         let report = limits.check().unwrap();
-        assert_eq!(report.held(Limit::Memory), Some(Held::Cgroup(CgroupVersion::V2)));
+        assert_eq!(
+            report.held(Limit::Memory),
+            Some(Held::Cgroup(CgroupVersion::V2))
+        );
         assert_eq!(own_cgroup(), delegated);
         // Taken: the process moves into a leaf; twice is once.
         limits.prepare().unwrap();
@@ -576,9 +585,11 @@ mod delegated {
                 Some(Held::Cgroup(CgroupVersion::V2)),
                 "{mode}"
             );
+            // The sleeps are ended before it exits: the memory hog below
+            // needs processes of its own.
             let bomb = run(
                 &s,
-                "python3 -c 'import subprocess\nn = 0\nfor i in range(200):\n    try:\n        subprocess.Popen([\"sleep\", \"1002\"]); n += 1\n    except OSError:\n        pass\nprint(n)'",
+                "/usr/bin/python3 -c 'import subprocess\nps = []\nfor i in range(100):\n    try:\n        ps.append(subprocess.Popen([\"sleep\", \"1002\"]))\n    except OSError:\n        pass\nprint(len(ps))\nfor p in ps:\n    p.kill(); p.wait()'",
             )
             .await;
             eprintln!("{mode}: the fork bomb: {bomb:?}");
@@ -590,13 +601,13 @@ mod delegated {
             );
             let hog = run(
                 &s,
-                "python3 -c \"b = b'x' * (1 << 30); print('allocated', len(b))\"",
+                "/usr/bin/python3 -c \"b = b'x' * (1 << 29); print('allocated', len(b))\"",
             )
             .await;
             eprintln!("{mode}: the memory hog: {hog:?}");
             assert!(!hog.contains("allocated"), "{mode}: {hog}");
             assert!(
-                hog.contains("[killed: memory limit of 256 MiB reached]"),
+                hog.contains("[killed: memory limit of 128 MiB reached]"),
                 "{mode}: {hog}"
             );
             assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");
@@ -651,7 +662,9 @@ mod delegated {
             let s = shell(&ws, mode, limits.clone());
             assert_eq!(
                 s.enforcement(mode).unwrap_err().to_string(),
-                format!("the process limit and the memory limit cannot be enforced: {why}; the command was not run."),
+                format!(
+                    "the process limit and the memory limit cannot be enforced: {why}; the command was not run."
+                ),
                 "{mode}"
             );
             let out = run(&s, "echo ran > ran").await;

@@ -452,10 +452,8 @@ mod tests {
     #[test]
     fn a_read_only_mount_or_no_cgroup2_is_refused() {
         let mut f = fake(SCOPE, "memory\n");
-        f.view.mountinfo = MOUNTINFO_V2.replace(
-            "/sys/fs/cgroup rw,nosuid",
-            "/sys/fs/cgroup ro,nosuid",
-        );
+        f.view.mountinfo =
+            MOUNTINFO_V2.replace("/sys/fs/cgroup rw,nosuid", "/sys/fs/cgroup ro,nosuid");
         assert_eq!(
             inspect(&f.view, &[Controller::Memory])
                 .unwrap_err()
@@ -463,7 +461,8 @@ mod tests {
             "the cgroup2 hierarchy at /sys/fs/cgroup is mounted read-only"
         );
         // cgroup v1 only (the v1 lines of /proc/self/cgroup, no `0::`).
-        f.view.mountinfo = "32 31 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n".to_owned();
+        f.view.mountinfo =
+            "32 31 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n".to_owned();
         f.view.self_cgroup = "4:memory:/\n".to_owned();
         assert!(matches!(
             inspect(&f.view, &[Controller::Memory]),

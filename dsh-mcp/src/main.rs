@@ -212,8 +212,9 @@ struct Args {
 
     /// Each shell's process tree may use this much memory (`256m`, `2g`;
     /// Docker's syntax), tmpfs pages included, no swap; a process past it is
-    /// killed and the call says so. Locally this needs `--cgroup-parent`;
-    /// with `--backend docker`, `--image` (the container's limit).
+    /// killed and the call says so. Locally this needs `--cgroup-parent`
+    /// (`auto` in a delegated cgroup); with `--backend docker`, `--image`
+    /// (the container's limit).
     #[arg(long, env = "DSH_MEMORY", value_name = "SIZE", value_parser = dsh_pty::parse_size)]
     memory: Option<u64>,
 
@@ -244,16 +245,84 @@ struct Args {
     #[arg(long, env = "DSH_FILE_SIZE", value_name = "SIZE", value_parser = dsh_pty::parse_size)]
     file_size: Option<u64>,
 
-    /// The cgroup under which each local shell gets its own (a path inside
-    /// the hierarchy, as Docker's `--cgroup-parent`: `/dsh`, made if
-    /// missing). Needed for `--memory`, `--pids-limit` and `--cpus` locally.
-    #[arg(long, env = "DSH_CGROUP_PARENT", value_name = "PATH")]
-    cgroup_parent: Option<PathBuf>,
+    /// The cgroup under which each local shell gets its own: a path inside
+    /// the hierarchy, as Docker's `--cgroup-parent` (`/dsh`, made if
+    /// missing), or `auto`: the cgroup v2 this server was started in, when
+    /// it is delegated to it (systemd's `Delegate=yes`, e.g. `systemd-run
+    /// --user --scope -p Delegate=yes dsh-mcp ...`, or a container's own
+    /// cgroup namespace); the server moves into a leaf of it at start and
+    /// the shells' cgroups go beside it (docs/limits.md, "Delegated
+    /// cgroups"). Needed for `--memory`, `--pids-limit` and `--cpus` locally.
+    #[arg(long, env = "DSH_CGROUP_PARENT", value_name = "PATH|auto", value_parser = parse_cgroup_parent)]
+    cgroup_parent: Option<dsh_pty::CgroupParent>,
 
     /// Run with the limits that can be kept here instead of refusing to start
-    /// when one cannot.
+    /// when one cannot; at start, stderr says how each limit is kept and
+    /// which is not kept at all.
     #[arg(long, env = "DSH_BEST_EFFORT_LIMITS")]
     best_effort_limits: bool,
+}
+
+/// `--cgroup-parent`: `auto` or a path.
+fn parse_cgroup_parent(text: &str) -> Result<dsh_pty::CgroupParent, String> {
+    if text.is_empty() {
+        return Err("an empty cgroup parent: give a path such as /dsh, or auto".to_owned());
+    }
+    Ok(text.into())
+}
+
+/// `--best-effort-limits`' lines on stderr: how each requested limit of
+/// `limits` is kept, from the sandbox's `report`.
+fn limit_lines(limits: &dsh_pty::ResourceLimits, report: &dsh_pty::LimitsReport) -> Vec<String> {
+    use dsh_pty::{CgroupVersion, Held, Limit, format_bytes};
+    limits
+        .requested()
+        .filter_map(|(limit, value)| {
+            let held = report.held(limit)?;
+            let amount = match limit {
+                Limit::Memory | Limit::TmpSize | Limit::FileSize => format_bytes(value),
+                Limit::Cpu => format!("{} CPUs", value as f64 / 1000.0),
+                _ => value.to_string(),
+            };
+            let v1 = matches!(held, Held::Cgroup(CgroupVersion::V1));
+            let by = match (limit, held) {
+                (_, Held::NotHeld) => {
+                    return Some(format!(
+                        "dsh-mcp: the {limit} ({amount}) is not held at all: {}",
+                        report.why_not_held
+                    ));
+                }
+                (Limit::Pids, Held::Cgroup(_)) => {
+                    "each shell's cgroup (pids.max), for its whole tree"
+                }
+                (Limit::Memory, Held::Cgroup(_)) if v1 => {
+                    "each shell's cgroup (memory.limit_in_bytes), for its whole tree"
+                }
+                (Limit::Memory, Held::Cgroup(_)) => {
+                    "each shell's cgroup (memory.max, memory.swap.max 0), for its whole tree"
+                }
+                (Limit::Cpu, Held::Cgroup(_)) if v1 => {
+                    "each shell's cgroup (cpu.cfs_quota_us), for its whole tree"
+                }
+                (Limit::Cpu, Held::Cgroup(_)) => {
+                    "each shell's cgroup (cpu.max), for its whole tree"
+                }
+                (Limit::Memory, Held::Rlimit) => {
+                    "RLIMIT_AS, per process (its address space), not for the whole tree"
+                }
+                (Limit::OpenFiles, Held::Rlimit) => "RLIMIT_NOFILE, per process",
+                (Limit::FileSize, Held::Rlimit) => "RLIMIT_FSIZE, per process",
+                (Limit::TmpSize, Held::Tmpfs) => "the private /tmp's tmpfs (size=)",
+                (Limit::TmpInodes, Held::Tmpfs) => "the private /tmp's tmpfs (nr_inodes=)",
+                _ => {
+                    return Some(format!(
+                        "dsh-mcp: the {limit} ({amount}) is held ({held:?})"
+                    ));
+                }
+            };
+            Some(format!("dsh-mcp: the {limit} ({amount}) is held by {by}"))
+        })
+        .collect()
 }
 
 /// `--cpus`: a positive number of CPUs.
@@ -563,7 +632,15 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
     // A remote backend's limits are the container's, set when it was made.
     let config = match &place.backend {
         Some(backend) => config.backend(Arc::clone(backend)),
-        None => config.limits(args.limits()),
+        None => {
+            // `--cgroup-parent auto`: the server moves into its leaf now,
+            // and a cgroup that cannot be taken stops it here.
+            if let Err(err) = args.limits().prepare() {
+                eprintln!("dsh-mcp: {err}");
+                return ExitCode::FAILURE;
+            }
+            config.limits(args.limits())
+        }
     };
     let policy = SandboxPolicy::default()
         .mode(args.sandbox)
@@ -602,9 +679,17 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
         }
     };
     // Limits that cannot be kept stop the server now, not at the first call.
-    if let Err(err @ dsh_sandbox::SandboxError::Limits(_)) = shell.enforcement(policy.mode) {
-        eprintln!("dsh-mcp: {err}");
-        return ExitCode::FAILURE;
+    match shell.enforcement(policy.mode) {
+        Err(err @ dsh_sandbox::SandboxError::Limits(_)) => {
+            eprintln!("dsh-mcp: {err}");
+            return ExitCode::FAILURE;
+        }
+        Ok(enforcement) if place.backend.is_none() && args.best_effort_limits => {
+            for line in limit_lines(&args.limits(), &enforcement.limits) {
+                eprintln!("{line}");
+            }
+        }
+        _ => {}
     }
     let fs: Arc<dyn Fs> = match &place.fs {
         Some(fs) => Arc::clone(fs),

@@ -1077,6 +1077,66 @@ async fn files_as_stdio_work_too() {
     );
 }
 
+/// `--best-effort-limits` says on stderr, once at start, how each limit is
+/// kept and which is not kept at all (here, with no cgroup parent: memory
+/// by `RLIMIT_AS`, processes not at all, and why), and the server serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_effort_limits_say_on_stderr_what_holds_by_what() {
+    let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
+    let not_held = "dsh-mcp: the process limit (50) is not held at all: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md)";
+    let memory = "dsh-mcp: the memory limit (256 MiB) is held by RLIMIT_AS, per process (its address space), not for the whole tree";
+    for (mode, extra, want) in [
+        ("danger-full-access", &[][..], vec![not_held, memory]),
+        (
+            "workspace-write",
+            &["--tmp-size", "64m", "--open-files", "99"][..],
+            vec![
+                not_held,
+                memory,
+                "dsh-mcp: the /tmp size limit (64 MiB) is held by the private /tmp's tmpfs (size=)",
+                "dsh-mcp: the open-file limit (99) is held by RLIMIT_NOFILE, per process",
+            ],
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .args([
+                "--sandbox",
+                mode,
+                "--best-effort-limits",
+                "--memory",
+                "256m",
+                "--pids-limit",
+                "50",
+            ])
+            .args(extra)
+            .arg("--workspace")
+            .arg(ws.path())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{mode}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("dsh-mcp: the "))
+            .collect();
+        assert_eq!(lines, want, "{mode}: {err}");
+    }
+    // Without the flag, nothing is said: the same limits stop the server.
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        .args(["--memory", "256m", "--pids-limit", "50", "--workspace"])
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("is held by"), "{err}");
+}
+
 /// The limit flags reach the local shell in every mode (rlimits and the
 /// private `/tmp` here; the cgroup ones are the VM's tests), and a limit
 /// that cannot be kept stops the server before it serves.
@@ -1136,7 +1196,7 @@ async fn limit_flags_reach_the_shell_and_unkeepable_ones_stop_the_server() {
     for (args, want) in [
         (
             vec!["--memory", "256m"],
-            "dsh-mcp: the memory limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`); the command was not run.\n",
+            "dsh-mcp: the memory limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md); the command was not run.\n",
         ),
         (
             vec!["--tmp-size", "64m"],

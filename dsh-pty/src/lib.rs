@@ -90,8 +90,8 @@ pub use backend::{Foreground, InputMode, Leader, PtyBackend, PtySession, default
 pub use error::PtyError;
 pub use exit::ExitStatus;
 pub use limits::{
-    CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport, ResourceLimits,
-    format_bytes, parse_size,
+    CgroupParent, CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport,
+    ResourceLimits, format_bytes, parse_size,
 };
 pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};

@@ -4,7 +4,8 @@
 //!
 //! A limit on processes, memory or CPU is kept by a **cgroup per session**
 //! (cgroup v2, or v1's `pids`, `memory`, `cpu` and `freezer` hierarchies),
-//! made beneath [`ResourceLimits::cgroup_parent`]. The session's first
+//! made beneath [`ResourceLimits::cgroup_parent`] (a path, or
+//! [`CgroupParent::Auto`]: the cgroup v2 delegated to this process). The session's first
 //! process joins it between `fork` and `exec`, so everything it starts,
 //! however it double-forks, is counted and is ended with it (`cgroup.kill`,
 //! or freeze-and-kill on v1). Open files and the largest file are rlimits
@@ -68,12 +69,10 @@ pub struct ResourceLimits {
     /// The largest file a process may write, in bytes (`RLIMIT_FSIZE`: a
     /// write past it fails with `EFBIG`; the signal `SIGXFSZ` is ignored).
     pub file_size: Option<u64>,
-    /// Where sessions' cgroups are made: a path inside the cgroup hierarchy,
-    /// as Docker's `--cgroup-parent` (e.g. `/dsh` or
-    /// `/system.slice/agents.service`), made if missing; a path under the
-    /// cgroup mount (`/sys/fs/cgroup/dsh`) means the same. `None`: no cgroup
-    /// is made, and limits that need one are not held.
-    pub cgroup_parent: Option<PathBuf>,
+    /// Where sessions' cgroups are made ([`CgroupParent`]: a path, or the
+    /// cgroup delegated to this process). `None`: no cgroup is made, and
+    /// limits that need one are not held.
+    pub cgroup_parent: Option<CgroupParent>,
     /// Run with the limits that hold instead of failing when one cannot be
     /// kept.
     pub best_effort: bool,
@@ -102,8 +101,87 @@ setters! {
     tmp_inodes: Option<u64>,
     open_files: Option<u64>,
     file_size: Option<u64>,
-    cgroup_parent: Option<PathBuf>,
+    cgroup_parent: Option<CgroupParent>,
     best_effort: bool,
+}
+
+/// Where the sessions' cgroups are made.
+///
+/// Written as text (the CLI's `--cgroup-parent`, the serde form): `auto` is
+/// [`CgroupParent::Auto`], anything else a [`CgroupParent::Path`] (a
+/// cgroup literally named `auto` is `/auto`).
+///
+/// ```
+/// use dsh_pty::CgroupParent;
+/// assert_eq!("auto".parse(), Ok(CgroupParent::Auto));
+/// assert_eq!("/dsh".parse(), Ok(CgroupParent::Path("/dsh".into())));
+/// assert_eq!(CgroupParent::from("/dsh").to_string(), "/dsh");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(from = "PathBuf", into = "PathBuf")
+)]
+#[non_exhaustive]
+pub enum CgroupParent {
+    /// A path inside the cgroup hierarchy, as Docker's `--cgroup-parent`
+    /// (e.g. `/dsh` or `/system.slice/agents.service`), made if missing
+    /// (with the controllers turned on from the hierarchy's root down to
+    /// it); a path under the cgroup mount (`/sys/fs/cgroup/dsh`) means the
+    /// same.
+    Path(PathBuf),
+    /// The cgroup this process runs in, when it is delegated to it (cgroup
+    /// v2: a systemd unit or scope with `Delegate=yes`, a container with a
+    /// cgroup namespace of its own; see docs/limits.md, "Delegated
+    /// cgroups"). At the first session's spawn the process moves itself
+    /// into a leaf of it, `dsh-PID-self` (v2 lets only a cgroup without
+    /// processes give controllers to its children), and the sessions'
+    /// cgroups are made beside that leaf. Not delegated: the limits that
+    /// need a cgroup are refused (or, best effort, not held), saying why.
+    Auto,
+}
+
+impl From<PathBuf> for CgroupParent {
+    fn from(path: PathBuf) -> Self {
+        if path.as_os_str() == "auto" {
+            CgroupParent::Auto
+        } else {
+            CgroupParent::Path(path)
+        }
+    }
+}
+
+impl From<&str> for CgroupParent {
+    fn from(text: &str) -> Self {
+        PathBuf::from(text).into()
+    }
+}
+
+impl From<CgroupParent> for PathBuf {
+    fn from(parent: CgroupParent) -> Self {
+        match parent {
+            CgroupParent::Path(path) => path,
+            CgroupParent::Auto => PathBuf::from("auto"),
+        }
+    }
+}
+
+impl std::str::FromStr for CgroupParent {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(text.into())
+    }
+}
+
+impl fmt::Display for CgroupParent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CgroupParent::Path(path) => write!(f, "{}", path.display()),
+            CgroupParent::Auto => f.write_str("auto"),
+        }
+    }
 }
 
 impl ResourceLimits {
@@ -133,6 +211,27 @@ impl ResourceLimits {
         ]
         .into_iter()
         .filter_map(|(limit, value)| value.map(|v| (limit, v)))
+    }
+
+    /// Takes the delegated cgroup now, when [`ResourceLimits::cgroup_parent`]
+    /// is [`CgroupParent::Auto`] and a limit needs a cgroup: this process
+    /// moves into its leaf (what the first session's spawn would otherwise
+    /// do), so that a server fails at its start, not at its first command.
+    /// Anything else: nothing to do.
+    ///
+    /// Fails with [`LimitsError::NotHeld`] (naming why, and where the
+    /// recipes are) when the cgroup is not delegated or cannot be taken,
+    /// unless [`ResourceLimits::best_effort`] is set; then the sessions run
+    /// without it and [`ResourceLimits::check`] says so.
+    pub fn prepare(&self) -> Result<(), LimitsError> {
+        #[cfg(target_os = "linux")]
+        {
+            crate::unix::cgroup::prepare(self)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Ok(())
+        }
     }
 
     /// What would hold for a session spawned with these limits by the native
@@ -194,6 +293,9 @@ pub(crate) fn report_with(
             limits: missing,
             why: whys.join("; "),
         });
+    }
+    if !missing.is_empty() {
+        report.why_not_held = whys.join("; ");
     }
     Ok(report)
 }
@@ -263,6 +365,10 @@ pub enum Held {
 pub struct LimitsReport {
     /// Each requested limit and how it is kept.
     pub limits: Vec<(Limit, Held)>,
+    /// Why the limits marked [`Held::NotHeld`] are not held, as the end of a
+    /// sentence (e.g. what is missing for a cgroup); empty when every
+    /// limit holds.
+    pub why_not_held: String,
 }
 
 impl LimitsReport {

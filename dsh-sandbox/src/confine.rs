@@ -160,6 +160,12 @@ fn with_tmp_limits(
         let held = if inodes_held {
             Held::Tmpfs
         } else {
+            let why = "bubblewrap cannot bound a tmpfs's inodes";
+            if report.why_not_held.is_empty() {
+                report.why_not_held = why.to_owned();
+            } else {
+                report.why_not_held = format!("{}; {why}", report.why_not_held);
+            }
             Held::NotHeld
         };
         report.limits.push((Limit::TmpInodes, held));

@@ -186,7 +186,7 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
         let err = s.enforcement(mode).unwrap_err().to_string();
         assert_eq!(
             err,
-            "the process limit, the memory limit and the CPU limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`); the command was not run.",
+            "the process limit, the memory limit and the CPU limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md); the command was not run.",
             "{mode}"
         );
         let out = run(&s, "echo ran > ran").await;
@@ -210,6 +210,14 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
         assert_eq!(enforcement.limits.held(Limit::Memory), Some(Held::Rlimit));
         assert_eq!(enforcement.limits.held(Limit::Pids), Some(Held::NotHeld));
         assert_eq!(enforcement.limits.held(Limit::Cpu), Some(Held::NotHeld));
+        assert!(
+            enforcement
+                .limits
+                .why_not_held
+                .starts_with("no cgroup parent was given"),
+            "{mode}: {:?}",
+            enforcement.limits
+        );
         assert_eq!(run(&s, "ulimit -v").await, "262144", "{mode}");
         s.close_all().await;
     }
@@ -245,7 +253,7 @@ mod cgroup {
     }
 
     fn limits() -> ResourceLimits {
-        ResourceLimits::default().cgroup_parent(Some(parent()))
+        ResourceLimits::default().cgroup_parent(Some(parent().into()))
     }
 
     /// The shell's own cgroup directory (danger-full-access: it sees the
@@ -563,5 +571,184 @@ mod cgroup {
                 closed.as_secs_f64() * 1000.0
             );
         }
+    }
+}
+
+/// `CgroupParent::Auto`, as uid 65534 in the VM of `.ci/vm-tests`: in a
+/// cgroup delegated to it the way systemd delegates one (the directory,
+/// `cgroup.procs` and `cgroup.subtree_control` the user's, the test process
+/// alone in it), and in a leaf root made (not delegated). Each test reads
+/// the layout `.ci/vm-tests` made from `DSH_TEST_DELEGATION` and refuses to
+/// run outside the VM.
+mod delegated {
+    use dsh_pty::{CgroupParent, CgroupVersion};
+
+    use super::*;
+
+    /// `DSH_TEST_DELEGATION`, once it is sure this is the VM.
+    fn layout() -> String {
+        let marker = std::env::var_os("DSH_TEST_VM_MARKER")
+            .expect("DSH_TEST_VM_MARKER: these tests run in the VM of .ci/vm-tests");
+        assert!(
+            Path::new(&marker).starts_with("/run") && Path::new(&marker).exists(),
+            "not in the VM of .ci/vm: refusing to move this process between cgroups on this host"
+        );
+        std::env::var("DSH_TEST_DELEGATION").expect("DSH_TEST_DELEGATION")
+    }
+
+    /// This process's cgroup v2 path.
+    fn own_cgroup() -> String {
+        std::fs::read_to_string("/proc/self/cgroup")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap()
+            .to_owned()
+    }
+
+    fn auto() -> ResourceLimits {
+        ResourceLimits::default().cgroup_parent(Some(CgroupParent::Auto))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup delegated to the test process: runs in the VM of .ci/vm-tests"]
+    async fn auto_holds_memory_and_processes_in_the_cgroup_delegated_to_the_process() {
+        let delegated = layout();
+        assert!(delegated.starts_with('/'), "{delegated}");
+        assert_eq!(
+            own_cgroup(),
+            delegated,
+            "the test starts in the delegated cgroup"
+        );
+        // Small, and Debian's Python rather than a shim: the VM emulates
+        // its CPU.
+        let limits = auto().memory(Some(128 << 20)).pids(Some(64));
+        // Only looked at: nothing moves.
+        let report = limits.check().unwrap();
+        assert_eq!(
+            report.held(Limit::Memory),
+            Some(Held::Cgroup(CgroupVersion::V2))
+        );
+        assert_eq!(own_cgroup(), delegated);
+        // Taken: the process moves into a leaf; twice is once.
+        limits.prepare().unwrap();
+        limits.prepare().unwrap();
+        let leaf = format!("{delegated}/dsh-{}-self", std::process::id());
+        assert_eq!(own_cgroup(), leaf);
+        let dir = Path::new("/sys/fs/cgroup").join(&delegated[1..]);
+        let on = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap();
+        assert!(on.contains("memory") && on.contains("pids"), "{on}");
+        for mode in MODES {
+            let (_dir, ws) = workspace();
+            let s = shell(&ws, mode, limits.clone());
+            let enforcement = s.enforcement(mode).unwrap();
+            assert_eq!(
+                enforcement.limits.held(Limit::Pids),
+                Some(Held::Cgroup(CgroupVersion::V2)),
+                "{mode}"
+            );
+            // The sleeps are ended before it exits: the memory hog below
+            // needs processes of its own.
+            let bomb = run(
+                &s,
+                "/usr/bin/python3 -c 'import subprocess\nps = []\nfor i in range(100):\n    try:\n        ps.append(subprocess.Popen([\"sleep\", \"1002\"]))\n    except OSError:\n        pass\nprint(len(ps))\nfor p in ps:\n    p.kill(); p.wait()'",
+            )
+            .await;
+            eprintln!("{mode}: the fork bomb: {bomb:?}");
+            let started: usize = bomb.lines().next().unwrap().trim().parse().unwrap();
+            assert!(started > 0 && started < 64, "{mode}: {bomb}");
+            assert!(
+                bomb.contains("[process limit of 64 reached: new processes were refused]"),
+                "{mode}: {bomb}"
+            );
+            let hog = run(
+                &s,
+                "/usr/bin/python3 -c \"b = b'x' * (1 << 29); print('allocated', len(b))\"",
+            )
+            .await;
+            eprintln!("{mode}: the memory hog: {hog:?}");
+            assert!(!hog.contains("allocated"), "{mode}: {hog}");
+            assert!(
+                hog.contains("[killed: memory limit of 128 MiB reached]"),
+                "{mode}: {hog}"
+            );
+            assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");
+            // The shell's cgroup is beside the leaf, in the delegated one.
+            let shells: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(Result::ok)
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| !name.ends_with("-self"))
+                .collect();
+            assert_eq!(shells.len(), 1, "{mode}: {shells:?}");
+            assert!(
+                shells[0].starts_with(&format!("dsh-{}-", std::process::id())),
+                "{mode}: {shells:?}"
+            );
+            s.close_all().await;
+            // Closed: its cgroup goes (bounded wait for the teardown).
+            let gone = dir.join(&shells[0]);
+            for _ in 0..500 {
+                if !gone.exists() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            assert!(!gone.exists(), "{mode}: {} is left", gone.display());
+        }
+        // The server is still in its leaf, the only process there.
+        assert_eq!(own_cgroup(), leaf);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a cgroup that is not delegated to the test process: runs in the VM of .ci/vm-tests"]
+    async fn auto_is_refused_naming_the_recipe_where_nothing_is_delegated() {
+        assert_eq!(layout(), "refused");
+        let before = own_cgroup();
+        let dir = Path::new("/sys/fs/cgroup").join(before.trim_start_matches('/'));
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        assert_ne!(uid, 0, "the refusal is the unprivileged user's");
+        let why = format!(
+            "`auto` found no cgroup delegated to this process: {} belongs to uid 0, not to this process's uid {uid} (see \"Delegated cgroups\" in docs/limits.md)",
+            dir.display()
+        );
+        let limits = auto().memory(Some(256 << 20)).pids(Some(64));
+        assert_eq!(
+            limits.prepare().unwrap_err().to_string(),
+            format!("the process limit and the memory limit cannot be enforced: {why}")
+        );
+        let (_dir, ws) = workspace();
+        for mode in MODES {
+            let s = shell(&ws, mode, limits.clone());
+            assert_eq!(
+                s.enforcement(mode).unwrap_err().to_string(),
+                format!(
+                    "the process limit and the memory limit cannot be enforced: {why}; the command was not run."
+                ),
+                "{mode}"
+            );
+            let out = run(&s, "echo ran > ran").await;
+            assert!(out.contains("cannot be enforced"), "{mode}: {out}");
+            assert!(!ws.join("ran").exists(), "{mode}: nothing ran");
+            // Best effort: what holds, and why the rest does not.
+            let s = shell(&ws, mode, limits.clone().best_effort(true));
+            limits.clone().best_effort(true).prepare().unwrap();
+            let report = s.enforcement(mode).unwrap().limits;
+            assert_eq!(report.held(Limit::Memory), Some(Held::Rlimit), "{mode}");
+            assert_eq!(report.held(Limit::Pids), Some(Held::NotHeld), "{mode}");
+            assert_eq!(report.why_not_held, why, "{mode}");
+            assert_eq!(run(&s, "ulimit -v").await, "262144", "{mode}");
+            s.close_all().await;
+        }
+        // Nothing moved, nothing was made.
+        assert_eq!(own_cgroup(), before);
+        let made: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .collect();
+        assert!(made.is_empty(), "{made:?}");
     }
 }

@@ -13,11 +13,13 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limits::{CgroupVersion, LimitEvents, LimitsError, LimitsReport, ResourceLimits};
+use crate::limits::{
+    CgroupParent, CgroupVersion, Limit, LimitEvents, LimitsError, LimitsReport, ResourceLimits,
+};
 
 /// A cgroup controller this crate uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Controller {
+pub(crate) enum Controller {
     Pids,
     Memory,
     Cpu,
@@ -26,7 +28,7 @@ enum Controller {
 }
 
 impl Controller {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Controller::Pids => "pids",
             Controller::Memory => "memory",
@@ -38,38 +40,61 @@ impl Controller {
 
 /// A mounted cgroup hierarchy.
 #[derive(Debug, Clone)]
-struct Mount {
-    point: PathBuf,
+pub(crate) struct Mount {
+    /// Where it is mounted.
+    pub(crate) point: PathBuf,
+    /// The cgroup shown at `point`, as `/proc/self/cgroup` names cgroups
+    /// (`/` unless a subtree was bind-mounted).
+    pub(crate) root: String,
+    /// Mounted read-only.
+    pub(crate) read_only: bool,
     /// v1: the controllers bound to it; v2: empty (read `cgroup.controllers`).
     controllers: Vec<String>,
-    v2: bool,
+    pub(crate) v2: bool,
 }
+
+/// The mount table of this process's mount namespace.
+pub(crate) const MOUNTINFO: &str = "/proc/self/mountinfo";
 
 /// The cgroup mounts of this process's mount namespace.
 fn mounts() -> Result<Vec<Mount>, String> {
-    let text = fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("the mount table (/proc/self/mountinfo) could not be read: {e}"))?;
-    Ok(text.lines().filter_map(parse_mountinfo_line).collect())
+    let text = fs::read_to_string(MOUNTINFO)
+        .map_err(|e| format!("the mount table ({MOUNTINFO}) could not be read: {e}"))?;
+    Ok(parse_mountinfo(&text))
+}
+
+/// The cgroup mounts of a mount table.
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines().filter_map(parse_mountinfo_line).collect()
 }
 
 /// One line of `/proc/self/mountinfo`: `id parent dev root point opts
 /// [optional...] - fstype source superopts`.
 fn parse_mountinfo_line(line: &str) -> Option<Mount> {
     let (left, right) = line.split_once(" - ")?;
-    let point = left.split(' ').nth(4)?;
+    let mut left = left.split(' ');
+    let root = left.nth(3)?;
+    let point = left.next()?;
+    let opts = left.next().unwrap_or("");
     let mut right = right.split(' ');
     let fstype = right.next()?;
     let _source = right.next()?;
     let superopts = right.next().unwrap_or("");
     let point = PathBuf::from(unescape_octal(point));
+    let root = unescape_octal(root);
+    let read_only = opts.split(',').any(|o| o == "ro");
     match fstype {
         "cgroup2" => Some(Mount {
             point,
+            root,
+            read_only,
             controllers: Vec::new(),
             v2: true,
         }),
         "cgroup" => Some(Mount {
             point,
+            root,
+            read_only,
             controllers: superopts.split(',').map(str::to_owned).collect(),
             v2: false,
         }),
@@ -134,12 +159,33 @@ pub(crate) struct Placement {
     needed: Vec<Controller>,
 }
 
-/// Finds where `limits`' cgroup would be made, or why it cannot be.
-fn place(limits: &ResourceLimits) -> Result<Placement, String> {
-    let Some(parent) = &limits.cgroup_parent else {
-        return Err("no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`)".to_owned());
-    };
+/// Where the refusals point a host for a cgroup parent of its own.
+const RECIPES: &str = "see \"Delegated cgroups\" in docs/limits.md";
+
+/// Finds where `limits`' cgroup would be made, or why it cannot be; a
+/// delegated parent ([`CgroupParent::Auto`]) is only inspected unless
+/// `take` (then this process moves into its leaf, once).
+fn place(limits: &ResourceLimits, take: bool) -> Result<Placement, String> {
     let needed = needed(limits);
+    let parent = match &limits.cgroup_parent {
+        None => {
+            return Err(format!(
+                "no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, {RECIPES})"
+            ));
+        }
+        Some(CgroupParent::Path(parent)) => parent,
+        Some(CgroupParent::Auto) => {
+            let found = super::delegation::resolve(&needed, take).map_err(|e| {
+                format!("`auto` found no cgroup delegated to this process: {e} ({RECIPES})")
+            })?;
+            return Ok(Placement {
+                version: CgroupVersion::V2,
+                root: found.mount,
+                parents: vec![(needed.clone(), found.dir)],
+                needed,
+            });
+        }
+    };
     let mounts = mounts()?;
     if let Some(v2) = mounts.iter().find(|m| m.v2) {
         let offered = fs::read_to_string(v2.point.join("cgroup.controllers")).unwrap_or_default();
@@ -184,12 +230,14 @@ fn place(limits: &ResourceLimits) -> Result<Placement, String> {
 }
 
 /// What holds of `limits` here, and where the cgroup goes; fails closed
-/// unless best effort.
+/// unless best effort. With `take`, a delegated parent is taken (the spawn);
+/// without, only inspected ([`ResourceLimits::check`]).
 pub(crate) fn plan(
     limits: &ResourceLimits,
+    take: bool,
 ) -> Result<(LimitsReport, Option<Placement>), LimitsError> {
     let placement = if limits.cgroup_parent.is_some() || !needed(limits).is_empty() {
-        Some(place(limits))
+        Some(place(limits, take))
     } else {
         None
     };
@@ -202,9 +250,29 @@ pub(crate) fn plan(
     Ok((report, placement.and_then(Result::ok)))
 }
 
+/// [`ResourceLimits::prepare`] on Linux.
+pub(crate) fn prepare(limits: &ResourceLimits) -> Result<(), LimitsError> {
+    let needed = needed(limits);
+    if limits.cgroup_parent != Some(CgroupParent::Auto) || needed.is_empty() {
+        return Ok(());
+    }
+    match place(limits, true) {
+        Ok(_) => Ok(()),
+        Err(_) if limits.best_effort => Ok(()),
+        Err(why) => Err(LimitsError::NotHeld {
+            limits: limits
+                .requested()
+                .map(|(limit, _)| limit)
+                .filter(|l| matches!(l, Limit::Pids | Limit::Memory | Limit::Cpu))
+                .collect(),
+            why,
+        }),
+    }
+}
+
 /// [`ResourceLimits::check`] on Linux.
 pub(crate) fn report(limits: &ResourceLimits) -> Result<LimitsReport, LimitsError> {
-    plan(limits).map(|(report, _)| report)
+    plan(limits, false).map(|(report, _)| report)
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);

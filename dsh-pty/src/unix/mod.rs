@@ -5,6 +5,8 @@
 
 #[cfg(target_os = "linux")]
 pub(crate) mod cgroup;
+#[cfg(target_os = "linux")]
+mod delegation;
 pub(crate) mod procfs;
 mod pty;
 pub(crate) mod tree;
@@ -124,7 +126,7 @@ impl Limiter {
             });
         }
         #[cfg(target_os = "linux")]
-        let (report, placement) = cgroup::plan(limits)?;
+        let (report, placement) = cgroup::plan(limits, true)?;
         #[cfg(not(target_os = "linux"))]
         let report = limits.check()?;
         let mut rlimits: Rlimits = Vec::new();

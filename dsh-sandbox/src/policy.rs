@@ -218,7 +218,14 @@ pub struct WriteRules {
     pub protected: Vec<PathBuf>,
     /// Whether the shell's private `/tmp` is writable.
     pub tmp: bool,
-    /// The policy's hidden paths that exist, canonical (`~/` expanded).
+    /// The policy's hidden paths as the sandbox hides them for its whole
+    /// life, whether they exist or not: `~/` expanded, the directory holding
+    /// each resolved as it was when these rules were made (symlinks of its
+    /// existing part followed, the rest lexically) and the name kept as
+    /// given, plus the target of a hidden path that was a symbolic link
+    /// then. Hiding is by these names: whatever the host later puts there
+    /// (a file renamed over, a directory removed and made again, a store
+    /// created after start) is hidden too.
     pub hidden: Vec<PathBuf>,
     /// The roots and the workspace: shown even beneath a hidden path.
     shown: Vec<PathBuf>,
@@ -252,7 +259,7 @@ impl WriteRules {
             .hidden_paths
             .iter()
             .filter_map(|p| expand_home(p, home.as_deref()))
-            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .flat_map(|p| hidden_names(&p))
             .filter(|p| p.as_os_str() != "/")
             .collect();
         hidden.sort();
@@ -316,6 +323,25 @@ pub(crate) fn expand_home(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
         Ok(rest) => home.map(|h| h.join(rest)),
         Err(_) => Some(path.to_owned()),
     }
+}
+
+/// What hiding `path` hides: `path` with its directory resolved (see
+/// [`resolve`]) and its own name kept, and where `path` is a symbolic link
+/// now, also what it points to. Empty for a relative path or one whose
+/// directory climbs out of nothing.
+pub(crate) fn hidden_names(path: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let named = match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => resolve(parent).map(|p| p.join(name)),
+        _ => resolve(path),
+    };
+    out.extend(named);
+    if let Ok(real) = std::fs::canonicalize(path) {
+        if !out.contains(&real) {
+            out.push(real);
+        }
+    }
+    out
 }
 
 /// The git paths of `root` to keep read-only (see [`WriteRules::protected`]).
@@ -407,8 +433,20 @@ mod tests {
             PathBuf::from("/"),
         ]);
         let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &ws);
-        assert_eq!(rules.hidden, [ws.join("secret")]);
+        // Hiding is by name: a path that does not exist yet is hidden too.
+        assert_eq!(rules.hidden, [ws.join("missing"), ws.join("secret")]);
         assert!(rules.hides(&ws.join("secret/key")));
+        assert!(rules.hides(&ws.join("missing")));
+        std::fs::write(ws.join("missing"), "made later").unwrap();
+        assert!(rules.hides(&ws.join("missing")));
+        // A hidden symbolic link hides its name and what it points to.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(ws.join("secret"), ws.join("link")).unwrap();
+            let linked = SandboxPolicy::default().hidden_paths(vec![ws.join("link")]);
+            let rules = WriteRules::new(&linked, SandboxMode::WorkspaceWrite, &ws);
+            assert_eq!(rules.hidden, [ws.join("link"), ws.join("secret")]);
+        }
         assert!(!rules.hides(&ws.join("public")));
         // A hidden directory holding the workspace still shows the workspace.
         let outer = SandboxPolicy::default().hidden_paths(vec![ws.clone()]);

@@ -2126,6 +2126,9 @@ impl HideLab {
         write(&host.join("public.txt"), "public\n");
         write(&out.join("file.txt"), "outside\n");
         std::fs::create_dir_all(&plain).unwrap();
+        // A hidden file with another name made before start.
+        write(&host.join("linked.txt"), "LINKED secret\n");
+        std::fs::hard_link(host.join("linked.txt"), plain.join("alias.txt")).unwrap();
         for d in [&base, &ws, &host, &out, &plain, &host.join("store")] {
             std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755))
                 .unwrap();
@@ -2147,6 +2150,7 @@ impl HideLab {
             self.host.join(".netrc"),
             self.host.join("store"),
             self.host.join("hide.txt"),
+            self.host.join("linked.txt"),
             self.host.join("late-store"),
             self.host.join("later/deeper/creds"),
             self.ws.join("late-secret.txt"),
@@ -2205,6 +2209,17 @@ async fn hiding_survives(lab: &HideLab) -> Vec<String> {
         .await
         .unwrap();
     assert!(view.contains("public"), "{view}");
+    // The directory shown through the overlay keeps the host's mode and
+    // owner (the host's here is this uid's, which the sandbox maps).
+    let meta = std::fs::metadata(&lab.host).unwrap();
+    let host_stat = format!("{:o}:{}:{}", meta.mode() & 0o7777, meta.uid(), meta.gid());
+    let inside = run(&shell, "stat -c %a:%u:%g $H").await;
+    if inside != host_stat {
+        failures.push(format!(
+            "[shell] {} shows {inside}, not {host_stat}",
+            lab.host.display()
+        ));
+    }
     let outside = snapshot(&[&lab.out]);
     let read_back = "cat $H/.netrc $H/hide.txt $H/store/key $H/late-store/creds \
                      $H/later/deeper/creds 2>&1; ls -A $H/store $H/late-store $H/later/deeper 2>&1";
@@ -2248,6 +2263,22 @@ async fn hiding_survives(lab: &HideLab) -> Vec<String> {
         // What the host wrote is what is there: the sandbox changed none of it.
         let kept = std::fs::read_to_string(lab.host.join(".netrc")).unwrap();
         assert_eq!(kept, format!("SECRET netrc {round}\n"));
+    }
+    // Hiding is by name: another name of a hidden file made before start
+    // shows it (documented); none can be made from inside.
+    let alias = format!("{}/alias.txt", lab.plain.display());
+    let linked = run(&shell, &format!("cat {alias}")).await;
+    if linked != "LINKED secret" {
+        failures.push(format!("[shell] the documented hard link read: {linked}"));
+    }
+    let link = run(
+        &shell,
+        "for f in .netrc hide.txt linked.txt store/key; do ln $H/$f $H/../ws/new-link 2>/dev/null \
+         && cat $H/../ws/new-link; rm -f $H/../ws/new-link; done; echo done",
+    )
+    .await;
+    if link != "done" {
+        failures.push(format!("[shell] linked a hidden file: {link}"));
     }
     // Writes under a hidden name the editor refuses, whenever it appeared.
     let late = lab.ws.join("late-secret.txt");
@@ -2313,10 +2344,14 @@ while True:
 "#;
     write(&lab.ws.join("watch.py"), watch);
     let events = lab.ws.join("events.txt");
+    // The directory holding hidden names, a hidden directory, a plain
+    // directory. (A hidden file shows the host's `/dev/null`, whose own
+    // events are anyone's writes to it, as for the sandbox's `/dev/null`.)
     let start = format!(
-        "{python} {} {} {} > {} 2>&1 &",
+        "{python} {} {} {} {} > {} 2>&1 &",
         lab.ws.join("watch.py").display(),
         lab.host.display(),
+        lab.host.join("store").display(),
         lab.plain.display(),
         events.display()
     );
@@ -2343,7 +2378,7 @@ while True:
     let host = format!("{}/", lab.host.display());
     if seen.lines().any(|l| l.starts_with(&host)) {
         failures.push(format!(
-            "inotify reported the host's changes in a directory holding hidden names: {seen}"
+            "inotify reported the host's changes in or beside hidden paths: {seen}"
         ));
     }
     if !seen.contains(&format!("{}/sentinel", lab.plain.display())) {

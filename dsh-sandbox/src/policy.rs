@@ -114,7 +114,11 @@ pub struct SandboxPolicy {
     pub unix_sockets: Vec<PathBuf>,
     /// Paths the restricted modes hide from the shell and the editor: a
     /// directory shows empty, a file empty and read-only (`~/` is the
-    /// server's `$HOME`; paths that do not exist are skipped). The default,
+    /// server's `$HOME`), by name for the sandbox's life: what the host
+    /// later renames over one, re-creates or makes under a name that did
+    /// not exist at start is hidden too (on Linux 5.11 and later, outside
+    /// the workspace and writable roots, not under bubblewrap; see
+    /// `docs/sandbox.md`). The default,
     /// [`SandboxPolicy::default_hidden_paths`], lists the usual credential
     /// stores; a host replaces the list by setting it (an empty list hides
     /// nothing). A hidden directory that holds the workspace or a writable
@@ -336,10 +340,10 @@ pub(crate) fn hidden_names(path: &Path) -> Vec<PathBuf> {
         _ => resolve(path),
     };
     out.extend(named);
-    if let Ok(real) = std::fs::canonicalize(path) {
-        if !out.contains(&real) {
-            out.push(real);
-        }
+    if let Ok(real) = std::fs::canonicalize(path)
+        && !out.contains(&real)
+    {
+        out.push(real);
     }
     out
 }

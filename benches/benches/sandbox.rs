@@ -1,7 +1,7 @@
 //! What confinement costs when a shell starts: a fresh shell that runs
 //! `true` and is killed, unconfined (the baseline, same run), confined by
 //! the built-in namespaces + Landlock + seccomp (with and without a network
-//! namespace of its own), and confined by bubblewrap
+//! namespace of its own, and with no hidden paths), and confined by bubblewrap
 //! with the same flags (when `bwrap` is installed).
 //!
 //! ```text
@@ -56,6 +56,19 @@ fn spawn_cost(c: &mut Criterion) {
     let args = serde_json::json!({"command": "true"});
     group.bench_function("confined_namespaces_landlock_seccomp", |b| {
         b.iter(|| rt.block_on(native.execute("bench", &args)).unwrap())
+    });
+    // What hiding the default credential stores costs (an overlay over each
+    // directory that holds them): the same with nothing hidden.
+    let mut bare = SandboxConfig::new(
+        SandboxPolicy::default()
+            .mode(SandboxMode::WorkspaceWrite)
+            .hidden_paths(Vec::new()),
+        ShellConfig::new(ws.path()),
+    );
+    bare.restricted = Persistence::OneShot;
+    let bare = SandboxedShell::new(bare).unwrap();
+    group.bench_function("confined_nothing_hidden", |b| {
+        b.iter(|| rt.block_on(bare.execute("bench", &args)).unwrap())
     });
     let mut net = SandboxConfig::new(
         SandboxPolicy::default()

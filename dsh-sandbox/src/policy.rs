@@ -114,7 +114,11 @@ pub struct SandboxPolicy {
     pub unix_sockets: Vec<PathBuf>,
     /// Paths the restricted modes hide from the shell and the editor: a
     /// directory shows empty, a file empty and read-only (`~/` is the
-    /// server's `$HOME`; paths that do not exist are skipped). The default,
+    /// server's `$HOME`), by name for the sandbox's life: what the host
+    /// later renames over one, re-creates or makes under a name that did
+    /// not exist at start is hidden too (on Linux 5.11 and later, outside
+    /// the workspace and writable roots, not under bubblewrap; see
+    /// `docs/sandbox.md`). The default,
     /// [`SandboxPolicy::default_hidden_paths`], lists the usual credential
     /// stores; a host replaces the list by setting it (an empty list hides
     /// nothing). A hidden directory that holds the workspace or a writable
@@ -220,7 +224,14 @@ pub struct WriteRules {
     pub protected: Vec<PathBuf>,
     /// Whether the shell's private `/tmp` is writable.
     pub tmp: bool,
-    /// The policy's hidden paths that exist, canonical (`~/` expanded).
+    /// The policy's hidden paths as the sandbox hides them for its whole
+    /// life, whether they exist or not: `~/` expanded, the directory holding
+    /// each resolved as it was when these rules were made (symlinks of its
+    /// existing part followed, the rest lexically) and the name kept as
+    /// given, plus the target of a hidden path that was a symbolic link
+    /// then. Hiding is by these names: whatever the host later puts there
+    /// (a file renamed over, a directory removed and made again, a store
+    /// created after start) is hidden too.
     pub hidden: Vec<PathBuf>,
     /// The roots and the workspace: shown even beneath a hidden path.
     shown: Vec<PathBuf>,
@@ -254,7 +265,7 @@ impl WriteRules {
             .hidden_paths
             .iter()
             .filter_map(|p| expand_home(p, home.as_deref()))
-            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .flat_map(|p| hidden_names(&p))
             .filter(|p| p.as_os_str() != "/")
             .collect();
         hidden.sort();
@@ -318,6 +329,25 @@ pub(crate) fn expand_home(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
         Ok(rest) => home.map(|h| h.join(rest)),
         Err(_) => Some(path.to_owned()),
     }
+}
+
+/// What hiding `path` hides: `path` with its directory resolved (see
+/// [`resolve`]) and its own name kept, and where `path` is a symbolic link
+/// now, also what it points to. Empty for a relative path or one whose
+/// directory climbs out of nothing.
+pub(crate) fn hidden_names(path: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let named = match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => resolve(parent).map(|p| p.join(name)),
+        _ => resolve(path),
+    };
+    out.extend(named);
+    if let Ok(real) = std::fs::canonicalize(path)
+        && !out.contains(&real)
+    {
+        out.push(real);
+    }
+    out
 }
 
 /// The git paths of `root` to keep read-only (see [`WriteRules::protected`]).
@@ -447,8 +477,20 @@ mod tests {
             PathBuf::from("/"),
         ]);
         let rules = WriteRules::new(&policy, SandboxMode::WorkspaceWrite, &ws);
-        assert_eq!(rules.hidden, [ws.join("secret")]);
+        // Hiding is by name: a path that does not exist yet is hidden too.
+        assert_eq!(rules.hidden, [ws.join("missing"), ws.join("secret")]);
         assert!(rules.hides(&ws.join("secret/key")));
+        assert!(rules.hides(&ws.join("missing")));
+        std::fs::write(ws.join("missing"), "made later").unwrap();
+        assert!(rules.hides(&ws.join("missing")));
+        // A hidden symbolic link hides its name and what it points to.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(ws.join("secret"), ws.join("link")).unwrap();
+            let linked = SandboxPolicy::default().hidden_paths(vec![ws.join("link")]);
+            let rules = WriteRules::new(&linked, SandboxMode::WorkspaceWrite, &ws);
+            assert_eq!(rules.hidden, [ws.join("link"), ws.join("secret")]);
+        }
         assert!(!rules.hides(&ws.join("public")));
         // A hidden directory holding the workspace still shows the workspace.
         let outer = SandboxPolicy::default().hidden_paths(vec![ws.clone()]);

@@ -1974,6 +1974,21 @@ fn as_unprivileged(engine: Engine) {
         Engine::Native => "escapes_fail_as_this_user",
         Engine::Bubblewrap => "escapes_fail_under_bubblewrap",
     };
+    let stdout = run_copy_as_unprivileged(test);
+    let summary = stdout.lines().find(|l| {
+        l.contains(&format!(
+            "techniques held as uid {UNPRIVILEGED} ({engine:?})"
+        ))
+    });
+    let Some(summary) = summary else {
+        panic!("the suite did not run as uid {UNPRIVILEGED}:\n{stdout}");
+    };
+    println!("{summary}");
+}
+
+/// Runs the test `test` of a copy of this binary as [`UNPRIVILEGED`] (run
+/// as root); returns its standard output once it passed.
+fn run_copy_as_unprivileged(test: &str) -> String {
     // A directory the unprivileged user owns, where the sandbox can see it
     // and that user can reach wherever the checkout is: under /var/tmp.
     let dir = tempfile::Builder::new()
@@ -2092,4 +2107,338 @@ async fn the_suite_detects_an_unconfined_shell() {
 #[ignore = "needs bwrap (bubblewrap); .ci/run installs it and runs this"]
 async fn escapes_fail_under_bubblewrap() {
     whole_suite(Engine::Bubblewrap).await;
+}
+
+// ---------------------------------------------------------------------------
+// Hiding that survives the host: the test process plays the host, replacing
+// hidden credential stores the way `passwd`, `git credential-store`, `npm
+// login` and `cargo login` do, while a confined shell and an editor live.
+
+/// A workspace and, beside it, a host directory holding credential stores.
+struct HideLab {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    host: PathBuf,
+    out: PathBuf,
+    plain: PathBuf,
+}
+
+impl HideLab {
+    fn new() -> HideLab {
+        let parent = std::env::var_os("DSH_ESCAPE_DIR").map_or_else(visible_tmp, PathBuf::from);
+        let dir = tempfile::Builder::new()
+            .prefix("dsh-hiding-")
+            .tempdir_in(parent)
+            .unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (ws, host, out, plain) = (
+            base.join("ws"),
+            base.join("host"),
+            base.join("out"),
+            base.join("plain"),
+        );
+        write(&ws.join("a.txt"), "inside\n");
+        write(&host.join(".netrc"), "SECRET netrc start\n");
+        write(&host.join("store/key"), "SECRET store start\n");
+        write(&host.join("hide.txt"), "SECRET hide start\n");
+        write(&host.join("public.txt"), "public\n");
+        write(&out.join("file.txt"), "outside\n");
+        std::fs::create_dir_all(&plain).unwrap();
+        // A hidden file with another name made before start.
+        write(&host.join("linked.txt"), "LINKED secret\n");
+        std::fs::hard_link(host.join("linked.txt"), plain.join("alias.txt")).unwrap();
+        for d in [&base, &ws, &host, &out, &plain, &host.join("store")] {
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        HideLab {
+            _dir: dir,
+            ws,
+            host,
+            out,
+            plain,
+        }
+    }
+
+    /// The default hidden paths, the host's stores (some made only later)
+    /// and a name in the workspace that does not exist at start.
+    fn policy(&self) -> SandboxPolicy {
+        let mut hidden = SandboxPolicy::default_hidden_paths();
+        hidden.extend([
+            self.host.join(".netrc"),
+            self.host.join("store"),
+            self.host.join("hide.txt"),
+            self.host.join("linked.txt"),
+            self.host.join("late-store"),
+            self.host.join("later/deeper/creds"),
+            self.ws.join("late-secret.txt"),
+        ]);
+        SandboxPolicy::default()
+            .mode(SandboxMode::WorkspaceWrite)
+            .hidden_paths(hidden)
+    }
+
+    /// The hidden files a reader could reach, each in its current place.
+    fn secrets(&self) -> Vec<PathBuf> {
+        vec![
+            self.host.join(".netrc"),
+            self.host.join("hide.txt"),
+            self.host.join("store/key"),
+            self.host.join("late-store/creds"),
+            self.host.join("later/deeper/creds"),
+        ]
+    }
+}
+
+/// One round of the host's changes: a file renamed over `.netrc`, `hide.txt`
+/// unlinked and made again, `store` removed and made again.
+fn host_replaces(lab: &HideLab, round: usize) {
+    let tmp = lab.host.join(".netrc.tmp");
+    write(&tmp, &format!("SECRET netrc {round}\n"));
+    std::fs::rename(&tmp, lab.host.join(".netrc")).unwrap();
+    std::fs::remove_file(lab.host.join("hide.txt")).unwrap();
+    write(
+        &lab.host.join("hide.txt"),
+        &format!("SECRET hide {round}\n"),
+    );
+    std::fs::remove_dir_all(lab.host.join("store")).unwrap();
+    write(
+        &lab.host.join("store/key"),
+        &format!("SECRET store {round}\n"),
+    );
+}
+
+async fn hiding_survives(lab: &HideLab) -> Vec<String> {
+    let policy = lab.policy();
+    let shell = SandboxedShell::new(SandboxConfig::new(
+        policy.clone(),
+        ShellConfig::new(&lab.ws)
+            .env(vec![("H".into(), lab.host.display().to_string())])
+            .timeout(Duration::from_secs(120)),
+    ))
+    .unwrap();
+    let editor = Editor::new(SandboxFs::new(policy, &lab.ws));
+    let mut failures = Vec::new();
+    // Both live before the host's first change, and see the host's public
+    // file (the test would be vacuous otherwise).
+    assert_eq!(run(&shell, "cat $H/public.txt").await, "public");
+    let view = editor
+        .execute(&json!({"command": "view", "path": lab.host.join("public.txt")}))
+        .await
+        .unwrap();
+    assert!(view.contains("public"), "{view}");
+    // The directory shown through the overlay keeps the host's mode and
+    // owner (the host's here is this uid's, which the sandbox maps).
+    let meta = std::fs::metadata(&lab.host).unwrap();
+    let host_stat = format!("{:o}:{}:{}", meta.mode() & 0o7777, meta.uid(), meta.gid());
+    let inside = run(&shell, "stat -c %a:%u:%g $H").await;
+    if inside != host_stat {
+        failures.push(format!(
+            "[shell] {} shows {inside}, not {host_stat}",
+            lab.host.display()
+        ));
+    }
+    let outside = snapshot(&[&lab.out]);
+    let read_back = "cat $H/.netrc $H/hide.txt $H/store/key $H/late-store/creds \
+                     $H/later/deeper/creds 2>&1; ls -A $H/store $H/late-store $H/later/deeper 2>&1";
+    for round in 0..100 {
+        host_replaces(lab, round);
+        if round == 50 {
+            // Stores that did not exist when the shell and editor started.
+            write(&lab.host.join("late-store/creds"), "SECRET late\n");
+            write(&lab.host.join("later/deeper/creds"), "SECRET later\n");
+            write(&lab.ws.join("late-secret.txt"), "SECRET in the workspace\n");
+        }
+        let shown = run(&shell, read_back).await;
+        if shown.contains("SECRET") {
+            failures.push(format!("[shell] round {round}: {shown}"));
+        }
+        for path in lab.secrets() {
+            let text = match editor
+                .execute(&json!({"command": "view", "path": path}))
+                .await
+            {
+                Ok(text) => text,
+                Err(e) => e.to_string(),
+            };
+            if text.contains("SECRET") {
+                failures.push(format!(
+                    "[editor] round {round}: {}: {text}",
+                    path.display()
+                ));
+            }
+        }
+        // The editor hides a name made in the workspace after start.
+        if round >= 50 {
+            let path = lab.ws.join("late-secret.txt");
+            let view = editor
+                .execute(&json!({"command": "view", "path": path}))
+                .await;
+            if view.as_ref().is_ok_and(|t| t.contains("SECRET")) {
+                failures.push(format!("[editor] round {round}: {view:?}"));
+            }
+        }
+        // What the host wrote is what is there: the sandbox changed none of it.
+        let kept = std::fs::read_to_string(lab.host.join(".netrc")).unwrap();
+        assert_eq!(kept, format!("SECRET netrc {round}\n"));
+    }
+    // Hiding is by name: another name of a hidden file made before start
+    // shows it (documented); none can be made from inside.
+    let alias = format!("{}/alias.txt", lab.plain.display());
+    let linked = run(&shell, &format!("cat {alias}")).await;
+    if linked != "LINKED secret" {
+        failures.push(format!("[shell] the documented hard link read: {linked}"));
+    }
+    let link = run(
+        &shell,
+        "for f in .netrc hide.txt linked.txt store/key; do ln $H/$f $H/../ws/new-link 2>/dev/null \
+         && cat $H/../ws/new-link; rm -f $H/../ws/new-link; done; echo done",
+    )
+    .await;
+    if link != "done" {
+        failures.push(format!("[shell] linked a hidden file: {link}"));
+    }
+    // Writes under a hidden name the editor refuses, whenever it appeared.
+    let late = lab.ws.join("late-secret.txt");
+    let edit = editor
+        .execute(&json!({"command": "str_replace", "path": late, "old_str": "SECRET", "new_str": "seen"}))
+        .await;
+    if edit.is_ok() || std::fs::read_to_string(&late).unwrap() != "SECRET in the workspace\n" {
+        failures.push(format!(
+            "[editor] edited a hidden name made after start: {edit:?}"
+        ));
+    }
+    // The public file and the shell's state are unharmed, nothing outside
+    // changed.
+    assert_eq!(run(&shell, "cat $H/public.txt").await, "public");
+    failures.extend(diff(&outside, &snapshot(&[&lab.out])));
+    failures
+}
+
+/// fanotify is refused; inotify on a host directory reports the host's
+/// changes there, but not within a directory that holds hidden names.
+async fn file_events(lab: &HideLab) -> Vec<String> {
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("the hiding tests need python3 in /usr/bin or /usr/local/bin");
+    let shell = SandboxedShell::new(SandboxConfig::new(
+        lab.policy(),
+        ShellConfig::new(&lab.ws).timeout(Duration::from_secs(120)),
+    ))
+    .unwrap();
+    let mut failures = Vec::new();
+    // FAN_CLASS_NOTIF | FAN_REPORT_FID: unprivileged since Linux 5.13.
+    let fanotify = format!(
+        "{python} -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+         r = l.fanotify_init(0x200, 0); print(r, ctypes.get_errno())'"
+    );
+    let out = run(&shell, &fanotify).await;
+    if out != "-1 1" {
+        failures.push(format!("fanotify_init was not refused with EPERM: {out}"));
+    }
+    let watch = r#"
+import ctypes, os, struct, sys
+l = ctypes.CDLL(None, use_errno=True)
+fd = l.inotify_init1(0)
+dirs = {}
+for d in sys.argv[1:]:
+    wd = l.inotify_add_watch(fd, d.encode(), 0xfff)
+    assert wd >= 0, ctypes.get_errno()
+    dirs[wd] = d
+print("watching", flush=True)
+while True:
+    buf = os.read(fd, 65536)
+    i = 0
+    done = False
+    while i < len(buf):
+        wd, mask, cookie, n = struct.unpack_from("iIII", buf, i)
+        name = buf[i + 16:i + 16 + n].rstrip(b"\0").decode()
+        i += 16 + n
+        print(dirs.get(wd, "?") + "/" + name, flush=True)
+        done = done or name == "sentinel"
+    if done:
+        break
+"#;
+    write(&lab.ws.join("watch.py"), watch);
+    let events = lab.ws.join("events.txt");
+    // The directory holding hidden names, a hidden directory, a plain
+    // directory. (A hidden file shows the host's `/dev/null`, whose own
+    // events are anyone's writes to it, as for the sandbox's `/dev/null`.)
+    let start = format!(
+        "{python} {} {} {} {} > {} 2>&1 &",
+        lab.ws.join("watch.py").display(),
+        lab.host.display(),
+        lab.host.join("store").display(),
+        lab.plain.display(),
+        events.display()
+    );
+    run(&shell, &start).await;
+    let wait_for = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(&events).unwrap_or_default();
+            if text.contains(what) {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "no {what:?} in {text:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("watching");
+    // The host replaces a store, makes a file beside it, then one in a
+    // plain directory. Events of one inotify instance are read in order:
+    // once the last shows, any of the first two would have shown before it.
+    host_replaces(lab, 1000);
+    write(&lab.host.join("new-beside.txt"), "x");
+    write(&lab.plain.join("sentinel"), "x");
+    let seen = wait_for("sentinel");
+    let host = format!("{}/", lab.host.display());
+    if seen.lines().any(|l| l.starts_with(&host)) {
+        failures.push(format!(
+            "inotify reported the host's changes in or beside hidden paths: {seen}"
+        ));
+    }
+    if !seen.contains(&format!("{}/sentinel", lab.plain.display())) {
+        failures.push(format!(
+            "inotify on a plain host directory saw nothing: {seen}"
+        ));
+    }
+    failures
+}
+
+async fn hiding_suite() {
+    let lab = HideLab::new();
+    let mut failures = hiding_survives(&lab).await;
+    failures.extend(file_events(&lab).await);
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    assert!(
+        failures.is_empty(),
+        "as uid {uid}:\n{}",
+        failures.join("\n")
+    );
+    println!("hiding held as uid {uid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hiding_survives_the_host_as_this_user() {
+    hiding_suite().await;
+}
+
+/// As root, a copy of this binary runs the same as an unprivileged user.
+#[test]
+fn hiding_survives_the_host_as_an_unprivileged_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(hiding_suite());
+        return;
+    }
+    let stdout = run_copy_as_unprivileged("hiding_survives_the_host_as_this_user");
+    assert!(
+        stdout.contains(&format!("hiding held as uid {UNPRIVILEGED}")),
+        "{stdout}"
+    );
 }

@@ -102,7 +102,11 @@ pub(crate) fn command(
         roots.push((spec.workspace.to_owned(), false));
     }
     roots.sort_by_key(|(r, _)| r.as_os_str().len());
-    for hidden in &rules.hidden {
+    // Bubblewrap hides what exists at start, by mounts over those entries
+    // (see docs/sandbox.md: a host's replacement of one shows through).
+    let attached: Vec<PathBuf> = roots.iter().map(|(r, _)| r.clone()).collect();
+    let hidden = super::hiding::plan(&rules.hidden, &attached, false, &[], &[]).pinned;
+    for hidden in &hidden {
         if hidden.is_dir() && roots.iter().any(|(r, _)| r.starts_with(hidden)) {
             push(&["--tmpfs", &path(hidden)]);
         }
@@ -124,7 +128,7 @@ pub(crate) fn command(
     // in order): a directory holding a root got its tmpfs before the roots
     // were bound, the others get theirs now, and all are made read-only; a
     // hidden file shows /dev/null.
-    for hidden in &rules.hidden {
+    for hidden in &hidden {
         if hidden.is_dir() {
             if !roots.iter().any(|(r, _)| r.starts_with(hidden)) {
                 push(&["--tmpfs", &path(hidden)]);

@@ -46,6 +46,7 @@
 
 pub(crate) mod bubblewrap;
 pub(crate) mod files;
+mod hiding;
 mod landlock;
 mod seccomp;
 mod sockets;
@@ -172,7 +173,7 @@ impl Confinement {
             let view = View::plan(
                 &attachments,
                 &protected,
-                &rules.hidden,
+                (&rules.hidden, hiding::overlay_in_user_namespaces()),
                 (rules.tmp, writable),
                 &spec.tmp.options(),
                 !spec.files,

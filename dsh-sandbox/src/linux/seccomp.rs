@@ -3,6 +3,7 @@
 //!
 //! Denied with `EPERM`: file handles (`open_by_handle_at`,
 //! `name_to_handle_at`), the kernel keyring, `bpf`, `perf_event_open`,
+//! `fanotify_init`,
 //! `userfaultfd`, `io_uring`, new namespaces (`unshare`, `setns`, `clone`
 //! with a namespace flag), every mount call and `chroot`, device nodes
 //! (`mknod` of a character or block device), `ptrace` attach and
@@ -269,6 +270,9 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
         libc::SYS_request_key,
         libc::SYS_bpf,
         libc::SYS_perf_event_open,
+        // fanotify reports the file events of a whole filesystem or mount
+        // (unprivileged since Linux 5.13): the host's and other tenants'.
+        libc::SYS_fanotify_init,
         libc::SYS_userfaultfd,
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,

@@ -205,6 +205,41 @@ pub(crate) fn touch(path: &CStr) -> io::Result<()> {
     Ok(())
 }
 
+/// A directory with exactly `mode` (no umask) and, where the user
+/// namespace maps them, `uid` and `gid` (an owner it does not map keeps the
+/// caller's: the directory belongs to a layer only this view reads).
+pub(crate) fn mkdir_owned(path: &CStr, mode: libc::mode_t, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path; plain syscalls.
+    unsafe {
+        if !exists(path) {
+            check_int(libc::mkdir(path.as_ptr(), 0o700))?;
+        }
+        // Unmapped ids fail with EINVAL: the caller's stay.
+        libc::lchown(path.as_ptr(), uid, gid);
+        check_int(libc::chmod(path.as_ptr(), mode))?;
+    }
+    Ok(())
+}
+
+/// An overlayfs whiteout (a character device 0/0) at `path`: the name is
+/// absent from an overlay whose upper layers hold it. Unprivileged in any
+/// user namespace since Linux 5.8.
+pub(crate) fn whiteout(path: &CStr) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path.
+    check_int(unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR, 0) })?;
+    Ok(())
+}
+
+/// Detaches the mount at `path` (`MNT_DETACH`) and removes the directory.
+pub(crate) fn detach_and_remove(path: &CStr) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path.
+    unsafe {
+        check_int(libc::umount2(path.as_ptr(), libc::MNT_DETACH))?;
+        check_int(libc::rmdir(path.as_ptr()))?;
+    }
+    Ok(())
+}
+
 /// `symlink(2)`.
 pub(crate) fn symlink(target: &CStr, link: &CStr) -> io::Result<()> {
     // SAFETY: NUL-terminated strings.

@@ -18,9 +18,13 @@
 //!    workspace-write, read-only otherwise), then every protected path,
 //!    read-only, over them — a mount point cannot be renamed or removed, so
 //!    a `.git` symlink or gitdir file cannot be swapped either;
-//! 5. hidden paths: an empty read-only tmpfs over a directory (made before
-//!    the roots when it holds one, so that the roots show through), the
-//!    host's `/dev/null`, read-only, over a file;
+//! 5. hidden paths ([`super::hiding`]): the directory holding them shown
+//!    through a read-only overlay whose top layer holds a whiteout for each
+//!    hidden name absent at start (made right after `/tmp`, before the
+//!    roots, with the host's mounts beneath it attached again); over each
+//!    hidden entry that exists, an empty read-only tmpfs over a directory
+//!    (made before the roots when it holds one, so that the roots show
+//!    through), the host's `/dev/null`, read-only, over a file;
 //! 6. the shell's working directory is entered again, in the new view.
 
 use std::ffi::CString;
@@ -30,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use libc::c_int;
 
+use super::hiding::{self, LayerEntry, Owner};
 use super::sys::{self, ATTR_NODEV, ATTR_NOEXEC, ATTR_NOSUID, ATTR_RDONLY};
 use crate::SandboxError;
 
@@ -39,6 +44,14 @@ pub(crate) const MAX_CLONES: usize = 64;
 
 /// Device nodes bound from the host into the minimal `/dev`.
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Where an overlay's layer is built, in the view's private `/tmp`, before
+/// it is detached (the overlay keeps its own reference).
+const LAYER: &str = "/tmp/.dsh-hidden-layer";
+
+/// Trees the view replaces with its own: no hidden path of the host's shows
+/// there.
+const PRIVATE: [&str; 5] = ["/tmp", "/dev", "/proc", "/run", "/var/run"];
 
 /// Parts of `/proc` bound read-only over themselves (as bubblewrap does).
 const PROC_READ_ONLY: [&str; 4] = ["sys", "sysrq-trigger", "irq", "bus"];
@@ -76,6 +89,16 @@ enum Step {
     Devpts(CString),
     /// Bind `path` (of the new view) read-only over itself, if it exists.
     ReadOnlySelf(CString),
+    /// A read-only overlay at `target` over the host's directory there,
+    /// under a layer of `layer` entries (absolute paths beneath [`LAYER`])
+    /// whose root is `root`.
+    Overlay {
+        at: CString,
+        target: CString,
+        root: Owner,
+        layer: Vec<(CString, LayerEntry)>,
+        options: CString,
+    },
     /// Set attributes of one mount.
     SetAttr {
         path: CString,
@@ -115,14 +138,15 @@ fn is_real_dir(path: &str) -> bool {
 impl View {
     /// The plan for `roots` (the workspace and writable roots, in any
     /// order), `protected` paths (read-only over the roots; each must exist),
-    /// `hidden` paths, a private `/tmp` (writable or not), a private
+    /// `hidden` paths ([`crate::WriteRules::hidden`]; by name through
+    /// overlays when `by_name`), a private `/tmp` (writable or not), a private
     /// `/dev/shm` (whether each is writable; both tmpfs with `tmp_options`),
     /// a fresh `/proc` (or, without `proc`, an empty one), and
     /// `cwd`.
     pub(crate) fn plan(
         roots: &[Attachment],
         protected: &[PathBuf],
-        hidden: &[PathBuf],
+        (hidden, by_name): (&[PathBuf], bool),
         (tmp_writable, shm_writable): (bool, bool),
         tmp_options: &str,
         proc: bool,
@@ -145,6 +169,46 @@ impl View {
             options: c(Path::new(tmp_options))?,
             read_only: false,
         });
+        let attached: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
+        let private: Vec<&Path> = PRIVATE.iter().map(Path::new).collect();
+        let mounts = if by_name {
+            hiding::mount_points()
+        } else {
+            Vec::new()
+        };
+        let hiding = hiding::plan(hidden, &attached, by_name, &mounts, &private);
+        // Overlays over the host's directories that hold hidden names, while
+        // the host's tree is still there beneath them (outermost first, each
+        // followed by the host's mounts beneath it).
+        for overlay in &hiding.overlays {
+            let mut options = b"lowerdir=".to_vec();
+            options.extend(hiding::escape_layer(Path::new(LAYER)));
+            options.push(b':');
+            options.extend(hiding::escape_layer(&overlay.base));
+            let options = CString::new(options).map_err(|_| {
+                SandboxError::setup(format!("path with a NUL byte: {}", overlay.base.display()))
+            })?;
+            let layer = overlay
+                .layer
+                .iter()
+                .map(|(rel, entry)| Ok((c(&Path::new(LAYER).join(rel))?, *entry)))
+                .collect::<Result<_, SandboxError>>()?;
+            steps.push(Step::Overlay {
+                at: cs(LAYER),
+                target: c(&overlay.base)?,
+                root: overlay.root,
+                layer,
+                options,
+            });
+            for mount in &overlay.submounts {
+                let index = source(mount, true)?;
+                steps.push(Step::Attach {
+                    source: index,
+                    target: c(mount)?,
+                    attrs: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
+                });
+            }
+        }
         // Socket directories: empty and read-only.
         for dir in ["/run", "/var/run"] {
             if is_real_dir(dir) {
@@ -218,8 +282,10 @@ impl View {
         // (the roots are attached on directories made in it) and are made
         // read-only last; the others, and hidden files, go over everything.
         let holds_root = |h: &PathBuf| roots.iter().any(|r| r.path.starts_with(h));
-        let (early, late): (Vec<&PathBuf>, Vec<&PathBuf>) =
-            hidden.iter().partition(|h| h.is_dir() && holds_root(h));
+        let (early, late): (Vec<&PathBuf>, Vec<&PathBuf>) = hiding
+            .pinned
+            .iter()
+            .partition(|h| h.is_dir() && holds_root(h));
         for dir in &early {
             steps.push(Step::Tmpfs {
                 target: c(dir)?,
@@ -360,6 +426,35 @@ impl View {
                         unsafe { libc::close(fd) };
                         sys::set_attr(path, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV, 0, true)?;
                     }
+                }
+                Step::Overlay {
+                    at,
+                    target,
+                    root,
+                    layer,
+                    options,
+                } => {
+                    sys::mkdir(at, 0o700)?;
+                    sys::mount_fs(
+                        c"tmpfs",
+                        at,
+                        libc::MS_NOSUID | libc::MS_NODEV,
+                        Some(c"mode=700"),
+                    )?;
+                    sys::mkdir_owned(at, root.mode, root.uid, root.gid)?;
+                    for (path, entry) in layer {
+                        match entry {
+                            LayerEntry::Dir(o) => sys::mkdir_owned(path, o.mode, o.uid, o.gid)?,
+                            LayerEntry::Whiteout => sys::whiteout(path)?,
+                        }
+                    }
+                    sys::mount_fs(
+                        c"overlay",
+                        target,
+                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+                        Some(options),
+                    )?;
+                    sys::detach_and_remove(at)?;
                 }
                 Step::SetAttr { path, set } => sys::set_attr(path, *set, 0, false)?,
             }

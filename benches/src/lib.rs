@@ -26,13 +26,26 @@ impl RawPty {
     /// Starts `bash --norc --noprofile --noediting` with echo off and output
     /// post-processing as given.
     pub fn spawn(opost: bool) -> io::Result<RawPty> {
+        RawPty::spawn_under(&[], opost)
+    }
+
+    /// As [`RawPty::spawn`], with bash run by `wrapper` (a program and its
+    /// arguments, such as `valgrind --tool=callgrind`; empty for none).
+    pub fn spawn_under(wrapper: &[String], opost: bool) -> io::Result<RawPty> {
         let pty = nix::pty::openpty(None, None)?;
         let mut modes = termios::tcgetattr(&pty.slave)?;
         modes.local_flags.remove(LocalFlags::ECHO);
         modes.output_flags.set(OutputFlags::OPOST, opost);
         termios::tcsetattr(&pty.slave, SetArg::TCSANOW, &modes)?;
         let stdio = |fd: &OwnedFd| fd.try_clone().map(Stdio::from);
-        let mut cmd = Command::new("bash");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg("bash");
+                cmd
+            }
+            None => Command::new("bash"),
+        };
         cmd.args(["--norc", "--noprofile", "--noediting"])
             .env("PS1", "")
             .env("TERM", "dumb")
@@ -74,6 +87,18 @@ impl RawPty {
             let keep = needle.len().min(tail.len());
             tail.drain(..tail.len() - keep);
         }
+    }
+}
+
+impl RawPty {
+    /// Writes `exit` and waits for bash to end by itself (so that a tool
+    /// running it, such as callgrind, writes what it counted).
+    pub fn exit(mut self) -> io::Result<()> {
+        self.master.write_all(b"exit\n")?;
+        let mut sink = Vec::new();
+        let _ = self.master.read_to_end(&mut sink);
+        self.child.wait()?;
+        Ok(())
     }
 }
 

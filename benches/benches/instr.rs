@@ -49,7 +49,10 @@ fn counted(dir: &Path, tag: &str) -> u64 {
         let text = std::fs::read_to_string(&path).unwrap();
         let line = text
             .lines()
-            .find_map(|l| l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:")))
+            .find_map(|l| {
+                l.strip_prefix("summary:")
+                    .or_else(|| l.strip_prefix("totals:"))
+            })
             .unwrap_or_else(|| panic!("no totals in {}", path.display()));
         total += line.trim().parse::<u64>().unwrap();
     }
@@ -136,7 +139,10 @@ impl Client {
         self.input.flush().unwrap();
         loop {
             let mut answer = String::new();
-            assert!(self.output.read_line(&mut answer).unwrap() > 0, "server ended");
+            assert!(
+                self.output.read_line(&mut answer).unwrap() > 0,
+                "server ended"
+            );
             let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
             if value["id"] == self.id {
                 return value;
@@ -188,7 +194,11 @@ fn server_share(dir: &Path) -> Vec<(&'static str, u64)> {
                 "initialize",
                 serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "instr", "version": "0"}}),
             );
-            writeln!(client.input, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+            writeln!(
+                client.input,
+                r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+            )
+            .unwrap();
             let (bash, args) = call("bash true");
             client.request(bash, args);
             let (method, params) = call(kind);
@@ -223,7 +233,10 @@ fn main() {
         println!("callgrind files kept in {}", dir.path().display());
     }
     let (dsh, raw) = bash_share(dir.path());
-    println!("bash instructions per `echo hi` call: dsh-shell-persistent {dsh}, raw marker line {raw} ({:.1}x)", dsh as f64 / raw as f64);
+    println!(
+        "bash instructions per `echo hi` call: dsh-shell-persistent {dsh}, raw marker line {raw} ({:.1}x)",
+        dsh as f64 / raw as f64
+    );
     if std::env::var("DSH_INSTR").as_deref() == Ok("bash") {
         if std::env::var_os("DSH_INSTR_KEEP").is_some() {
             std::mem::forget(dir);

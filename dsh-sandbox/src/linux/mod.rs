@@ -173,7 +173,11 @@ impl Confinement {
             let view = View::plan(
                 &attachments,
                 &protected,
-                (&rules.hidden, hiding::overlay_in_user_namespaces()),
+                (
+                    &rules.hidden,
+                    hiding::overlay_in_user_namespaces(),
+                    spec.unix_sockets,
+                ),
                 (rules.tmp, writable),
                 &spec.tmp.options(),
                 !spec.files,

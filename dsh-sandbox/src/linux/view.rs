@@ -30,6 +30,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use libc::c_int;
@@ -139,14 +140,15 @@ impl View {
     /// The plan for `roots` (the workspace and writable roots, in any
     /// order), `protected` paths (read-only over the roots; each must exist),
     /// `hidden` paths ([`crate::WriteRules::hidden`]; by name through
-    /// overlays when `by_name`), a private `/tmp` (writable or not), a private
+    /// overlays when `by_name`, the unix `sockets` the shell may reach
+    /// attached again beneath an overlay), a private `/tmp` (writable or not), a private
     /// `/dev/shm` (whether each is writable; both tmpfs with `tmp_options`),
     /// a fresh `/proc` (or, without `proc`, an empty one), and
     /// `cwd`.
     pub(crate) fn plan(
         roots: &[Attachment],
         protected: &[PathBuf],
-        (hidden, by_name): (&[PathBuf], bool),
+        (hidden, by_name, sockets): (&[PathBuf], bool, &[PathBuf]),
         (tmp_writable, shm_writable): (bool, bool),
         tmp_options: &str,
         proc: bool,
@@ -171,8 +173,21 @@ impl View {
         });
         let attached: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
         let private: Vec<&Path> = PRIVATE.iter().map(Path::new).collect();
+        // The unix sockets the shell may reach count as the host's mounts
+        // here: one beneath an overlaid directory is attached again from
+        // the host (a socket seen through an overlay is not the one its
+        // server listens on, and connecting to it is refused).
         let mounts = if by_name {
-            hiding::mount_points()
+            let mut mounts = hiding::mount_points();
+            mounts.extend(
+                sockets
+                    .iter()
+                    .filter(|s| {
+                        std::fs::symlink_metadata(s).is_ok_and(|m| m.file_type().is_socket())
+                    })
+                    .cloned(),
+            );
+            mounts
         } else {
             Vec::new()
         };

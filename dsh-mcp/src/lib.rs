@@ -10,6 +10,8 @@
 #![forbid(unsafe_code)]
 
 mod approve;
+#[cfg(feature = "http")]
+pub mod http;
 mod log;
 mod server;
 pub mod transport;

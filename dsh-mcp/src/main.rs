@@ -278,8 +278,13 @@ struct Args {
     /// carrying any other `Origin` gets 403; by default every request that
     /// carries one does. In the environment, several are `,`-separated.
     #[cfg(feature = "http")]
-    #[arg(long = "allow-origin", env = "DSH_ALLOW_ORIGIN", value_name = "ORIGIN",
-          value_delimiter = ',', requires = "listen")]
+    #[arg(
+        long = "allow-origin",
+        env = "DSH_ALLOW_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ',',
+        requires = "listen"
+    )]
     allow_origin: Vec<String>,
 
     /// `--listen`: the largest request body, in bytes (413 past it).
@@ -293,7 +298,12 @@ struct Args {
     /// after this many seconds without a request and without a running
     /// call; its id then gets 404. 0: never.
     #[cfg(feature = "http")]
-    #[arg(long, env = "DSH_SESSION_IDLE_SECS", value_name = "N", default_value_t = 1800)]
+    #[arg(
+        long,
+        env = "DSH_SESSION_IDLE_SECS",
+        value_name = "N",
+        default_value_t = 1800
+    )]
     session_idle_secs: u64,
 
     /// `--listen`: the most sessions open at once; an `initialize` past it

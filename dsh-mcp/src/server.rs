@@ -232,7 +232,9 @@ impl ServerHandler for DshServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let (owner, editor) = self.owner_of(&context)?;
-        Ok(ListToolsResult::with_all_items(self.tools_of(&owner, &editor)))
+        Ok(ListToolsResult::with_all_items(
+            self.tools_of(&owner, &editor),
+        ))
     }
 
     async fn call_tool(
@@ -262,13 +264,11 @@ impl ServerHandler for DshServer {
         // On the heap: a tool call's state is kilobytes, and rmcp holds the
         // future of every request (a ping too) sized for its largest handler.
         let outcome =
-            Box::pin(self.dispatch(
-                &owner,
-                &editor,
-                &request.name,
-                &arguments,
-                async move { ct.cancelled().await },
-            ))
+            Box::pin(
+                self.dispatch(&owner, &editor, &request.name, &arguments, async move {
+                    ct.cancelled().await
+                }),
+            )
             .await;
         let (text, is_error) = match outcome {
             Ok(text) => (text, false),

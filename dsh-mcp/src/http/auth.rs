@@ -109,7 +109,11 @@ mod tests {
             b"",
             b"0123456789abcdef",
         ] {
-            assert!(!token.admits(Some(wrong)), "{}", String::from_utf8_lossy(wrong));
+            assert!(
+                !token.admits(Some(wrong)),
+                "{}",
+                String::from_utf8_lossy(wrong)
+            );
         }
         assert!(!token.admits(None));
         assert!(matches!(

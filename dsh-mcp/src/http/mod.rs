@@ -294,7 +294,12 @@ impl Gate {
             }
             "/healthz" => return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n"),
             "/mcp" => {}
-            _ => return plain(StatusCode::NOT_FOUND, "Not Found: the MCP endpoint is /mcp\n"),
+            _ => {
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "Not Found: the MCP endpoint is /mcp\n",
+                );
+            }
         }
         let authorization = request
             .headers()

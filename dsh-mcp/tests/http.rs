@@ -814,3 +814,38 @@ async fn listen_refuses_to_start_without_a_usable_token() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The Python MCP SDK's Streamable HTTP client (`tests/python/http_client.py`):
+/// both tools, a session's state kept and another's apart, a call it gave
+/// up on cancelled, DELETE on leaving and 404 after, 401 for a wrong token.
+/// The interpreter is `DSH_TEST_MCP_PYTHON` (a venv with `pip install mcp`;
+/// `.ci/run` makes one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Python mcp SDK (DSH_TEST_MCP_PYTHON: a python with `mcp` installed)"]
+async fn python_sdk_client() {
+    let python = std::env::var("DSH_TEST_MCP_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let (_dir, ws) = workspace();
+    let server = Server::start(&ws, &[]).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(180),
+        Command::new(&python)
+            .arg(&script)
+            .arg(server.mcp())
+            .arg(TOKEN)
+            .arg(&ws)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("the Python client finished")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{python}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("all checks passed"), "{stdout}\n{stderr}");
+}

@@ -23,7 +23,8 @@ use rmcp::ServiceExt;
 /// with `--listen`. Every flag has an environment equivalent; flags win.
 ///
 /// A call ends early only when the client sends `notifications/cancelled`
-/// for it: the command is stopped and the shell reset. A client that
+/// for it (or, with `--listen`, closes the connection of the call): the
+/// command is stopped and the shell reset. Over stdio, a client that
 /// abandons a call without sending it (a client-side timeout, a closed
 /// request) leaves the command running, and the next call waits behind it
 /// until it ends or reaches `--timeout-secs` (measured: a 3 s call answered

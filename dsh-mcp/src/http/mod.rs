@@ -168,10 +168,11 @@ impl HttpServer {
         &self.shell
     }
 
-    /// Binds `addr` (`HOST:PORT`).
-    pub async fn bind(addr: &str) -> Result<TcpListener, HttpError> {
+    /// Binds `addr` (`HOST:PORT`; port 0 picks a free one).
+    pub async fn bind(addr: &str) -> Result<Listener, HttpError> {
         TcpListener::bind(addr)
             .await
+            .map(Listener)
             .map_err(|source| HttpError::Listen {
                 addr: addr.to_owned(),
                 source,
@@ -182,9 +183,10 @@ impl HttpServer {
     /// ends every session (and so every session's shell).
     pub async fn serve(
         &self,
-        listener: TcpListener,
+        listener: Listener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), HttpError> {
+        let Listener(listener) = listener;
         #[cfg(feature = "tls")]
         let tls = match &self.gate.0.options.tls {
             Some(files) => Some(files.acceptor()?),
@@ -238,6 +240,17 @@ impl HttpServer {
             expiry.abort();
         }
         Ok(())
+    }
+}
+
+/// A bound TCP socket, for [`HttpServer::serve`].
+#[derive(Debug)]
+pub struct Listener(TcpListener);
+
+impl Listener {
+    /// The address it is bound to (with the port picked for port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.0.local_addr()
     }
 }
 

@@ -9,6 +9,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 
+/// What a library said went wrong.
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why the certificate or key cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -19,7 +22,7 @@ pub enum TlsError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: rustls_pki_types::pem::Error,
+        source: Cause,
     },
     /// The key file cannot be read or holds no private key.
     #[error("cannot read a PEM private key from {path}: {source}")]
@@ -28,7 +31,7 @@ pub enum TlsError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: rustls_pki_types::pem::Error,
+        source: Cause,
     },
     /// rustls refused the pair (a key that does not match the
     /// certificate, an unsupported key type).
@@ -40,7 +43,7 @@ pub enum TlsError {
         key: PathBuf,
         /// Why.
         #[source]
-        source: rustls::Error,
+        source: Cause,
     },
 }
 
@@ -56,7 +59,7 @@ pub struct TlsFiles {
 impl TlsFiles {
     /// Reads both files and makes the acceptor (TLS 1.2 and 1.3, no client
     /// certificates, `http/1.1` offered by ALPN).
-    pub fn acceptor(&self) -> Result<TlsAcceptor, TlsError> {
+    pub(crate) fn acceptor(&self) -> Result<TlsAcceptor, TlsError> {
         let certs = CertificateDer::pem_file_iter(&self.cert)
             .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
             .and_then(|certs| {
@@ -68,16 +71,16 @@ impl TlsFiles {
             })
             .map_err(|source| TlsError::Certificate {
                 path: self.cert.clone(),
-                source,
+                source: source.into(),
             })?;
         let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|source| TlsError::Key {
             path: self.key.clone(),
-            source,
+            source: source.into(),
         })?;
-        let config_error = |source| TlsError::Config {
+        let config_error = |source: rustls::Error| TlsError::Config {
             cert: self.cert.clone(),
             key: self.key.clone(),
-            source,
+            source: source.into(),
         };
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),

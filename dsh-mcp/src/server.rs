@@ -46,9 +46,12 @@ enum Editors {
     /// The session's owner and editor, once its first request named it.
     PerSession {
         template: EditorTemplate,
-        session: Arc<OnceLock<(String, Arc<Editor<Arc<dyn Fs>>>)>>,
+        session: Arc<OnceLock<Acting>>,
     },
 }
+
+/// The owner a call acts for, and its editor.
+type Acting = (String, Arc<Editor<Arc<dyn Fs>>>);
 
 /// How a session's editor is made.
 #[derive(Clone)]
@@ -123,10 +126,7 @@ impl DshServer {
 
     /// The owner a request acts for and its editor: [`OWNER`] over stdio,
     /// the session id over HTTP (a request without one is refused).
-    fn owner_of(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(String, Arc<Editor<Arc<dyn Fs>>>), McpError> {
+    fn owner_of(&self, context: &RequestContext<RoleServer>) -> Result<Acting, McpError> {
         let (template, session) = match &self.editors {
             Editors::Fixed(editor) => return Ok((OWNER.to_owned(), Arc::clone(editor))),
             Editors::PerSession { template, session } => (template, session),

@@ -3,7 +3,7 @@
 //! test needs what a client library hides (the status of a refused
 //! request, a dropped connection, a session id after its end).
 #![cfg(target_os = "linux")]
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -172,8 +172,7 @@ impl Answer {
             .lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .last()
+            .rfind(|d| !d.is_empty())
             .unwrap_or(self.body.trim());
         serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {:?}", self.body))
     }
@@ -848,4 +847,169 @@ async fn python_sdk_client() {
         out.status
     );
     assert!(stdout.contains("all checks passed"), "{stdout}\n{stderr}");
+}
+
+/// The resident memory of `pid` and its descendants, in KiB.
+fn tree_rss_kib(pid: u32) -> u64 {
+    let mut children: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .nth(1)
+                .unwrap();
+            children.entry(ppid.parse().unwrap()).or_default().push(p);
+        }
+    }
+    let mut total = 0;
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) {
+            total += status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .map_or(0, |v| {
+                    v.trim().trim_end_matches(" kB").parse::<u64>().unwrap()
+                });
+        }
+        todo.extend(children.get(&p).into_iter().flatten());
+    }
+    total
+}
+
+fn p99(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[(times.len() * 99 / 100).min(times.len() - 1)]
+}
+
+/// Scale: `DSH_SCALE_SESSIONS` (default 1000) sessions on one server, 5
+/// `bash` calls each, 50 clients at a time; then the same load over stdio
+/// with one process per session. Prints calls/s, p99 and the RSS of an
+/// idle session; asserts only that every call was answered right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement (minutes, a thousand shells): run it by name"]
+async fn scale_sessions_over_http_and_stdio() {
+    let sessions: usize = std::env::var("DSH_SCALE_SESSIONS").map_or(1000, |n| n.parse().unwrap());
+    const CALLS: usize = 5;
+    const AT_ONCE: usize = 50;
+    let (_dir, ws) = workspace();
+    let server = Server::start(&ws, &["--max-sessions", &sessions.to_string()]).await;
+    let server_pid = server._child.id().unwrap();
+    let before = tree_rss_kib(server_pid);
+
+    // Over HTTP: open every session, then 5 calls in each.
+    let started = Instant::now();
+    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in 0..sessions {
+        let semaphore = semaphore.clone();
+        let mut raw = Raw::new(&server);
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire_owned().await.unwrap();
+            assert_eq!(raw.initialize().await.status, 200);
+            let mut times = Vec::new();
+            for c in 0..CALLS {
+                let t = Instant::now();
+                let answer = raw.bash(c as u64 + 1, &format!("echo {s}.{c}")).await;
+                times.push(t.elapsed());
+                assert_eq!(answer.tool_text(), format!("{s}.{c}"));
+            }
+            (raw, times)
+        });
+    }
+    let mut times = Vec::new();
+    let mut raws = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        let (raw, t) = done.unwrap();
+        times.extend(t);
+        raws.push(raw);
+    }
+    let http_elapsed = started.elapsed();
+    let idle = tree_rss_kib(server_pid);
+    eprintln!(
+        "HTTP: {sessions} sessions x {CALLS} calls in {http_elapsed:?}: {:.0} calls/s, p99 {:?}; RSS {} MiB before, {} MiB with {sessions} idle sessions: {} KiB per session",
+        (sessions * CALLS) as f64 / http_elapsed.as_secs_f64(),
+        p99(times),
+        before / 1024,
+        idle / 1024,
+        (idle - before) / sessions as u64
+    );
+    for raw in &raws {
+        raw.delete().await;
+    }
+    drop(server);
+
+    // Over stdio: one process per session, the same calls.
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in 0..sessions {
+        let semaphore = semaphore.clone();
+        let ws = ws.clone();
+        tasks.spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _permit = semaphore.acquire_owned().await.unwrap();
+            let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+                .arg("--workspace")
+                .arg(&ws)
+                .env_remove("DSH_HOME")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            let mut send = async |message: Value| {
+                stdin
+                    .write_all(format!("{message}\n").as_bytes())
+                    .await
+                    .unwrap();
+            };
+            send(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+            )
+            .await;
+            lines.next_line().await.unwrap().unwrap();
+            send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+            let mut times = Vec::new();
+            for c in 0..CALLS {
+                let t = Instant::now();
+                send(
+                    json!({"jsonrpc": "2.0", "id": c + 1, "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": format!("echo {s}.{c}")}}}),
+                )
+                .await;
+                let line = lines.next_line().await.unwrap().unwrap();
+                times.push(t.elapsed());
+                let message: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(message["result"]["content"][0]["text"], format!("{s}.{c}"));
+            }
+            drop(stdin);
+            let _ = child.wait().await;
+            times
+        });
+    }
+    let mut times = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        times.extend(done.unwrap());
+    }
+    let stdio_elapsed = started.elapsed();
+    eprintln!(
+        "stdio: {sessions} processes x {CALLS} calls in {stdio_elapsed:?}: {:.0} calls/s, p99 {:?}",
+        (sessions * CALLS) as f64 / stdio_elapsed.as_secs_f64(),
+        p99(times)
+    );
 }

@@ -26,7 +26,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// The two tools over MCP.
 ///
 /// Over stdio ([`DshServer::new`]) the one client is the owner [`OWNER`].
-/// Over Streamable HTTP ([`DshServer::per_session`]) each MCP session is
+/// Over Streamable HTTP (`http::HttpServer`) each MCP session is
 /// an owner of the shell tool, named by its `Mcp-Session-Id`, with an
 /// editor over its own filesystem ([`SandboxedShell::editor_fs`]), made at
 /// its first request that names it.

@@ -1,5 +1,6 @@
 //! Escalation approval through MCP elicitation: the client asks its user.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -21,10 +22,11 @@ rmcp::elicit_safe!(ApprovalForm);
 /// Asks the connected client (and so its user) to approve each escalation.
 /// Fails closed: a client that cannot elicit, declines, cancels or answers
 /// anything but "approve" refuses; no answer within the timeout is
-/// [`Approval::TimedOut`].
+/// [`Approval::TimedOut`]. Each owner's escalations go to the client of
+/// that owner's calls (over HTTP, each session's own).
 #[derive(Debug)]
 pub struct ElicitApprover {
-    peer: Mutex<Option<Peer<RoleServer>>>,
+    peers: Mutex<HashMap<String, Peer<RoleServer>>>,
     timeout: Duration,
 }
 
@@ -32,21 +34,36 @@ impl ElicitApprover {
     /// An approver waiting at most `timeout` for each answer.
     pub fn new(timeout: Duration) -> Self {
         ElicitApprover {
-            peer: Mutex::new(None),
+            peers: Mutex::new(HashMap::new()),
             timeout,
         }
     }
 
-    /// Remembers the client to ask (set on every tool call).
+    /// Remembers the client to ask for [`OWNER`](crate::OWNER), the stdio
+    /// server's one owner (set on every tool call).
     pub fn set_peer(&self, peer: Peer<RoleServer>) {
-        *self.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(peer);
+        self.set_peer_of(crate::OWNER, peer);
+    }
+
+    /// Remembers the client to ask for `owner` (set on every tool call).
+    pub fn set_peer_of(&self, owner: &str, peer: Peer<RoleServer>) {
+        self.peers().insert(owner.to_owned(), peer);
+    }
+
+    /// Forgets `owner`'s client (its session ended).
+    pub fn forget(&self, owner: &str) {
+        self.peers().remove(owner);
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Peer<RoleServer>>> {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 #[async_trait]
 impl Approver for ElicitApprover {
     async fn approve(&self, request: &EscalationRequest) -> Approval {
-        let peer = self.peer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let peer = self.peers().get(&request.owner).cloned();
         let Some(peer) = peer else {
             return Approval::Denied;
         };

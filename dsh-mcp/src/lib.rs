@@ -2,14 +2,18 @@
 //!
 //! # The server
 //!
-//! One server process is one owner: one persistent shell, calls in arrival
-//! order. The binary's flags are documented in `dsh-mcp --help`; this
-//! library holds the server ([`DshServer`]) so it can be embedded, its
-//! session log ([`SessionLog`]), the approver that asks the client's user
-//! ([`ElicitApprover`]) and the stdio transport ([`transport`]).
+//! Over stdio, one server process is one owner: one persistent shell, calls
+//! in arrival order. Over Streamable HTTP (`--listen`, the `http` module),
+//! each MCP session is an owner. The binary's flags are documented in
+//! `dsh-mcp --help`; this library holds the server ([`DshServer`]) so it can
+//! be embedded, its session log ([`SessionLog`]), the approver that asks the
+//! client's user ([`ElicitApprover`]), the stdio transport ([`transport`])
+//! and, with the `http` feature, the HTTP server (`http::HttpServer`).
 #![forbid(unsafe_code)]
 
 mod approve;
+#[cfg(feature = "http")]
+pub mod http;
 mod log;
 mod server;
 pub mod transport;

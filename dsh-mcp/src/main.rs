@@ -18,12 +18,13 @@ use dsh_sandbox::{
 use dsh_shell_persistent::{ClipMode, Dialect, ShellConfig};
 use rmcp::ServiceExt;
 
-/// An MCP stdio server with exactly two tools: a persistent shell (`bash`,
-/// `sh` or `pwsh`) and `str_replace_editor`. Every flag has an environment
-/// equivalent; flags win.
+/// An MCP server with exactly two tools: a persistent shell (`bash`, `sh`
+/// or `pwsh`) and `str_replace_editor`, over stdio, or over Streamable HTTP
+/// with `--listen`. Every flag has an environment equivalent; flags win.
 ///
 /// A call ends early only when the client sends `notifications/cancelled`
-/// for it: the command is stopped and the shell reset. A client that
+/// for it (or, with `--listen`, closes the connection of the call): the
+/// command is stopped and the shell reset. Over stdio, a client that
 /// abandons a call without sending it (a client-side timeout, a closed
 /// request) leaves the command running, and the next call waits behind it
 /// until it ends or reaches `--timeout-secs` (measured: a 3 s call answered
@@ -261,6 +262,75 @@ struct Args {
     /// which is not kept at all.
     #[arg(long, env = "DSH_BEST_EFFORT_LIMITS")]
     best_effort_limits: bool,
+
+    /// Serve MCP over Streamable HTTP at `http://HOST:PORT/mcp` instead of
+    /// stdio: each MCP session is an owner with its own shell (and its own
+    /// sandbox mode), made at its first call; the flags above apply to each
+    /// session's shell. Every request to `/mcp` needs `Authorization:
+    /// Bearer TOKEN` (`--token-file` or `DSH_TOKEN`; without one the server
+    /// refuses to start). `GET /healthz` answers 200 without a token. Port 0
+    /// picks a free port; the address is printed on stderr.
+    #[cfg(feature = "http")]
+    #[arg(long, env = "DSH_LISTEN", value_name = "HOST:PORT")]
+    listen: Option<String>,
+
+    /// `--listen`: the file holding the bearer token (at least 16
+    /// printable characters; a trailing newline is dropped). Default: the
+    /// `DSH_TOKEN` variable.
+    #[cfg(feature = "http")]
+    #[arg(long, env = "DSH_TOKEN_FILE", value_name = "FILE", requires = "listen")]
+    token_file: Option<PathBuf>,
+
+    /// `--listen`: a browser origin allowed to call (repeatable;
+    /// `scheme://host:port`, `:*` for any port, or `null`). A request
+    /// carrying any other `Origin` gets 403; by default every request that
+    /// carries one does. In the environment, several are `,`-separated.
+    #[cfg(feature = "http")]
+    #[arg(
+        long = "allow-origin",
+        env = "DSH_ALLOW_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ',',
+        requires = "listen"
+    )]
+    allow_origin: Vec<String>,
+
+    /// `--listen`: the largest request body, in bytes (413 past it).
+    #[cfg(feature = "http")]
+    #[arg(long, env = "DSH_MAX_REQUEST_BYTES", value_name = "N",
+          default_value_t = dsh_mcp::http::DEFAULT_MAX_REQUEST_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    max_request_bytes: u64,
+
+    /// `--listen`: end a session (its shell and that shell's processes)
+    /// after this many seconds without a request and without a running
+    /// call; its id then gets 404. 0: never.
+    #[cfg(feature = "http")]
+    #[arg(
+        long,
+        env = "DSH_SESSION_IDLE_SECS",
+        value_name = "N",
+        default_value_t = 1800
+    )]
+    session_idle_secs: u64,
+
+    /// `--listen`: the most sessions open at once; an `initialize` past it
+    /// gets 503 with the reason.
+    #[cfg(feature = "http")]
+    #[arg(long, env = "DSH_MAX_SESSIONS", value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_sessions: u64,
+
+    /// `--listen`: serve HTTPS with this PEM certificate chain (with
+    /// `--tls-key`).
+    #[cfg(feature = "tls")]
+    #[arg(long, env = "DSH_TLS_CERT", value_name = "FILE", requires_all = ["listen", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+
+    /// `--listen`: the PEM private key of `--tls-cert`.
+    #[cfg(feature = "tls")]
+    #[arg(long, env = "DSH_TLS_KEY", value_name = "FILE", requires_all = ["listen", "tls_cert"])]
+    tls_key: Option<PathBuf>,
 }
 
 /// `--cgroup-parent`: `auto` or a path.
@@ -414,12 +484,20 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    // One thread: requests reach the handler in the order they arrived (the
-    // tools are I/O-bound anyway).
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // Over stdio, one thread: requests reach the handler in the order they
+    // arrived (the tools are I/O-bound anyway). Over HTTP, sessions are
+    // independent and may use every core; each session's calls still run
+    // one at a time, in its turn.
+    #[cfg(feature = "http")]
+    let multi = args.listen.is_some();
+    #[cfg(not(feature = "http"))]
+    let multi = false;
+    let mut builder = if multi {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("dsh-mcp: cannot start the async runtime: {err}");
@@ -605,7 +683,59 @@ impl Place {
     }
 }
 
+/// `--listen`: where, and the HTTP server's settings.
+#[cfg(feature = "http")]
+fn listen_options(args: &Args) -> Result<Option<(String, dsh_mcp::http::HttpOptions)>, String> {
+    use dsh_mcp::http::{HttpOptions, Token};
+    let Some(addr) = &args.listen else {
+        return Ok(None);
+    };
+    let token = match (&args.token_file, std::env::var("DSH_TOKEN")) {
+        (Some(file), _) => Token::from_file(file),
+        (None, Ok(token)) => Token::new(&token, "in DSH_TOKEN"),
+        (None, Err(_)) => {
+            return Err("--listen needs a bearer token: --token-file FILE or DSH_TOKEN (the server never runs open)".to_owned());
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    let options = HttpOptions {
+        token,
+        allowed_origins: args.allow_origin.clone(),
+        max_request_bytes: usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX),
+        session_idle: (args.session_idle_secs > 0)
+            .then(|| Duration::from_secs(args.session_idle_secs)),
+        max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
+        #[cfg(feature = "tls")]
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(dsh_mcp::http::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        },
+    };
+    Ok(Some((addr.clone(), options)))
+}
+
+/// How the server is reached.
+enum Serve {
+    Stdio,
+    #[cfg(feature = "http")]
+    Http(String, dsh_mcp::http::HttpOptions),
+}
+
 async fn serve(args: Args) -> ExitCode {
+    #[cfg(feature = "http")]
+    let how = match listen_options(&args) {
+        Ok(Some((addr, options))) => Serve::Http(addr, options),
+        Ok(None) => Serve::Stdio,
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    #[cfg(not(feature = "http"))]
+    let how = Serve::Stdio;
     let place = match Place::reach(&args).await {
         Ok(place) => place,
         Err(err) => {
@@ -613,12 +743,12 @@ async fn serve(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = serve_at(args, &place).await;
+    let code = serve_at(args, &place, how).await;
     place.leave().await;
     code
 }
 
-async fn serve_at(args: Args, place: &Place) -> ExitCode {
+async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
     let workspace = place.workspace.clone();
     let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
     let mut config = ShellConfig::new(&workspace)
@@ -691,20 +821,7 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
         }
         _ => {}
     }
-    let fs: Arc<dyn Fs> = match &place.fs {
-        Some(fs) => Arc::clone(fs),
-        None => shell.editor_fs(dsh_mcp::OWNER),
-    };
-    let editor = match Editor::with_config(
-        fs,
-        EditorConfig::default().max_output_chars(max_output_chars),
-    ) {
-        Ok(editor) => editor,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let editor_config = EditorConfig::default().max_output_chars(max_output_chars);
     let log_dir = args
         .session_log
         .or_else(|| std::env::var_os("DSH_HOME").map(|home| PathBuf::from(home).join("sessions")));
@@ -718,6 +835,24 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
     if let Some(log) = &log {
         tracing::info!(path = %log.path().display(), "session log");
     }
+    match how {
+        Serve::Stdio => {}
+        #[cfg(feature = "http")]
+        Serve::Http(addr, options) => {
+            return serve_http(shell, editor_config, place, log, elicit, &addr, options).await;
+        }
+    }
+    let fs: Arc<dyn Fs> = match &place.fs {
+        Some(fs) => Arc::clone(fs),
+        None => shell.editor_fs(dsh_mcp::OWNER),
+    };
+    let editor = match Editor::with_config(fs, editor_config) {
+        Ok(editor) => editor,
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     let server = DshServer::new(shell, editor, log, elicit);
 
     tokio::select! {
@@ -732,6 +867,55 @@ async fn serve_at(args: Args, place: &Place) -> ExitCode {
     // Every shell's process tree goes with the server.
     server.shell().close_all().await;
     ExitCode::SUCCESS
+}
+
+/// Serves MCP over Streamable HTTP on `addr` until SIGTERM or SIGINT, then
+/// ends every session's shell.
+#[cfg(feature = "http")]
+async fn serve_http(
+    shell: SandboxedShell,
+    editor: EditorConfig,
+    place: &Place,
+    log: Option<SessionLog>,
+    elicit: Option<Arc<ElicitApprover>>,
+    addr: &str,
+    options: dsh_mcp::http::HttpOptions,
+) -> ExitCode {
+    use dsh_mcp::http::HttpServer;
+    let server = match HttpServer::new(shell, editor, place.fs.clone(), log, elicit, options) {
+        Ok(server) => server,
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match HttpServer::bind(addr).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let scheme = if server.is_https() { "https" } else { "http" };
+    match listener.local_addr() {
+        Ok(local) => eprintln!("dsh-mcp: listening on {scheme}://{local}/mcp"),
+        Err(err) => eprintln!("dsh-mcp: listening on {addr} (its port unknown: {err})"),
+    }
+    let shutdown = async {
+        tokio::select! {
+            () = terminated() => tracing::info!("SIGTERM: shutting down"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+        }
+    };
+    let served = server.serve(listener, shutdown).await;
+    server.shell().close_all().await;
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Resolves on SIGTERM (never where there is no such signal).

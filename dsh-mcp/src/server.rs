@@ -1,6 +1,6 @@
-//! The MCP server: exactly two tools, one owner.
+//! The MCP server: exactly two tools, one owner per MCP session.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use dsh_editor::fs::Fs;
@@ -8,7 +8,8 @@ use dsh_editor::{Editor, TOOL_NAME as EDITOR_TOOL};
 use dsh_sandbox::SandboxedShell;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -16,16 +17,65 @@ use serde_json::Value;
 
 use crate::{ElicitApprover, SessionLog};
 
-/// The owner id of the server's one shell.
+/// The owner id of the server's one shell over stdio.
 pub const OWNER: &str = "mcp";
 
+/// The header that names a Streamable HTTP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
 /// The two tools over MCP.
+///
+/// Over stdio ([`DshServer::new`]) the one client is the owner [`OWNER`].
+/// Over Streamable HTTP (`http::HttpServer`) each MCP session is
+/// an owner of the shell tool, named by its `Mcp-Session-Id`, with an
+/// editor over its own filesystem ([`SandboxedShell::editor_fs`]), made at
+/// its first request that names it.
 #[derive(Clone)]
 pub struct DshServer {
     shell: Arc<SandboxedShell>,
-    editor: Arc<Editor<Arc<dyn Fs>>>,
+    editors: Editors,
     log: Option<Arc<SessionLog>>,
     elicit: Option<Arc<ElicitApprover>>,
+}
+
+/// Where a call's owner and editor come from.
+#[derive(Clone)]
+enum Editors {
+    /// One owner, [`OWNER`], and its editor.
+    Fixed(Arc<Editor<Arc<dyn Fs>>>),
+    /// The session's owner and editor, once its first request named it.
+    PerSession {
+        template: EditorTemplate,
+        session: Arc<OnceLock<Acting>>,
+    },
+}
+
+/// The owner a call acts for, and its editor.
+type Acting = (String, Arc<Editor<Arc<dyn Fs>>>);
+
+/// How a session's editor is made.
+#[derive(Clone)]
+pub(crate) struct EditorTemplate {
+    /// The editor's settings, validated when the template was made.
+    config: dsh_editor::EditorConfig,
+    /// One filesystem for every session (a container's, a remote host's);
+    /// `None`: each session's own [`SandboxedShell::editor_fs`].
+    fs: Option<Arc<dyn Fs>>,
+    /// An editor with these settings over no files: its definition is
+    /// every session's.
+    probe: Editor<Arc<dyn Fs>>,
+}
+
+impl EditorTemplate {
+    /// Checks `config` once, for every session after.
+    pub(crate) fn new(
+        config: dsh_editor::EditorConfig,
+        fs: Option<Arc<dyn Fs>>,
+    ) -> Result<Self, dsh_editor::EditorConfigError> {
+        let none: Arc<dyn Fs> = Arc::new(dsh_editor::fs::MemFs::new());
+        let probe = Editor::with_config(none, config.clone())?;
+        Ok(EditorTemplate { config, fs, probe })
+    }
 }
 
 impl std::fmt::Debug for DshServer {
@@ -48,10 +98,61 @@ impl DshServer {
     ) -> Self {
         DshServer {
             shell: Arc::new(shell),
-            editor: Arc::new(editor),
+            editors: Editors::Fixed(Arc::new(editor)),
             log: log.map(Arc::new),
             elicit,
         }
+    }
+
+    /// A server for one Streamable HTTP session, sharing `shell` (one
+    /// owner per session), `log` and `elicit` with the other sessions' and
+    /// making the session's editor from `template`.
+    pub(crate) fn per_session(
+        shell: Arc<SandboxedShell>,
+        template: EditorTemplate,
+        log: Option<Arc<SessionLog>>,
+        elicit: Option<Arc<ElicitApprover>>,
+    ) -> Self {
+        DshServer {
+            shell,
+            editors: Editors::PerSession {
+                template,
+                session: Arc::new(OnceLock::new()),
+            },
+            log,
+            elicit,
+        }
+    }
+
+    /// The owner a request acts for and its editor: [`OWNER`] over stdio,
+    /// the session id over HTTP (a request without one is refused).
+    fn owner_of(&self, context: &RequestContext<RoleServer>) -> Result<Acting, McpError> {
+        let (template, session) = match &self.editors {
+            Editors::Fixed(editor) => return Ok((OWNER.to_owned(), Arc::clone(editor))),
+            Editors::PerSession { template, session } => (template, session),
+        };
+        if let Some((owner, editor)) = session.get() {
+            return Ok((owner.clone(), Arc::clone(editor)));
+        }
+        let id = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get(SESSION_HEADER))
+            .and_then(|value| value.to_str().ok())
+            .ok_or_else(|| {
+                McpError::invalid_request(
+                    "This request carries no Mcp-Session-Id: initialize a session first.",
+                    None,
+                )
+            })?;
+        let fs = match &template.fs {
+            Some(fs) => Arc::clone(fs),
+            None => self.shell.editor_fs(id) as Arc<dyn Fs>,
+        };
+        let editor = Editor::with_config(fs, template.config.clone())
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let (owner, editor) = session.get_or_init(|| (id.to_owned(), Arc::new(editor)));
+        Ok((owner.clone(), Arc::clone(editor)))
     }
 
     /// The shell tool (to close it on shutdown).
@@ -59,9 +160,17 @@ impl DshServer {
         &self.shell
     }
 
-    /// The two tool definitions, as MCP lists them.
+    /// The two tool definitions, as MCP lists them (for [`OWNER`]).
     pub fn tools(&self) -> Vec<Tool> {
-        [self.shell.spec(OWNER), self.editor.spec()]
+        match &self.editors {
+            Editors::Fixed(editor) => self.tools_of(OWNER, editor),
+            Editors::PerSession { template, .. } => self.tools_of(OWNER, &template.probe),
+        }
+    }
+
+    /// The two tool definitions `owner` sees.
+    fn tools_of(&self, owner: &str, editor: &Editor<Arc<dyn Fs>>) -> Vec<Tool> {
+        [self.shell.spec(owner), editor.spec()]
             .into_iter()
             .map(|spec| {
                 let input = spec.json_schema();
@@ -76,18 +185,20 @@ impl DshServer {
     /// is a fair lock, and it is the first thing a call waits for.
     async fn dispatch(
         &self,
+        owner: &str,
+        editor: &Editor<Arc<dyn Fs>>,
         name: &str,
         arguments: &Value,
         cancel: impl std::future::Future<Output = ()>,
     ) -> Result<String, String> {
         if name == self.shell.tool_name() {
             self.shell
-                .execute_with_cancel(OWNER, arguments, cancel)
+                .execute_with_cancel(owner, arguments, cancel)
                 .await
                 .map_err(|e| e.to_string())
         } else {
             self.shell
-                .in_turn(OWNER, self.editor.execute(arguments))
+                .in_turn(owner, editor.execute(arguments))
                 .await
                 .map_err(|e| e.to_string())
         }
@@ -101,12 +212,29 @@ impl ServerHandler for DshServer {
         config
     }
 
+    /// Over HTTP, only the versions with sessions (an `initialize`
+    /// handshake): from 2026-07-28 on, MCP has none, and a session is the
+    /// owner of a shell here.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        match &self.editors {
+            Editors::Fixed(_) => std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS),
+            Editors::PerSession { .. } => ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .filter(|v| v.has_initialize())
+                .cloned()
+                .collect(),
+        }
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        let (owner, editor) = self.owner_of(&context)?;
+        Ok(ListToolsResult::with_all_items(
+            self.tools_of(&owner, &editor),
+        ))
     }
 
     async fn call_tool(
@@ -115,8 +243,9 @@ impl ServerHandler for DshServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
+        let (owner, editor) = self.owner_of(&context)?;
         if let Some(elicit) = &self.elicit {
-            elicit.set_peer(context.peer.clone());
+            elicit.set_peer_of(&owner, context.peer.clone());
         }
         // An unknown tool is a JSON-RPC error, as the MCP specification
         // lists it (-32602), not a tool result.
@@ -135,11 +264,11 @@ impl ServerHandler for DshServer {
         // On the heap: a tool call's state is kilobytes, and rmcp holds the
         // future of every request (a ping too) sized for its largest handler.
         let outcome =
-            Box::pin(self.dispatch(
-                &request.name,
-                &arguments,
-                async move { ct.cancelled().await },
-            ))
+            Box::pin(
+                self.dispatch(&owner, &editor, &request.name, &arguments, async move {
+                    ct.cancelled().await
+                }),
+            )
             .await;
         let (text, is_error) = match outcome {
             Ok(text) => (text, false),

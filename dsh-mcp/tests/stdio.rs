@@ -1311,7 +1311,7 @@ async fn help_names_every_flags_environment_variable() {
     }
     let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        flat.contains("A client that abandons a call without sending it"),
+        flat.contains("Over stdio, a client that abandons a call without sending it"),
         "{help}"
     );
 }

@@ -551,10 +551,10 @@ pub(crate) fn loopback_up() -> io::Result<()> {
         for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
             *dst = *src as libc::c_char;
         }
-        let mut rc = libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req);
+        let mut rc = libc::ioctl(sock, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req);
         if rc == 0 {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            rc = libc::ioctl(sock, libc::SIOCSIFFLAGS, &req);
+            rc = libc::ioctl(sock, libc::SIOCSIFFLAGS as libc::Ioctl, &req);
         }
         let err = io::Error::last_os_error();
         libc::close(sock);

@@ -1,0 +1,355 @@
+//! MCP over Streamable HTTP (`dsh-mcp --listen`): rmcp's server transport
+//! at `/mcp`, behind a bearer token, with one owner of the shell tool per
+//! MCP session.
+//!
+//! What the server answers, before rmcp sees a request:
+//!
+//! * `GET /healthz`: 200 with an empty body, without a token (for probes);
+//! * any other path: 404;
+//! * `/mcp` without `Authorization: Bearer TOKEN`, or with another token:
+//!   401, and nothing runs;
+//! * a `POST` that would open one session past `max_sessions`: 503 with
+//!   the reason.
+//!
+//! rmcp then refuses an `Origin` that is not allowed (403), a body past
+//! `max_request_bytes` (413) and an unknown or ended session id (404).
+
+mod auth;
+mod sessions;
+#[cfg(feature = "tls")]
+mod tls;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use dsh_editor::EditorConfig;
+use dsh_editor::fs::Fs;
+use dsh_sandbox::SandboxedShell;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::server::{DshServer, EditorTemplate};
+use crate::{ElicitApprover, SessionLog};
+
+pub use auth::{MIN_TOKEN_LEN, Token, TokenError};
+pub use sessions::SessionsError;
+#[cfg(feature = "tls")]
+pub use tls::{TlsError, TlsFiles};
+
+/// The largest request body taken by default (4 MiB): a `str_replace` of
+/// a large file fits; a runaway client does not hold the server's memory.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
+
+/// The settings of the HTTP server.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The token every `/mcp` request must present.
+    pub token: Token,
+    /// The `Origin`s a request may carry (`scheme://host[:port]`, `:*` for
+    /// any port, `null`); a request with any other is refused (403). A
+    /// request without `Origin` (not from a browser) passes.
+    pub allowed_origins: Vec<String>,
+    /// The largest request body (413 past it).
+    pub max_request_bytes: usize,
+    /// A session with no request and no call running for this long is
+    /// ended; `None`: never.
+    pub session_idle: Option<Duration>,
+    /// The most sessions open at once.
+    pub max_sessions: usize,
+    /// Serve HTTPS with this certificate and key.
+    #[cfg(feature = "tls")]
+    pub tls: Option<TlsFiles>,
+}
+
+/// Why the HTTP server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The editor's settings are invalid.
+    #[error(transparent)]
+    Editor(#[from] dsh_editor::EditorConfigError),
+    /// The address cannot be listened on.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The certificate or key cannot be used.
+    #[cfg(feature = "tls")]
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// The two tools served over Streamable HTTP, one owner per MCP session.
+#[derive(Debug)]
+pub struct HttpServer {
+    shell: Arc<SandboxedShell>,
+    gate: Gate,
+}
+
+impl HttpServer {
+    /// A server over `shell` (each session its own owner in it) and
+    /// editors with `editor` settings, over `fs` for every session (a
+    /// container's, a remote host's) or, when `None`, over each session's
+    /// own [`SandboxedShell::editor_fs`]. `log` gets every session's calls;
+    /// `elicit` asks each session's client for its approvals.
+    pub fn new(
+        shell: SandboxedShell,
+        editor: EditorConfig,
+        fs: Option<Arc<dyn Fs>>,
+        log: Option<SessionLog>,
+        elicit: Option<Arc<ElicitApprover>>,
+        options: HttpOptions,
+    ) -> Result<HttpServer, HttpError> {
+        let shell = Arc::new(shell);
+        let template = EditorTemplate::new(editor, fs)?;
+        let log = log.map(Arc::new);
+        let sessions = sessions::Sessions::new(
+            options.max_sessions.max(1),
+            Arc::clone(&shell),
+            elicit.clone(),
+        );
+        let stop = CancellationToken::new();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_origins(options.allowed_origins.clone())
+            .enforce_origin_validation()
+            // A server in a container or a pod is reached by names this
+            // side cannot know; the token (which a browser page cannot
+            // read) and the Origin rule keep DNS rebinding out.
+            .disable_allowed_hosts()
+            .with_max_request_body_bytes(options.max_request_bytes)
+            .with_sse_retry(None)
+            .with_cancellation_token(stop.child_token());
+        let factory = {
+            let shell = Arc::clone(&shell);
+            move || {
+                Ok(DshServer::per_session(
+                    Arc::clone(&shell),
+                    template.clone(),
+                    log.clone(),
+                    elicit.clone(),
+                ))
+            }
+        };
+        let mcp = StreamableHttpService::new(factory, Arc::new(sessions.clone()), config);
+        Ok(HttpServer {
+            shell,
+            gate: Gate(Arc::new(GateInner {
+                mcp,
+                sessions,
+                options,
+                stop,
+            })),
+        })
+    }
+
+    /// Whether it serves HTTPS.
+    pub fn is_https(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.gate.0.options.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    /// The shell tool (to close every session's shell on shutdown).
+    pub fn shell(&self) -> &SandboxedShell {
+        &self.shell
+    }
+
+    /// Binds `addr` (`HOST:PORT`; port 0 picks a free one).
+    pub async fn bind(addr: &str) -> Result<Listener, HttpError> {
+        TcpListener::bind(addr)
+            .await
+            .map(Listener)
+            .map_err(|source| HttpError::Listen {
+                addr: addr.to_owned(),
+                source,
+            })
+    }
+
+    /// Serves connections on `listener` until `shutdown` resolves, then
+    /// ends every session (and so every session's shell).
+    pub async fn serve(
+        &self,
+        listener: Listener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), HttpError> {
+        let Listener(listener) = listener;
+        #[cfg(feature = "tls")]
+        let tls = match &self.gate.0.options.tls {
+            Some(files) => Some(files.acceptor()?),
+            None => None,
+        };
+        let expiry = self.gate.0.options.session_idle.map(|limit| {
+            let sessions = self.gate.0.sessions.clone();
+            let stop = self.gate.0.stop.clone();
+            tokio::spawn(async move {
+                let tick = (limit / 10).clamp(Duration::from_millis(100), Duration::from_secs(5));
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep(tick) => sessions.expire_idle(limit).await,
+                        () = stop.cancelled() => return,
+                    }
+                }
+            })
+        });
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        // Out of descriptors, a connection reset before it
+                        // was taken: the listener itself is still good.
+                        tracing::warn!(%err, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let gate = self.gate.clone();
+            #[cfg(feature = "tls")]
+            if let Some(tls) = &tls {
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => gate.connection(stream, peer).await,
+                        Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+                continue;
+            }
+            tokio::spawn(gate.connection(stream, peer));
+        }
+        self.gate.0.stop.cancel();
+        if let Some(expiry) = expiry {
+            expiry.abort();
+        }
+        Ok(())
+    }
+}
+
+/// A bound TCP socket, for [`HttpServer::serve`].
+#[derive(Debug)]
+pub struct Listener(TcpListener);
+
+impl Listener {
+    /// The address it is bound to (with the port picked for port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// What every request passes through.
+#[derive(Debug, Clone)]
+struct Gate(Arc<GateInner>);
+
+struct GateInner {
+    mcp: StreamableHttpService<DshServer, sessions::Sessions>,
+    sessions: sessions::Sessions,
+    options: HttpOptions,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for GateInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateInner")
+            .field("sessions", &self.sessions.len())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Gate {
+    /// Serves one connection (HTTP/1.1) until it closes.
+    async fn connection<S>(self, stream: S, peer: SocketAddr)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = hyper::service::service_fn(move |request| {
+            let gate = self.clone();
+            async move { Ok::<_, Infallible>(gate.handle(request).await) }
+        });
+        let served = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+        if let Err(err) = served {
+            tracing::debug!(%peer, %err, "connection ended with an error");
+        }
+    }
+
+    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let inner = &self.0;
+        match request.uri().path() {
+            "/healthz" if request.method() == Method::GET || request.method() == Method::HEAD => {
+                return plain(StatusCode::OK, "");
+            }
+            "/healthz" => return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n"),
+            "/mcp" => {}
+            _ => {
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "Not Found: the MCP endpoint is /mcp\n",
+                );
+            }
+        }
+        let authorization = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        if !inner.options.token.admits(authorization) {
+            let mut response = plain(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: send `Authorization: Bearer TOKEN` with the server's token\n",
+            );
+            response.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
+        if request.method() == Method::POST
+            && !request.headers().contains_key("mcp-session-id")
+            && inner.sessions.full()
+        {
+            let error = SessionsError::Full {
+                max: inner.sessions.max(),
+            };
+            return plain(StatusCode::SERVICE_UNAVAILABLE, &format!("{error}\n"));
+        }
+        inner.mcp.handle(request).await
+    }
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::copy_from_slice(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    if !text.is_empty() {
+        response.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+    }
+    response
+}

@@ -1,0 +1,116 @@
+"""The Python MCP SDK's Streamable HTTP client against `dsh-mcp --listen`.
+
+Run by tests/http.rs (`python_sdk_client`) with the server's URL, token and
+workspace as arguments; exits non-zero, with the reason, on the first
+failed check.
+"""
+
+import asyncio
+import sys
+
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+URL, TOKEN, WORKSPACE = sys.argv[1], sys.argv[2], sys.argv[3]
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+SESSIONS = []
+
+
+async def remember_session(response):
+    sid = response.headers.get("mcp-session-id")
+    if sid and sid not in SESSIONS:
+        SESSIONS.append(sid)
+
+
+def client(token=TOKEN):
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    http.event_hooks["response"].append(remember_session)
+    return streamable_http_client(URL, http_client=http)
+
+
+def text(result):
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
+async def bash(session, command, **kw):
+    result = await session.call_tool("bash", {"command": command}, **kw)
+    assert not result.is_error, text(result)
+    return text(result)
+
+
+async def main():
+    async with client() as (read, write):
+        async with ClientSession(read, write) as a:
+            info = await a.initialize()
+            assert info.server_info.name == "dsh-mcp", info
+            sid = SESSIONS[-1]
+            names = sorted(t.name for t in (await a.list_tools()).tools)
+            assert names == ["bash", "str_replace_editor"], names
+
+            # State per session: a second session has its own shell.
+            assert await bash(a, "cd /tmp && export X=a") == ""
+            async with client() as (r2, w2):
+                async with ClientSession(r2, w2) as b:
+                    await b.initialize()
+                    got = await bash(b, "echo $PWD ${X-unset}")
+                    assert got == f"{WORKSPACE} unset", got
+            assert await bash(a, "echo $PWD $X") == "/tmp a"
+
+            path = f"{WORKSPACE}/py.txt"
+            made = await a.call_tool(
+                "str_replace_editor",
+                {"command": "create", "path": path, "file_text": "alpha\n"},
+            )
+            assert not made.is_error, text(made)
+            assert await bash(a, f"cat {path}") == "alpha"
+
+            # A call the client gives up on is cancelled: the next one runs
+            # at once in a reset shell.
+            try:
+                await a.call_tool(
+                    "bash",
+                    {"command": "sleep 300"},
+                    read_timeout_seconds=2,
+                )
+                raise AssertionError("a 300 s call returned within its 2 s timeout")
+            except Exception as err:  # the SDK's McpError for the timeout
+                if isinstance(err, AssertionError):
+                    raise
+            after = await asyncio.wait_for(bash(a, "echo ${X-reset}"), 60)
+            assert after.endswith("reset"), after
+
+    # Leaving the client sent DELETE: the id is refused.
+    async with httpx2.AsyncClient() as http:
+        gone = await http.post(
+            URL,
+            headers={
+                **AUTH,
+                "Mcp-Session-Id": sid,
+                "MCP-Protocol-Version": "2025-06-18",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+            },
+            json={"jsonrpc": "2.0", "id": 9, "method": "ping"},
+        )
+        assert gone.status_code == 404, gone.status_code
+        bare = await http.post(URL, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert bare.status_code == 401, bare.status_code
+
+    # A wrong token cannot open a session.
+    try:
+        async with client("wrong-token-0123456789") as (r, w):
+            async with ClientSession(r, w) as s:
+                await asyncio.wait_for(s.initialize(), 30)
+        raise AssertionError("a wrong token opened a session")
+    except AssertionError:
+        raise
+    except BaseException:
+        pass
+    print("python sdk client: all checks passed")
+
+
+asyncio.run(main())

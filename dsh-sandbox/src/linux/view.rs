@@ -93,12 +93,21 @@ enum Step {
     /// A read-only overlay at `target` over the host's directory there,
     /// under a layer of `layer` entries (absolute paths beneath [`LAYER`])
     /// whose root is `root`.
+    ///
+    /// Where the kernel refuses that overlay (a directory on a filesystem
+    /// overlayfs cannot take as a lower layer, such as a virtual machine's
+    /// shared folder), the directory stays as the host's: its hidden
+    /// entries that exist are still covered by their own mounts (the old
+    /// way, which a host's replacement detaches), and `submounts` (the
+    /// host's mounts beneath it, cloned sources attached again on the
+    /// overlay) are not needed.
     Overlay {
         at: CString,
         target: CString,
         root: Owner,
         layer: Vec<(CString, LayerEntry)>,
         options: CString,
+        submounts: Vec<(usize, CString)>,
     },
     /// Set attributes of one mount.
     SetAttr {
@@ -208,21 +217,19 @@ impl View {
                 .iter()
                 .map(|(rel, entry)| Ok((c(&Path::new(LAYER).join(rel))?, *entry)))
                 .collect::<Result<_, SandboxError>>()?;
+            let submounts = overlay
+                .submounts
+                .iter()
+                .map(|mount| Ok((source(mount, true)?, c(mount)?)))
+                .collect::<Result<_, SandboxError>>()?;
             steps.push(Step::Overlay {
                 at: cs(LAYER),
                 target: c(&overlay.base)?,
                 root: overlay.root,
                 layer,
                 options,
+                submounts,
             });
-            for mount in &overlay.submounts {
-                let index = source(mount, true)?;
-                steps.push(Step::Attach {
-                    source: index,
-                    target: c(mount)?,
-                    attrs: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
-                });
-            }
         }
         // Socket directories: empty and read-only.
         for dir in ["/run", "/var/run"] {
@@ -448,6 +455,7 @@ impl View {
                     root,
                     layer,
                     options,
+                    submounts,
                 } => {
                     sys::mkdir(at, 0o700)?;
                     sys::mount_fs(
@@ -463,13 +471,19 @@ impl View {
                             LayerEntry::Whiteout => sys::whiteout(path)?,
                         }
                     }
-                    sys::mount_fs(
+                    let mounted = sys::mount_fs(
                         c"overlay",
                         target,
                         libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
                         Some(options),
-                    )?;
+                    );
                     sys::detach_and_remove(at)?;
+                    if mounted.is_ok() {
+                        for (source, mount) in submounts {
+                            sys::attach(fds[*source], mount)?;
+                            sys::set_attr(mount, ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV, 0, true)?;
+                        }
+                    }
                 }
                 Step::SetAttr { path, set } => sys::set_attr(path, *set, 0, false)?,
             }

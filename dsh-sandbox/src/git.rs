@@ -230,6 +230,8 @@ mod tests {
                 std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
                 mode
             );
+            #[cfg(not(unix))]
+            let _ = mode;
         }
         drop(held);
         let left: Vec<_> = std::fs::read_dir(&ws)

@@ -1,5 +1,8 @@
 //! The MCP server: exactly two tools, one owner per MCP session.
 
+// Without the `http` feature the per-session parts are never built.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
+
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 

@@ -327,6 +327,17 @@ fn prepare_parent(
     Ok(())
 }
 
+/// What of `needed` a `cgroup.subtree_control` reading `on` lacks, as the
+/// `+name` words that turn it on.
+pub(super) fn to_enable(on: &str, needed: &[Controller]) -> Vec<String> {
+    let on: Vec<&str> = on.split_whitespace().collect();
+    needed
+        .iter()
+        .filter(|c| !on.contains(&c.name()))
+        .map(|c| format!("+{}", c.name()))
+        .collect()
+}
+
 /// Turns `controllers` on in `dir`'s `cgroup.subtree_control`.
 fn enable(dir: &Path, controllers: &[Controller]) -> Result<(), LimitsError> {
     if controllers.is_empty() {
@@ -334,12 +345,7 @@ fn enable(dir: &Path, controllers: &[Controller]) -> Result<(), LimitsError> {
     }
     let control = dir.join("cgroup.subtree_control");
     let on = fs::read_to_string(&control).map_err(cg_err("reading", &control))?;
-    let on: Vec<&str> = on.split_whitespace().collect();
-    let missing: Vec<String> = controllers
-        .iter()
-        .filter(|c| !on.contains(&c.name()))
-        .map(|c| format!("+{}", c.name()))
-        .collect();
+    let missing = to_enable(&on, controllers);
     if missing.is_empty() {
         return Ok(());
     }

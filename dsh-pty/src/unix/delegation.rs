@@ -273,12 +273,7 @@ fn enable(dir: &Path, needed: &[Controller]) -> Result<(), NotDelegated> {
         path: control.clone(),
         source,
     })?;
-    let on: Vec<&str> = on.split_whitespace().collect();
-    let missing: Vec<String> = needed
-        .iter()
-        .filter(|c| !on.contains(&c.name()))
-        .map(|c| format!("+{}", c.name()))
-        .collect();
+    let missing = super::cgroup::to_enable(&on, needed);
     if missing.is_empty() {
         return Ok(());
     }

@@ -28,7 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("bash: {text}");
 
     // Typed: the host decides from data, renders for the model.
-    let outcome = pool.call("agent", "grep -c x conf.py; false").await?;
+    let outcome = pool.call("agent", "grep -c x conf.py; false", std::future::pending()).await?;
     if let CallEnd::Exited { code } = outcome.end {
         println!(
             "exit code {code}; model sees:\n{}",

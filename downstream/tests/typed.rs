@@ -24,19 +24,19 @@ async fn shell_outcomes_are_data_and_render_to_the_contract() {
     )
     .unwrap();
 
-    let ok = pool.call("a", "cd /tmp && echo hi").await.unwrap();
+    let ok = pool.call("a", "cd /tmp && echo hi", std::future::pending()).await.unwrap();
     assert!(ok.succeeded());
     assert_eq!(ok.output.text, "hi");
     assert!(!ok.shell_reset);
 
     let failed = pool
-        .call("a", "echo $PWD; exit_code() { return 7; }; exit_code")
+        .call("a", "echo $PWD; exit_code() { return 7; }; exit_code", std::future::pending())
         .await
         .unwrap();
     assert_eq!(failed.exit_code(), Some(7));
     assert_eq!(contract::render(&failed), "/tmp\n[exit code: 7]");
 
-    let long = pool.call("a", "seq 1 1000").await.unwrap();
+    let long = pool.call("a", "seq 1 1000", std::future::pending()).await.unwrap();
     match &long.output.clip {
         Some(Clip::HeadTail {
             omitted_chars,
@@ -49,14 +49,14 @@ async fn shell_outcomes_are_data_and_render_to_the_contract() {
         other => panic!("expected head+tail clipping, got {other:?}"),
     }
 
-    let slow = pool.call("a", "echo partial; sleep 60").await.unwrap();
+    let slow = pool.call("a", "echo partial; sleep 60", std::future::pending()).await.unwrap();
     assert!(matches!(slow.end, CallEnd::TimedOut { after } if after == Duration::from_secs(3)));
     assert!(slow.shell_reset);
     assert_eq!(slow.output.text, "partial");
     assert!(contract::render(&slow).starts_with("Your command timed out after 3 seconds"));
 
     // The reset shell starts from the workspace again.
-    let fresh = pool.call("a", "pwd").await.unwrap();
+    let fresh = pool.call("a", "pwd", std::future::pending()).await.unwrap();
     assert_eq!(fresh.output.text, root.display().to_string());
 
     // JSON in, text out, and a precise error for a bad call.

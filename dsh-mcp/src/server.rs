@@ -195,9 +195,14 @@ impl DshServer {
         cancel: impl std::future::Future<Output = ()>,
     ) -> Result<String, String> {
         if name == self.shell.tool_name() {
+            let request = self
+                .shell
+                .parse_request(arguments)
+                .map_err(|e| e.to_string())?;
             self.shell
-                .execute_with_cancel(owner, arguments, cancel)
+                .call(owner, request, cancel)
                 .await
+                .map(|outcome| dsh_sandbox::contract::render(&outcome))
                 .map_err(|e| e.to_string())
         } else {
             self.shell

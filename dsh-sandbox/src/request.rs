@@ -32,10 +32,22 @@ pub struct SandboxRequest {
     /// How long this call may run, instead of the shell config's timeout
     /// (see [`ShellRequest::timeout`](dsh_shell_persistent::ShellRequest::timeout):
     /// set by the host, unbounded, never read by serde; a model's
-    /// `timeout` is read by [`SandboxedShell::execute`](crate::SandboxedShell::execute)
+    /// `timeout` is read by [`SandboxedShell::parse_request`](crate::SandboxedShell::parse_request)
     /// within [`ShellConfig::timeout_parameter`](dsh_shell_persistent::ShellConfig::timeout_parameter)).
     #[serde(skip)]
     pub timeout: Option<Duration>,
+}
+
+impl From<&str> for SandboxRequest {
+    fn from(command: &str) -> Self {
+        SandboxRequest::new(command)
+    }
+}
+
+impl From<String> for SandboxRequest {
+    fn from(command: String) -> Self {
+        SandboxRequest::new(command)
+    }
 }
 
 impl SandboxRequest {

@@ -2,15 +2,14 @@
 //! what confines it, behind one turn; the rules for changing a mode; the
 //! tool's definition.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
 
 use dsh_shell_persistent::{
-    OwnerDirError, Shell, ShellConfig, ShellError, ShellHandle, ShellRequest, ToolSpec,
+    OwnerDirError, OwnerKind, OwnerTurn, Seat, Shell, ShellConfig, ShellError, ShellPool,
+    ShellRequest, ToolSpec,
 };
 use dsh_tool::{Kind, Parameter};
 use serde_json::Value;
@@ -45,38 +44,53 @@ use crate::{
 #[derive(Debug)]
 pub struct SandboxedShell {
     config: SandboxConfig,
-    owners: Arc<Mutex<HashMap<String, Arc<Owner>>>>,
-    /// Whether the idle sweeper runs (started by the first call).
-    sweeping: AtomicBool,
+    /// The owners: their turns, shells, modes, directories and idle close.
+    pool: ShellPool<Confined>,
     /// Namespaces failed and the policy allows the weaker mode.
     weaker: AtomicBool,
-    /// The size of `owners` at which the next new owner prunes it.
-    prune_at: AtomicUsize,
-    closed: AtomicBool,
 }
 
-/// The smallest owner map that is ever pruned.
-const PRUNE_FLOOR: usize = 1024;
+/// The sandbox's kind of pool owner: a shell with its mode and what
+/// confines it, and beside the turn the owner's mode, editor filesystem and
+/// git placeholders.
+#[derive(Debug)]
+struct Confined;
 
+impl OwnerKind for Confined {
+    type Seat = Current;
+    type State = OwnerState;
+
+    fn holds(state: &OwnerState) -> bool {
+        state.mode().is_some() || state.fs.get().is_some()
+    }
+
+    fn dir_fixed(state: &OwnerState) -> Option<&'static str> {
+        state
+            .fs
+            .get()
+            .map(|_| "its editor filesystem was handed out")
+    }
+
+    fn dropped_running(state: &OwnerState) {
+        // A shell of the owner killed just now (the tool dropped without
+        // closing it) may still be dying, and could write `HEAD` the moment
+        // its placeholder went: the placeholders stay on disk then, as a
+        // crash leaves them (empty, no repository to git).
+        state
+            .placeholders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .leave();
+    }
+}
+
+/// What an owner keeps outside its turn.
 #[derive(Debug, Default)]
-struct Owner {
-    /// The owner's turn, holding its persistent shell.
-    turn: tokio::sync::Mutex<Option<Current>>,
+struct OwnerState {
     /// The owner's own mode; written only in its turn, read at any time.
     mode: Mutex<Option<SandboxMode>>,
-    /// The shell a call of the owner runs in, else its persistent shell:
-    /// what closing the owner ends.
-    live: Mutex<Option<ShellHandle>>,
     /// The owner's editor filesystem, once a host asked for it.
     fs: OnceLock<Arc<SandboxFs>>,
-    /// The owner's own workspace ([`SandboxedShell::set_owner_dir`]);
-    /// `None`: the shell config's `start_dir`. Held while the editor's
-    /// filesystem is made, so that both see the same one.
-    dir: Mutex<Option<PathBuf>>,
-    /// The owner was closed: calls still waiting for its turn are refused.
-    closed: AtomicBool,
-    /// When the owner's last call ended (or its first began).
-    last_used: Mutex<Option<Instant>>,
     /// Held by the job that prepares one of the owner's confined shells
     /// on tokio's blocking pool, from the git placeholders to handing the
     /// result over (or dropping it, when the call that asked was dropped
@@ -96,48 +110,19 @@ struct Current {
     enforcement: Enforcement,
 }
 
-impl Drop for Owner {
-    fn drop(&mut self) {
-        // A shell of the owner killed just now (the tool dropped without
-        // closing it) may still be dying, and could write `HEAD` the moment
-        // its placeholder went: the placeholders stay on disk then, as a
-        // crash leaves them (empty, no repository to git).
-        if self
-            .turn
-            .get_mut()
-            .as_ref()
-            .is_some_and(|c| c.shell.is_running() && !c.shell.handle().is_closed())
-        {
-            self.placeholders
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .leave();
-        }
+impl Seat for Current {
+    fn shell(&self) -> &Shell {
+        &self.shell
+    }
+
+    fn shell_mut(&mut self) -> &mut Shell {
+        &mut self.shell
     }
 }
 
-impl Owner {
+impl OwnerState {
     fn mode(&self) -> MutexGuard<'_, Option<SandboxMode>> {
         self.mode.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn live(&self) -> MutexGuard<'_, Option<ShellHandle>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn dir(&self) -> MutexGuard<'_, Option<PathBuf>> {
-        self.dir.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-    }
-
-    fn idle_for(&self) -> Duration {
-        self.last_used
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map_or(Duration::ZERO, |t| t.elapsed())
     }
 }
 
@@ -146,96 +131,18 @@ impl SandboxedShell {
     /// until a call; a restricted call whose confinement cannot be enforced
     /// fails closed with the reason.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
-        config.shell.validate()?;
         Ok(SandboxedShell {
-            owners: Arc::new(Mutex::new(HashMap::new())),
-            sweeping: AtomicBool::new(false),
+            pool: ShellPool::of_kind(config.shell.clone())?,
             weaker: AtomicBool::new(false),
-            prune_at: AtomicUsize::new(PRUNE_FLOOR),
-            closed: AtomicBool::new(false),
             config,
         })
     }
 
-    fn owners_map(&self) -> MutexGuard<'_, HashMap<String, Arc<Owner>>> {
-        lock_owners(&self.owners)
-    }
-
-    /// With the shell config's idle limit, starts (once) the task that ends
-    /// the shells of owners idle that long. The owners stay, with their
-    /// modes: an idle owner's next call starts a fresh shell in the mode it
-    /// had. The task holds the owners weakly and ends with the tool.
-    fn start_sweeper(&self) {
-        let Some(limit) = self.config.shell.idle_limit else {
-            return;
-        };
-        if self.sweeping.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let owners = Arc::downgrade(&self.owners);
-        let period = (limit / 4).max(Duration::from_millis(10));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(period).await;
-                let Some(owners) = owners.upgrade() else {
-                    return;
-                };
-                let idle: Vec<Arc<Owner>> = lock_owners(&owners)
-                    .values()
-                    .filter(|o| o.idle_for() >= limit)
-                    .cloned()
-                    .collect();
-                drop(owners);
-                let mut closing = tokio::task::JoinSet::new();
-                for entry in idle {
-                    // A call under way (or waiting its turn) holds the turn.
-                    let Ok(mut current) = entry.turn.try_lock() else {
-                        continue;
-                    };
-                    if let Some(mut c) = current.take() {
-                        *entry.live() = None;
-                        closing.spawn(async move { c.shell.close().await });
-                    }
-                }
-                while closing.join_next().await.is_some() {}
-            }
-        });
-    }
-
-    fn owner(&self, owner: &str) -> Arc<Owner> {
-        let mut owners = self.owners_map();
-        if !owners.contains_key(owner) && owners.len() >= self.prune_at.load(Ordering::Relaxed) {
-            self.prune(&mut owners);
-        }
-        Arc::clone(owners.entry(owner.to_owned()).or_default())
-    }
-
-    /// Forgets the owners that hold nothing: no call under way or waiting,
-    /// no mode or directory of their own, no editor filesystem handed out, and no shell
-    /// (closed, or ended by the shell's idle limit). Run when the map has
-    /// doubled since the last pruning, so its cost is amortized and the map
-    /// stays within twice the owners that hold something.
-    fn prune(&self, owners: &mut HashMap<String, Arc<Owner>>) {
-        owners.retain(|_, entry| {
-            let Ok(current) = entry.turn.try_lock() else {
-                return true;
-            };
-            let busy = Arc::strong_count(entry) > 1;
-            let holds = entry.mode().is_some()
-                || entry.dir().is_some()
-                || entry.fs.get().is_some()
-                || current.as_ref().is_some_and(|c| c.shell.is_running());
-            busy || holds
-        });
-        self.prune_at
-            .store((owners.len() * 2).max(PRUNE_FLOOR), Ordering::Relaxed);
-    }
-
     /// The owner's mode: its own, else the policy's default.
     pub fn mode(&self, owner: &str) -> SandboxMode {
-        self.owners_map()
-            .get(owner)
-            .and_then(|o| *o.mode())
+        self.pool
+            .peek(owner, |state| *state.mode())
+            .flatten()
             .unwrap_or(self.config.policy.mode)
     }
 
@@ -265,12 +172,12 @@ impl SandboxedShell {
     /// runs under the new one; the owner's editor filesystem changes with
     /// it. The same mode keeps the shell.
     pub async fn set_mode(&self, owner: &str, mode: SandboxMode) -> Result<(), SandboxError> {
-        let entry = self.owner(owner);
-        let mut current = entry.turn.lock().await;
-        let from = entry.mode().unwrap_or(self.config.policy.mode);
+        let mut turn = self.pool.turn(owner).await?;
+        let from = turn.state().mode().unwrap_or(self.config.policy.mode);
         if from == mode {
             return Ok(());
         }
+        let (current, state) = turn.parts();
         if current.as_ref().is_some_and(|c| c.shell.is_running()) {
             match self.config.mode_change {
                 ModeChange::Reject => {
@@ -284,14 +191,14 @@ impl SandboxedShell {
                     if let Some(mut c) = current.take() {
                         c.shell.close().await;
                     }
-                    *entry.live() = None;
                 }
             }
         }
-        *entry.mode() = Some(mode);
-        if let Some(fs) = entry.fs.get() {
+        *state.mode() = Some(mode);
+        if let Some(fs) = state.fs.get() {
             fs.set_mode(mode);
         }
+        turn.set_live(None);
         tracing::info!(owner, %from, to = %mode, "sandbox mode changed");
         Ok(())
     }
@@ -321,34 +228,14 @@ impl SandboxedShell {
     /// or an editor writing where the host no longer means it to. Set it
     /// before the owner's first use, or close the owner first.
     pub fn set_owner_dir(&self, owner: &str, dir: impl Into<PathBuf>) -> Result<(), OwnerDirError> {
-        let dir = dir.into();
-        self.config.shell.check_owner_dir(owner, &dir)?;
-        let in_use = |why| OwnerDirError::InUse {
-            owner: owner.to_owned(),
-            why,
-        };
-        let entry = self.owner(owner);
-        let current = entry
-            .turn
-            .try_lock()
-            .map_err(|_| in_use("a call of it is under way"))?;
-        if current.as_ref().is_some_and(|c| c.shell.is_running()) {
-            return Err(in_use("its shell is running"));
-        }
-        // Checked and set under the lock `editor_fs` makes the filesystem in.
-        let mut own = entry.dir();
-        if entry.fs.get().is_some() {
-            return Err(in_use("its editor filesystem was handed out"));
-        }
-        *own = Some(dir);
-        Ok(())
+        self.pool.set_owner_dir(owner, dir)
     }
 
     /// The workspace `owner` was given with
     /// [`SandboxedShell::set_owner_dir`], if any (else it works in the
     /// shell config's `start_dir`).
     pub fn owner_dir(&self, owner: &str) -> Option<PathBuf> {
-        self.owners_map().get(owner).and_then(|o| o.dir().clone())
+        self.pool.owner_dir(owner)
     }
 
     /// The editor's filesystem for `owner` ([`SandboxFs`]), in the owner's
@@ -358,20 +245,18 @@ impl SandboxedShell {
     /// by the shell config's [`file_size`](dsh_pty::ResourceLimits::file_size)
     /// limit as the shell's are: the same one on every ask.
     pub fn editor_fs(&self, owner: &str) -> Arc<SandboxFs> {
-        let entry = self.owner(owner);
-        let dir = entry.dir();
-        let fs = entry.fs.get_or_init(|| {
-            let workspace = dir.as_deref().unwrap_or(&self.config.shell.start_dir);
-            let fs = SandboxFs::new(self.config.policy.clone(), workspace);
-            fs.set_file_size(self.config.shell.limits.file_size);
-            if let Some(mode) = *entry.mode() {
-                fs.set_mode(mode);
-            }
-            Arc::new(fs)
-        });
-        let fs = Arc::clone(fs);
-        drop(dir);
-        fs
+        self.pool.with_owner(owner, |dir, state| {
+            let fs = state.fs.get_or_init(|| {
+                let workspace = dir.unwrap_or(&self.config.shell.start_dir);
+                let fs = SandboxFs::new(self.config.policy.clone(), workspace);
+                fs.set_file_size(self.config.shell.limits.file_size);
+                if let Some(mode) = *state.mode() {
+                    fs.set_mode(mode);
+                }
+                Arc::new(fs)
+            });
+            Arc::clone(fs)
+        })
     }
 
     /// Runs `work` in `owner`'s turn: after the owner's calls and mode
@@ -379,9 +264,7 @@ impl SandboxedShell {
     /// runs its other tools for the owner so (an MCP server its editor), so
     /// that they see the shell's effects in the order the model asked.
     pub async fn in_turn<T>(&self, owner: &str, work: impl Future<Output = T>) -> T {
-        let entry = self.owner(owner);
-        let _turn = entry.turn.lock().await;
-        work.await
+        self.pool.in_turn(owner, work).await
     }
 
     /// Closes `owner`'s shells and forgets the owner (its mode and
@@ -390,15 +273,12 @@ impl SandboxedShell {
     /// A call of the owner under way or waiting ends with
     /// [`ShellError::Closed`].
     pub async fn close_owner(&self, owner: &str) {
-        let entry = self.owners_map().remove(owner);
-        if let Some(entry) = entry {
-            close_together(vec![entry]).await;
-        }
+        self.pool.close_owner(owner).await;
     }
 
     /// The owners this tool holds state for (a mode, a shell, a turn).
     pub fn owners(&self) -> Vec<String> {
-        self.owners_map().keys().cloned().collect()
+        self.pool.owners()
     }
 
     /// The tool's name: `bash`, `sh` or `pwsh`.
@@ -409,9 +289,7 @@ impl SandboxedShell {
     /// Closes every shell, all at once, forgets every owner and refuses
     /// every later call with [`ShellError::Closed`].
     pub async fn close_all(&self) {
-        self.closed.store(true, Ordering::Release);
-        let owners: Vec<Arc<Owner>> = self.owners_map().drain().map(|(_, o)| o).collect();
-        close_together(owners).await;
+        self.pool.close_all().await;
     }
 
     /// The shell settings for `mode` before confinement: persistence and a
@@ -457,14 +335,11 @@ impl SandboxedShell {
     /// backend (which forks off the runtime too).
     async fn make(
         &self,
-        entry: &Owner,
+        state: &OwnerState,
+        start_dir: PathBuf,
         mode: SandboxMode,
         persistent: bool,
     ) -> Result<Current, SandboxError> {
-        let start_dir = entry
-            .dir()
-            .clone()
-            .unwrap_or_else(|| self.config.shell.start_dir.clone());
         let shell = self
             .shell_config(mode, persistent)
             .start_dir(start_dir.clone());
@@ -477,8 +352,8 @@ impl SandboxedShell {
         }
         let policy = self.config.policy.clone();
         let namespaces = !self.weaker.load(Ordering::Relaxed);
-        let preparing = Arc::clone(&entry.preparing);
-        let placeholders = Arc::clone(&entry.placeholders);
+        let preparing = Arc::clone(&state.preparing);
+        let placeholders = Arc::clone(&state.placeholders);
         let (made_tx, made_rx) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
             let _serial = preparing.lock().unwrap_or_else(|p| p.into_inner());
@@ -518,96 +393,70 @@ impl SandboxedShell {
         ))
     }
 
-    /// Runs one tool call (`{"command", "sandbox_permissions"?, "justification"?}`,
-    /// and `timeout` when the shell config's
+    /// The model's JSON arguments as a request (`{"command",
+    /// "sandbox_permissions"?, "justification"?}`, and `timeout` when the
+    /// shell config's
     /// [`timeout_parameter`](dsh_shell_persistent::ShellConfig::timeout_parameter)
-    /// offers it) and returns the model-visible text.
-    pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, SandboxError> {
-        self.execute_with_cancel(owner, args, std::future::pending())
-            .await
+    /// offers it), for [`SandboxedShell::call`].
+    pub fn parse_request(&self, args: &Value) -> Result<SandboxRequest, SandboxError> {
+        SandboxRequest::from_json_for(&self.config.shell, args)
     }
 
-    /// Like [`SandboxedShell::execute`], cancelled (and the shell reset) when
-    /// `cancel` resolves.
-    pub async fn execute_with_cancel(
-        &self,
-        owner: &str,
-        args: &Value,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<String, SandboxError> {
-        let request = SandboxRequest::from_json_for(&self.config.shell, args)?;
-        let outcome = self.call_with_cancel(owner, request, cancel).await?;
+    /// A convenience: runs one tool call given as the model's JSON
+    /// arguments ([`SandboxedShell::parse_request`]) and returns the
+    /// model-visible text ([`contract::render`](crate::contract::render) of
+    /// [`SandboxedShell::call`], never cancelled).
+    pub async fn execute(&self, owner: &str, args: &Value) -> Result<String, SandboxError> {
+        let request = self.parse_request(args)?;
+        let outcome = self.call(owner, request, std::future::pending()).await?;
         Ok(crate::contract::render(&outcome))
     }
 
-    /// Runs one call and returns what happened as data.
+    /// Runs one call in `owner`'s turn and returns what happened as data.
+    /// It is cancelled when `cancel` resolves (`std::future::pending()`
+    /// never does): the shell is then reset and the result discarded;
+    /// dropping the returned future has the same effect. Every other call
+    /// method is this one.
     pub async fn call(
         &self,
         owner: &str,
-        request: SandboxRequest,
-    ) -> Result<SandboxOutcome, SandboxError> {
-        self.call_with_cancel(owner, request, std::future::pending())
-            .await
-    }
-
-    /// Like [`SandboxedShell::call`], cancelled (and the shell reset) when
-    /// `cancel` resolves.
-    pub async fn call_with_cancel(
-        &self,
-        owner: &str,
-        request: SandboxRequest,
+        request: impl Into<SandboxRequest>,
         cancel: impl Future<Output = ()>,
     ) -> Result<SandboxOutcome, SandboxError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(SandboxError::Shell(ShellError::Closed));
-        }
-        self.start_sweeper();
-        let entry = self.owner(owner);
-        entry.touch();
-        let mut current = entry.turn.lock().await;
-        if entry.closed.load(Ordering::Acquire) {
-            return Err(SandboxError::Shell(ShellError::Closed));
-        }
-        let result = self
-            .call_in_turn(&entry, &mut current, owner, request, cancel)
-            .await;
-        entry.touch();
-        result
-    }
-
-    /// [`SandboxedShell::call_with_cancel`] once the owner's turn came.
-    async fn call_in_turn(
-        &self,
-        entry: &Owner,
-        current: &mut Option<Current>,
-        owner: &str,
-        request: SandboxRequest,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<SandboxOutcome, SandboxError> {
-        let command = request.command.as_str();
-        if command.is_empty() {
+        let request = request.into();
+        if request.command.is_empty() {
             return Err(SandboxError::Shell(ShellError::EmptyCommand));
         }
-        let owner_mode = entry.mode().unwrap_or(self.config.policy.mode);
+        let mut turn = self.pool.turn(owner).await?;
+        let owner_mode = turn.state().mode().unwrap_or(self.config.policy.mode);
         let (mode, escalated) =
             crate::escalation::escalation(&self.config, owner, &request, owner_mode).await?;
         let persistent = !escalated && self.persistent(mode);
         let mut cancel = std::pin::pin!(cancel);
         loop {
             let mut fresh = None;
+            let start_dir = turn.start_dir();
             let used = if persistent {
-                self.persistent_current(entry, current, mode).await?
+                self.persistent_current(&mut turn, mode).await?
             } else {
-                fresh.insert(self.make(entry, mode, false).await?)
+                fresh.insert(self.make(turn.state(), start_dir, mode, false).await?)
             };
             tracing::debug!(owner, %mode, persistent, enforcement = ?used.enforcement, "sandboxed call");
-            *entry.live() = Some(used.shell.handle());
-            let mut shell_request = ShellRequest::new(command);
+            let handle = used.shell.handle();
+            let mut shell_request = ShellRequest::new(request.command.as_str());
             shell_request.timeout = request.timeout;
-            let result = used.shell.call_with(shell_request, cancel.as_mut()).await;
             let namespaces = used.enforcement.namespaces;
+            turn.set_live(Some(handle));
+            let result = match fresh.as_mut() {
+                Some(used) => used.shell.call(shell_request, cancel.as_mut()).await,
+                None => match turn.parts().0 {
+                    Some(used) => used.shell.call(shell_request, cancel.as_mut()).await,
+                    None => Err(ShellError::Closed),
+                },
+            };
             drop(fresh);
-            *entry.live() = current.as_ref().map(|c| c.shell.handle());
+            let kept = turn.parts().0.as_ref().map(|c| c.shell.handle());
+            turn.set_live(kept);
             match result {
                 Ok(call) => {
                     let denial =
@@ -630,8 +479,8 @@ impl SandboxedShell {
                     ..
                 }) => {
                     if persistent {
-                        *current = None;
-                        *entry.live() = None;
+                        *turn.parts().0 = None;
+                        turn.set_live(None);
                     }
                     if namespaces && self.config.policy.degrade {
                         tracing::warn!(%err, "namespaces unavailable; the policy allows the weaker mode");
@@ -656,19 +505,21 @@ impl SandboxedShell {
     /// again), else a new one.
     async fn persistent_current<'a>(
         &self,
-        entry: &Owner,
-        current: &'a mut Option<Current>,
+        turn: &'a mut OwnerTurn<Confined>,
         mode: SandboxMode,
     ) -> Result<&'a mut Current, SandboxError> {
+        let start_dir = turn.start_dir();
+        let (current, state) = turn.parts();
         let reusable = current
             .as_ref()
             .is_some_and(|c| c.mode == mode && c.shell.is_running());
         if !reusable {
             // The model learns of a cancellation that reset the old shell.
             let after_cancel = current.as_ref().is_some_and(|c| c.shell.after_cancel());
-            // Drop the old shell (and its placeholders) before making new ones.
+            // Drop the old shell (its process killed) before making the new
+            // one; the placeholders stay with the owner.
             *current = None;
-            let mut made = self.make(entry, mode, true).await?;
+            let mut made = self.make(state, start_dir, mode, true).await?;
             if after_cancel {
                 made.shell.mark_after_cancel();
             }
@@ -700,30 +551,4 @@ fn prepare(
         shell: Shell::new(shell)?,
         enforcement,
     })
-}
-
-fn lock_owners(
-    owners: &Mutex<HashMap<String, Arc<Owner>>>,
-) -> MutexGuard<'_, HashMap<String, Arc<Owner>>> {
-    owners.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Closes the owners' shells at once (one grace period), refusing the calls
-/// that still wait for their turns.
-async fn close_together(owners: Vec<Arc<Owner>>) {
-    let _shared = dsh_pty::SharedScans::new();
-    let mut closing = tokio::task::JoinSet::new();
-    for entry in owners {
-        entry.closed.store(true, Ordering::Release);
-        let live = entry.live().take();
-        if let Some(handle) = live {
-            // The owner (and so its shell process) is held until the shell
-            // is closed: dropped first, it would be killed without grace.
-            closing.spawn(async move {
-                handle.close().await;
-                drop(entry);
-            });
-        }
-    }
-    while closing.join_next().await.is_some() {}
 }

@@ -1001,7 +1001,13 @@ async fn denials_are_decided_from_the_outcome_not_from_words() {
     use dsh_sandbox::{SandboxRequest, contract};
     let d = dirs();
     let s = shell(&d, ww(), Some(Approval::AllowedOnce), ModeChange::Reject);
-    let call = |command: &str| s.call("agent", SandboxRequest::new(command));
+    let call = |command: &str| {
+        s.call(
+            "agent",
+            SandboxRequest::new(command),
+            std::future::pending(),
+        )
+    };
 
     let denied = call(&format!("touch {}/new", d.out.display()))
         .await
@@ -1035,6 +1041,7 @@ async fn denials_are_decided_from_the_outcome_not_from_words() {
                 SandboxMode::DangerFullAccess,
                 "the test writes outside on purpose",
             ),
+            std::future::pending(),
         )
         .await
         .unwrap();
@@ -1087,7 +1094,11 @@ async fn denials_are_seen_under_a_non_english_locale() {
     ))
     .unwrap();
     let denied = s
-        .call("agent", SandboxRequest::new("touch \"$OUT/new\""))
+        .call(
+            "agent",
+            SandboxRequest::new("touch \"$OUT/new\""),
+            std::future::pending(),
+        )
         .await
         .unwrap();
     assert!(denied.likely_denial.is_some(), "{denied:?}");
@@ -1119,7 +1130,11 @@ async fn owners_that_hold_nothing_are_forgotten() {
     refused.justification = Some("no permissions asked".into());
     for i in 0..3000 {
         let err = s
-            .call(&format!("agent-{i}"), refused.clone())
+            .call(
+                &format!("agent-{i}"),
+                refused.clone(),
+                std::future::pending(),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, SandboxError::JustificationWithoutPermissions));
@@ -1130,7 +1145,13 @@ async fn owners_that_hold_nothing_are_forgotten() {
         .unwrap();
     assert_eq!(run(&s, "true").await, "");
     for i in 3000..5000 {
-        let _ = s.call(&format!("agent-{i}"), refused.clone()).await;
+        let _ = s
+            .call(
+                &format!("agent-{i}"),
+                refused.clone(),
+                std::future::pending(),
+            )
+            .await;
     }
     let owners = s.owners();
     assert!(owners.len() <= 2048, "{} owners kept", owners.len());
@@ -1291,10 +1312,13 @@ async fn a_calls_own_timeout_overrides_the_configured_one_in_every_mode() {
         .unwrap();
         run(&s, "cd / && export GONE=1").await;
         let quick = SandboxRequest::new("echo partial; sleep 1000").timeout(Duration::from_secs(1));
-        let outcome = tokio::time::timeout(Duration::from_secs(60), s.call("agent", quick))
-            .await
-            .unwrap_or_else(|_| panic!("{mode}: a 1 s timeout did not end the call"))
-            .unwrap();
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(60),
+            s.call("agent", quick, std::future::pending()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{mode}: a 1 s timeout did not end the call"))
+        .unwrap();
         assert!(
             matches!(outcome.call.end, CallEnd::TimedOut { after } if after == Duration::from_secs(1)),
             "{mode}: {:?}",

@@ -539,7 +539,9 @@ mod cgroup {
             let sequential = 100.min(n);
             let started = Instant::now();
             for i in 0..sequential {
-                pool.call(&format!("a{i}"), "true").await.unwrap();
+                pool.call(&format!("a{i}"), "true", std::future::pending())
+                    .await
+                    .unwrap();
             }
             let spawned = started.elapsed();
             // The rest, 50 at a time, to have `n` idle shells to close.
@@ -547,7 +549,11 @@ mod cgroup {
                 let mut set = tokio::task::JoinSet::new();
                 for &i in batch {
                     let pool = std::sync::Arc::clone(&pool);
-                    set.spawn(async move { pool.call(&format!("a{i}"), "true").await.unwrap() });
+                    set.spawn(async move {
+                        pool.call(&format!("a{i}"), "true", std::future::pending())
+                            .await
+                            .unwrap()
+                    });
                 }
                 while let Some(done) = set.join_next().await {
                     done.unwrap();

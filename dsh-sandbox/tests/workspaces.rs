@@ -53,7 +53,10 @@ async fn run(tool: &SandboxedShell, owner: &str, cmd: &str) -> String {
 
 /// `cmd` failed on a write the confinement refused.
 async fn refused(tool: &SandboxedShell, owner: &str, cmd: &str) {
-    let outcome = tool.call(owner, SandboxRequest::new(cmd)).await.unwrap();
+    let outcome = tool
+        .call(owner, SandboxRequest::new(cmd), std::future::pending())
+        .await
+        .unwrap();
     assert!(
         matches!(outcome.call.end, CallEnd::Exited { code } if code != 0)
             && outcome.likely_denial.is_some(),
@@ -107,7 +110,10 @@ async fn each_owner_is_confined_to_its_own_directory_across_a_timeout() {
             refused(&tool, &owner, &format!("touch {root}/shared.txt")).await;
 
             let slow = SandboxRequest::new("cd / && sleep 600").timeout(Duration::from_secs(1));
-            let outcome = tool.call(&owner, slow).await.unwrap();
+            let outcome = tool
+                .call(&owner, slow, std::future::pending())
+                .await
+                .unwrap();
             assert!(
                 matches!(outcome.call.end, CallEnd::TimedOut { .. }),
                 "{owner}: {:?}",

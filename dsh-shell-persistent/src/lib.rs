@@ -40,7 +40,9 @@
 //! }
 //!
 //! // Or typed: what happened, as data, rendered when the model needs it.
-//! let outcome = pool.call("a1", "make test").await?;
+//! // `call` takes a command (or a `ShellRequest` with its own timeout) and
+//! // a future that cancels it (`pending()`: never).
+//! let outcome = pool.call("a1", "make test", std::future::pending()).await?;
 //! match &outcome.end {
 //!     CallEnd::Exited { code } => println!("exit {code}, clipped: {}", outcome.output.clip.is_some()),
 //!     CallEnd::TimedOut { after } => println!("timed out after {after:?}; shell reset: {}", outcome.shell_reset),
@@ -51,7 +53,7 @@
 //!
 //! // Cancel a call from elsewhere (a user pressed stop): the shell is reset.
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-//! let call = pool.run_with_cancel("a1", "sleep 100", async { let _ = stopped.await; });
+//! let call = pool.call("a1", "sleep 100", async { let _ = stopped.await; });
 //! let _ = stop.send(());
 //! assert!(call.await.is_err());
 //!
@@ -207,7 +209,7 @@ pub use outcome::{
     BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
 };
 pub use output::ClipMode;
-pub use pool::ShellPool;
+pub use pool::{OwnerKind, OwnerTurn, PlainShells, Seat, ShellPool};
 pub use request::ShellRequest;
 pub use shell::{Shell, ShellHandle};
 

@@ -19,7 +19,7 @@ use crate::Dialect;
 /// # #[tokio::main]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir()))?;
-/// let outcome = pool.call("agent-1", "echo hi; exit 3").await?;
+/// let outcome = pool.call("agent-1", "echo hi; exit 3", std::future::pending()).await?;
 /// assert_eq!(outcome.output.text, "hi");
 /// assert!(matches!(outcome.end, CallEnd::ShellEnded { .. }));
 /// assert!(outcome.shell_reset);

@@ -38,6 +38,18 @@ pub struct ShellRequest {
     pub timeout: Option<Duration>,
 }
 
+impl From<&str> for ShellRequest {
+    fn from(command: &str) -> Self {
+        ShellRequest::new(command)
+    }
+}
+
+impl From<String> for ShellRequest {
+    fn from(command: String) -> Self {
+        ShellRequest::new(command)
+    }
+}
+
 impl ShellRequest {
     /// A request to run `command` with the configured timeout.
     pub fn new(command: impl Into<String>) -> Self {

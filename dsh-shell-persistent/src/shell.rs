@@ -124,72 +124,52 @@ impl Shell {
         self.cancelled = true;
     }
 
-    /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`)
-    /// and returns the model-visible text.
-    /// ([`ShellConfig::parse_request`]: `timeout` too, when the
-    /// configuration offers it).
+    /// Runs a tool call given as the model's JSON arguments (`{"command": ...}`,
+    /// and `timeout` when [`ShellConfig::timeout_parameter`] offers it) and
+    /// returns the model-visible text ([`contract::render`] of
+    /// [`Shell::call`]).
     pub async fn execute(&mut self, args: &Value) -> Result<String, ShellError> {
         let request = self.config.parse_request(args)?;
-        let outcome = self.call_with(request, std::future::pending()).await?;
+        let outcome = self.call(request, std::future::pending()).await?;
         Ok(contract::render(&outcome))
     }
 
-    /// Runs `command` and returns the model-visible text ([`contract::render`]
-    /// of [`Shell::call`]).
+    /// A convenience: runs `command` and returns the model-visible text
+    /// ([`contract::render`] of [`Shell::call`], never cancelled).
     pub async fn run(&mut self, command: &str) -> Result<String, ShellError> {
-        self.run_with_cancel(command, std::future::pending()).await
-    }
-
-    /// Like [`Shell::run`], cancelled when `cancel` resolves: the shell is
-    /// then reset and the result discarded, even if the command had finished.
-    /// Dropping the returned future has the same effect.
-    pub async fn run_with_cancel(
-        &mut self,
-        command: &str,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<String, ShellError> {
-        let outcome = self.call_with_cancel(command, cancel).await?;
+        let outcome = self.call(command, std::future::pending()).await?;
         Ok(contract::render(&outcome))
-    }
-
-    /// Runs `command` and returns what happened as data.
-    pub async fn call(&mut self, command: &str) -> Result<CallOutcome, ShellError> {
-        self.call_with_cancel(command, std::future::pending()).await
-    }
-
-    /// Like [`Shell::call`], cancelled when `cancel` resolves (see
-    /// [`Shell::run_with_cancel`]).
-    pub async fn call_with_cancel(
-        &mut self,
-        command: &str,
-        cancel: impl Future<Output = ()>,
-    ) -> Result<CallOutcome, ShellError> {
-        self.call_with(ShellRequest::new(command), cancel).await
     }
 
     /// Runs `request` (its command, under its timeout when it has one) and
-    /// returns what happened as data; cancelled when `cancel` resolves (see
-    /// [`Shell::run_with_cancel`]; `std::future::pending()` never cancels).
-    /// Every other call method is this one.
+    /// returns what happened as data. It is cancelled when `cancel` resolves
+    /// (`std::future::pending()` never does): the shell is then reset and
+    /// the result discarded, even if the command had finished; dropping the
+    /// returned future has the same effect. Every other call method is this
+    /// one.
     ///
     /// ```no_run
+    /// use std::future::pending;
     /// use std::time::Duration;
     /// use dsh_shell_persistent::{CallEnd, Shell, ShellConfig, ShellRequest};
     ///
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let mut shell = Shell::new(ShellConfig::new("/tmp").timeout(Duration::from_secs(600)))?;
     /// let quick = ShellRequest::new("curl -s localhost:8080/health").timeout(Duration::from_secs(2));
-    /// let outcome = shell.call_with(quick, std::future::pending()).await?;
+    /// let outcome = shell.call(quick, pending()).await?;
     /// if let CallEnd::TimedOut { after } = outcome.end {
     ///     assert_eq!(after, Duration::from_secs(2)); // and the shell was reset
     /// }
+    /// let listing = shell.call("ls", pending()).await?;
+    /// # let _ = listing;
     /// # Ok(()) }
     /// ```
-    pub async fn call_with(
+    pub async fn call(
         &mut self,
-        request: ShellRequest,
+        request: impl Into<ShellRequest>,
         cancel: impl Future<Output = ()>,
     ) -> Result<CallOutcome, ShellError> {
+        let request = request.into();
         let started = Instant::now();
         let owner = self.owner.as_deref().unwrap_or_default();
         let span = tracing::info_span!("shell_call", owner, tool = self.tool_name());

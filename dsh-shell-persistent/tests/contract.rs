@@ -355,7 +355,7 @@ async fn a_calls_own_timeout_overrides_the_pools(w: Where) {
     let quick = ShellRequest::new("echo partial; sleep 1000").timeout(Duration::from_secs(1));
     let outcome = tokio::time::timeout(
         Duration::from_secs(60),
-        f.pool.call_with("agent", quick, std::future::pending()),
+        f.pool.call("agent", quick, std::future::pending()),
     )
     .await
     .unwrap_or_else(|_| panic!("a 1 s timeout did not end the call"))
@@ -435,7 +435,7 @@ async fn cancellation_resets_even_after_the_marker(w: Where) {
     // A cancel that fires at once: the command may even finish, the result is discarded.
     let err = f
         .pool
-        .run_with_cancel("agent", "export SHOULD_NOT_SURVIVE=1", async {})
+        .call("agent", "export SHOULD_NOT_SURVIVE=1", async {})
         .await
         .unwrap_err();
     assert!(matches!(err, ShellError::Cancelled { .. }));
@@ -474,7 +474,11 @@ async fn cancellation_resets_even_after_the_marker(w: Where) {
         f.run("echo ${BEFORE-reset} ${DROPPED-gone}").await,
         format!("{AFTER_CANCEL_NOTE}\nreset gone")
     );
-    let outcome = f.pool.call("agent", "true").await.unwrap();
+    let outcome = f
+        .pool
+        .call("agent", "true", std::future::pending())
+        .await
+        .unwrap();
     assert!(!outcome.after_cancel);
 }
 

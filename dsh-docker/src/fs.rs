@@ -27,8 +27,9 @@ use channel::{Answer, Channel};
 ///   renamed over it; a reader sees the old or the new file, never a mix.
 /// * **Replace-if-version**: the version is the text of `stat` (device,
 ///   inode, size, modification and change times, to the nanosecond where the
-///   filesystem keeps them), compared inside the container right before
-///   the rename.
+///   filesystem keeps them), compared inside the container once the new
+///   content is written, before its owner, mode and time are set and it is
+///   renamed.
 /// * **Create-new** never overwrites: the file is written aside and
 ///   hard-linked into place, which fails if anything appeared there.
 /// * **An edit is seen by mtime-and-size caches**: a replace that keeps the
@@ -45,9 +46,11 @@ use channel::{Answer, Channel};
 ///
 /// What differs: nothing is `fsync`ed (a crash of the container's host right
 /// after an edit can lose it); the check-then-rename of a replace runs in one
-/// script but is not a single system call, so a writer racing it in the same
-/// microseconds can be overwritten (the local filesystem has the same window,
-/// narrower); every operation costs a round trip to the container.
+/// script but is not a single system call, so a writer racing it between the
+/// check and the rename can be overwritten (usually microseconds; up to the
+/// next second or two when a same-size edit waits for a later second; the
+/// local filesystem has the same window, narrower); every operation costs a
+/// round trip to the container.
 #[derive(Debug, Clone)]
 pub struct DockerFs {
     channel: Arc<Channel>,

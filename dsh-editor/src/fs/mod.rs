@@ -198,9 +198,11 @@ impl FsError {
 /// Implementations decide what "atomic" means for their storage, but must
 /// keep the contract of each method: a failed write changes nothing, and
 /// [`Fs::replace`] refuses a file that changed since the version it was
-/// shown. That check is made right before the final rename, not with it:
-/// a change that lands between the two (microseconds on a local disk, one
-/// script's run in a container, one round trip over SFTP) is overwritten.
+/// shown. That check is made before the final rename, not with it: a
+/// change that lands between the two is overwritten (microseconds on a
+/// local disk, where the check comes right before the rename; in a
+/// container, the steps that set the new file's owner, mode and time; over
+/// SFTP, the upload of the new content and what follows it).
 ///
 /// The trait uses `async-trait` so that it can be used as `dyn Fs` (a host
 /// picks the filesystem at run time: `dsh-mcp`'s server holds an
@@ -240,11 +242,11 @@ pub trait Fs: Send + Sync {
 
     /// Atomically replaces the content of the file at `path` with `data`
     /// (readers see the old or the new content, never a mix), if its version
-    /// is still `expected` when the new content is in place to be renamed;
-    /// otherwise fails with [`FsError::Changed`] and changes nothing. A
-    /// change made after that last check and before the rename is lost (see
-    /// the trait's docs). Keeps the file's permissions, and writes through a
-    /// symbolic link to its target.
+    /// is still `expected` at the implementation's last check before the
+    /// rename; otherwise fails with [`FsError::Changed`] and changes
+    /// nothing. A change made after that last check and before the rename
+    /// is lost (see the trait's docs). Keeps the file's permissions, and
+    /// writes through a symbolic link to its target.
     ///
     /// Where files have modification times, content of the old size gets a
     /// time in a later whole second than the old content's, never one ahead

@@ -198,12 +198,12 @@ impl DshServer {
             self.shell
                 .execute_with_cancel(owner, arguments, cancel)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| dsh_sandbox::contract::render_error(&e))
         } else {
             self.shell
                 .in_turn(owner, editor.execute(arguments))
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| dsh_editor::contract::render_error(&e))
         }
     }
 }

@@ -474,7 +474,7 @@ pub enum LimitsError {
 }
 
 /// "the memory limit and the process limit".
-fn list(limits: &[Limit]) -> String {
+pub(crate) fn list(limits: &[Limit]) -> String {
     let names: Vec<String> = limits.iter().map(|l| format!("the {l}")).collect();
     match names.as_slice() {
         [] => "no limit".to_owned(),

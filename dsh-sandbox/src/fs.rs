@@ -208,7 +208,7 @@ impl Shared {
             )),
         };
         let files = crate::linux::files::Files::new(&rules, &self.workspace)
-            .map_err(|e| unusable(e.to_string()))?;
+            .map_err(|e| unusable(crate::contract::render_error(&e)))?;
         match files.ensure_started() {
             Ok(()) => {
                 let files = Arc::new(files);

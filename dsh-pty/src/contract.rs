@@ -66,23 +66,58 @@ pub fn render_limits_error(err: &LimitsError) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::error::Error as _;
     use std::io;
     use std::path::PathBuf;
 
     use super::*;
     use crate::Limit;
 
-    /// `err` reads `want` for the model, and did so before `Display`
-    /// became the developers' text.
+    /// `err` reads `want` for the model, as it did when `Display` was the
+    /// model's text; `Display` never repeats the source.
     fn golden(err: PtyError, want: &str) {
         assert_eq!(render_error(&err), want, "{err:?}");
-        assert_eq!(err.to_string(), want, "{err:?}");
+        assert_display_is_terse(&err);
     }
 
     fn limits_golden(err: LimitsError, want: &str) {
         assert_eq!(render_limits_error(&err), want, "{err:?}");
-        assert_eq!(err.to_string(), want, "{err:?}");
+        assert_display_is_terse(&err);
         golden(PtyError::Limits(err), want);
+    }
+
+    fn assert_display_is_terse(err: &dyn std::error::Error) {
+        let display = err.to_string();
+        assert!(!display.ends_with('.'), "{display}");
+        assert!(
+            display.starts_with(|c: char| !c.is_uppercase()),
+            "{display}"
+        );
+        if let Some(source) = err.source() {
+            assert!(!display.contains(&source.to_string()), "{display}");
+        }
+    }
+
+    #[test]
+    fn display_is_for_developers() {
+        let err = PtyError::Spawn {
+            program: "bash".into(),
+            source: io::Error::other("no such file"),
+        };
+        assert_eq!(err.to_string(), "spawning `bash` failed");
+        let err = LimitsError::Cgroup {
+            what: "making the cgroup",
+            path: PathBuf::from("/sys/fs/cgroup/dsh/s1"),
+            source: io::Error::other("EACCES"),
+        };
+        assert_eq!(
+            err.to_string(),
+            "making the cgroup /sys/fs/cgroup/dsh/s1 failed"
+        );
+        assert_eq!(
+            err.source().map(ToString::to_string).as_deref(),
+            Some("EACCES")
+        );
     }
 
     #[test]

@@ -158,11 +158,36 @@ mod tests {
     use super::{render_error, shows_denial};
     use crate::{SandboxError, SandboxMode};
 
-    /// `err` reads `want` for the model, and did so before `Display`
-    /// became the developers' text.
+    /// `err` reads `want` for the model, as it did when `Display` was the
+    /// model's text; `Display` never repeats the source.
     fn golden(err: SandboxError, want: &str) {
         assert_eq!(render_error(&err), want, "{err:?}");
-        assert_eq!(err.to_string(), want, "{err:?}");
+        let display = err.to_string();
+        assert!(!display.ends_with('.'), "{display}");
+        assert!(
+            display.starts_with(|c: char| !c.is_uppercase()),
+            "{display}"
+        );
+        if let Some(source) = std::error::Error::source(&err) {
+            assert!(!display.contains(&source.to_string()), "{display}");
+        }
+    }
+
+    #[test]
+    fn display_is_for_developers() {
+        let err = SandboxError::setup_from("Landlock", std::io::Error::other("ENOSYS"));
+        assert_eq!(err.to_string(), "setting up the sandbox failed: Landlock");
+        assert_eq!(
+            std::error::Error::source(&err).map(ToString::to_string),
+            Some("ENOSYS".to_owned())
+        );
+        let err = SandboxError::Denied {
+            requested: SandboxMode::WorkspaceWrite,
+        };
+        assert_eq!(
+            err.to_string(),
+            "the approver denied workspace-write access"
+        );
     }
 
     #[test]

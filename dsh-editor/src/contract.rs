@@ -210,11 +210,39 @@ mod tests {
     use super::render_error;
     use crate::{EditorError, Encoding};
 
-    /// `err` reads `want` for the model, and did so before `Display`
-    /// became the developers' text.
+    /// `err` reads `want` for the model, as it did when `Display` was the
+    /// model's text; `Display` never repeats the source.
     fn golden(err: EditorError, want: &str) {
         assert_eq!(render_error(&err), want, "{err:?}");
-        assert_eq!(err.to_string(), want, "{err:?}");
+        let display = err.to_string();
+        assert_ne!(display, want);
+        assert!(!display.ends_with('.'), "{display}");
+        assert!(
+            display.starts_with(|c: char| !c.is_uppercase()),
+            "{display}"
+        );
+        if let Some(source) = std::error::Error::source(&err) {
+            assert!(!display.contains(&source.to_string()), "{display}");
+        }
+    }
+
+    #[test]
+    fn display_is_for_developers() {
+        let err = EditorError::ReplaceAmbiguous {
+            old: "x".into(),
+            lines: vec![1, 4, 9],
+            more: 2,
+        };
+        assert_eq!(err.to_string(), "`old_str` occurs 5 times");
+        let err = EditorError::Io {
+            path: "/repo/a".into(),
+            source: Arc::new(std::io::Error::other("EIO")),
+        };
+        assert_eq!(err.to_string(), "the operation on /repo/a failed");
+        assert_eq!(
+            std::error::Error::source(&err).map(ToString::to_string),
+            Some("EIO".to_owned())
+        );
     }
 
     #[test]

@@ -201,9 +201,10 @@ impl<F: Fs + 'static> Editor<F> {
     }
 
     /// Runs one tool call given as the model's JSON arguments. `Ok` holds
-    /// the text for the model ([`contract::render`] of the outcome); so does
-    /// the error's `Display`. Nothing on disk changes unless the call
-    /// succeeds.
+    /// the text for the model ([`contract::render`] of the outcome); an
+    /// error's text for the model is [`contract::render_error`] (its
+    /// `Display` is for developers). Nothing on disk changes unless the
+    /// call succeeds.
     pub async fn execute(&self, args: &Value) -> Result<String, EditorError> {
         let outcome = self.traced(args::parse(args)).await?;
         Ok(contract::render(&outcome))

@@ -80,7 +80,10 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 ///     .execute(&serde_json::json!({"command": "create", "path": path, "file_text": "x"}))
 ///     .await
 ///     .unwrap_err();
-/// assert_eq!(err.to_string(), "[sandbox: file access denied under read-only mode]");
+/// assert_eq!(
+///     dsh_editor::contract::render_error(&err),
+///     "[sandbox: file access denied under read-only mode]"
+/// );
 /// # });
 /// ```
 #[derive(Debug)]

@@ -67,7 +67,10 @@ async fn shell_outcomes_are_data_and_render_to_the_contract() {
     assert_eq!(text, "42");
     let err = pool.execute("a", &json!({"cmd": "ls"})).await.unwrap_err();
     assert!(matches!(err, ShellError::EmptyCommand));
-    assert_eq!(err.to_string(), "command must be a non-empty string");
+    assert_eq!(
+        contract::render_error(&err),
+        "command must be a non-empty string"
+    );
     pool.close_all().await;
 }
 
@@ -136,7 +139,7 @@ async fn editor_outcomes_are_data_and_render_to_the_contract() {
         .await
         .unwrap_err();
     assert!(
-        ambiguous.to_string().contains("Multiple occurrences"),
+        dsh_editor::contract::render_error(&ambiguous).contains("Multiple occurrences"),
         "{ambiguous}"
     );
 

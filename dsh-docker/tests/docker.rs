@@ -133,7 +133,10 @@ mod docker {
             .execute(&json!({"command": "str_replace", "path": format!("{root}/f"), "old_str": "a", "new_str": "z"}))
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("ermission"), "{err}");
+        assert!(
+            dsh_editor::contract::render_error(&err).contains("ermission"),
+            "{err}"
+        );
         assert_eq!(
             sh(
                 c,
@@ -363,7 +366,8 @@ mod docker {
             "{err:?}"
         );
         let pool = per_session_pool(&docker, template, Default::default());
-        let err = pool.run("a", "true").await.unwrap_err().to_string();
+        let err =
+            dsh_shell_persistent::contract::render_error(&pool.run("a", "true").await.unwrap_err());
         assert!(
             err.contains(&format!("the Docker network `{network}` does not exist")),
             "{err}"
@@ -507,7 +511,10 @@ mod docker {
         let pool = ShellPool::new(config).unwrap();
         let err = pool.run("a", "true").await.unwrap_err();
         assert!(matches!(err, ShellError::EndedAtStart { .. }), "{err:?}");
-        assert!(err.to_string().contains("\"bash\""), "{err}");
+        assert!(
+            dsh_shell_persistent::contract::render_error(&err).contains("\"bash\""),
+            "{err}"
+        );
         pool.close_all().await;
 
         let mut template = ContainerTemplate::new(no_stat.clone());
@@ -517,8 +524,8 @@ mod docker {
         let err = editor
             .execute(&json!({"command": "view", "path": "/tmp"}))
             .await
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+        let err = dsh_editor::contract::render_error(&err);
         assert!(err.contains("has no stat, which the editor needs"), "{err}");
         container.remove().await.unwrap();
     }
@@ -592,7 +599,7 @@ mod docker {
             .await
             .unwrap_err();
         assert!(
-            err.to_string()
+            dsh_shell_persistent::contract::render_error(&err)
                 .contains("resource limits per session in a shared container"),
             "{err}"
         );
@@ -611,7 +618,7 @@ mod docker {
         let err = pool.run("a", "echo again").await.unwrap_err();
         assert!(matches!(err, ShellError::Spawn { .. }), "{err:?}");
         assert_eq!(
-            err.to_string(),
+            dsh_shell_persistent::contract::render_error(&err),
             format!(
                 "The bash shell could not be started: spawning `bash` failed: there is no Docker container `{}`",
                 c.name()

@@ -153,7 +153,8 @@ mod tests {
             ),
         ];
         for (args, want) in cases {
-            assert_eq!(parse(&args).unwrap_err().to_string(), want, "{args}");
+            let err = parse(&args).unwrap_err();
+            assert_eq!(crate::contract::render_error(&err), want, "{args}");
         }
     }
 

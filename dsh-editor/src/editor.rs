@@ -128,11 +128,14 @@ impl EditorConfig {
 ///     "Here's the content of /notes.txt with line numbers (which has a total of 3 lines):\n     1  one\n     2  2\n     3  \n"
 /// );
 ///
+/// // An error's text for the model is `contract::render_error`'s (its
+/// // `Display` is for developers).
 /// let err = editor.execute(&json!({"command": "view", "path": "notes.txt"})).await.unwrap_err();
 /// assert_eq!(
-///     err.to_string(),
+///     dsh_editor::contract::render_error(&err),
 ///     "The path notes.txt is not an absolute path, it should start with `/`. Maybe you meant /notes.txt?"
 /// );
+/// assert_eq!(err.to_string(), "path notes.txt is not absolute");
 /// # });
 /// ```
 ///
@@ -201,9 +204,10 @@ impl<F: Fs + 'static> Editor<F> {
     }
 
     /// Runs one tool call given as the model's JSON arguments. `Ok` holds
-    /// the text for the model ([`contract::render`] of the outcome); so does
-    /// the error's `Display`. Nothing on disk changes unless the call
-    /// succeeds.
+    /// the text for the model ([`contract::render`] of the outcome); an
+    /// error's text for the model is [`contract::render_error`] (its
+    /// `Display` is for developers). Nothing on disk changes unless the
+    /// call succeeds.
     pub async fn execute(&self, args: &Value) -> Result<String, EditorError> {
         let outcome = self.traced(args::parse(args)).await?;
         Ok(contract::render(&outcome))

@@ -1,17 +1,19 @@
-//! Every model-visible error of the tool. `Display` is the exact text the
-//! model sees; the variants marked *contract* reproduce an existing agent's
-//! wording character for character.
+//! Every error of the tool. `Display` is for developers (terse, without the
+//! source, which the error chain carries); the exact text the model sees is
+//! [`contract::render_error`](crate::contract::render_error)'s, where the
+//! variants marked *contract* reproduce an existing agent's wording
+//! character for character.
 
 use crate::text::Encoding;
 
-/// A failed tool call. `to_string()` is the message for the model.
+/// A failed tool call. `Display` says what failed, for a log or an error
+/// reporter; the message for the model is
+/// [`contract::render_error`](crate::contract::render_error).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum EditorError {
     /// *Contract.* The path is not absolute.
-    #[error(
-        "The path {path} is not an absolute path, it should start with `/`. Maybe you meant {suggestion}?"
-    )]
+    #[error("path {path} is not absolute")]
     RelativePath {
         /// The path as given.
         path: String,
@@ -19,18 +21,16 @@ pub enum EditorError {
         suggestion: String,
     },
     /// *Contract.* Nothing exists at the path.
-    #[error("The path {0} does not exist. Please provide a valid path.")]
+    #[error("path {0} does not exist")]
     Missing(String),
     /// *Contract.* A command other than `view` on a directory.
-    #[error("The path {0} is a directory and only the `view` command can be used on directories")]
+    #[error("path {0} is a directory, which only `view` takes")]
     DirectoryNotView(String),
     /// *Contract.* `view_range` is not a list of two integers.
-    #[error("Invalid `view_range`. It should be a list of two integers.")]
+    #[error("`view_range` is not a list of two integers")]
     RangeShape,
     /// *Contract.* The first element of `view_range` is outside the file.
-    #[error(
-        "Invalid `view_range`: [{first}, {second}]. Its first element `{first}` should be within the range of lines of the file: [1, {lines}]"
-    )]
+    #[error("`view_range` [{first}, {second}] starts outside lines 1 to {lines}")]
     RangeFirst {
         /// First element as given.
         first: i64,
@@ -40,9 +40,7 @@ pub enum EditorError {
         lines: usize,
     },
     /// *Contract.* The second element of `view_range` is past the end.
-    #[error(
-        "Invalid `view_range`: [{first}, {second}]. Its second element `{second}` should be smaller than the number of lines in the file: `{lines}`"
-    )]
+    #[error("`view_range` [{first}, {second}] ends past line {lines}")]
     RangeSecondTooLarge {
         /// First element as given.
         first: i64,
@@ -52,9 +50,7 @@ pub enum EditorError {
         lines: usize,
     },
     /// *Contract.* The second element of `view_range` is before the first.
-    #[error(
-        "Invalid `view_range`: [{first}, {second}]. Its second element `{second}` should be larger or equal than its first `{first}`"
-    )]
+    #[error("`view_range` [{first}, {second}] ends before it starts")]
     RangeSecondBeforeFirst {
         /// First element as given.
         first: i64,
@@ -62,22 +58,22 @@ pub enum EditorError {
         second: i64,
     },
     /// *Contract.* `view_range` given for a directory.
-    #[error("The `view_range` parameter is not allowed when `path` points to a directory.")]
+    #[error("`view_range` given for a directory")]
     RangeOnDirectory,
     /// *Contract.* `create` without `file_text`.
-    #[error("Parameter `file_text` is required for command: create")]
+    #[error("`create` without `file_text`")]
     CreateNoText,
     /// *Contract.* `create` where something exists.
-    #[error("File already exists at: {0}. Cannot overwrite files using command `create`.")]
+    #[error("`create` of {0}, which exists")]
     CreateExists(String),
     /// *Contract.* `str_replace` without `old_str`.
-    #[error("Parameter `old_str` is required for command: str_replace")]
+    #[error("`str_replace` without `old_str`")]
     ReplaceNoOld,
     /// *Contract.* `str_replace` with an empty `old_str`.
-    #[error("Parameter `old_str` is empty for command: str_replace")]
+    #[error("`str_replace` with an empty `old_str`")]
     ReplaceEmptyOld,
     /// *Contract.* `old_str` was not found.
-    #[error("No replacement was performed, old_str `{old}` did not appear verbatim in {path}.")]
+    #[error("`old_str` does not occur in {path}")]
     ReplaceNotFound {
         /// `old_str` as given.
         old: String,
@@ -86,9 +82,7 @@ pub enum EditorError {
     },
     /// *Contract.* `old_str` was found once and `new_str` is the same text:
     /// the file is neither written nor touched.
-    #[error(
-        "No replacement was performed: `new_str` is the same as `old_str`, so {path} would not change. Put the changed text in `new_str`."
-    )]
+    #[error("`new_str` is `old_str`: {path} would not change")]
     ReplaceUnchanged {
         /// The path.
         path: String,
@@ -96,7 +90,7 @@ pub enum EditorError {
     /// *Contract.* `old_str` was found more than once.
     /// Beyond [`MAX_LISTED_MATCHES`](crate::MAX_LISTED_MATCHES) matches, the
     /// list ends with "and N more".
-    #[error("No replacement was performed. Multiple occurrences of old_str `{old}` in lines {}. Please ensure it is unique", listed(.lines, *.more))]
+    #[error("`old_str` occurs {} times", .lines.len() + *.more)]
     ReplaceAmbiguous {
         /// `old_str` as given.
         old: String,
@@ -107,15 +101,13 @@ pub enum EditorError {
         more: usize,
     },
     /// *Contract.* `insert` without `insert_line`.
-    #[error("Parameter `insert_line` is required for command: insert")]
+    #[error("`insert` without `insert_line`")]
     InsertNoLine,
     /// *Contract.* `insert` without `new_str`.
-    #[error("Parameter `new_str` is required for command: insert")]
+    #[error("`insert` without `new_str`")]
     InsertNoText,
     /// *Contract.* `insert_line` outside `[0, N]`.
-    #[error(
-        "Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: [0, {lines}]"
-    )]
+    #[error("`insert_line` {line} is outside 0 to {lines}")]
     InsertRange {
         /// `insert_line` as given.
         line: i64,
@@ -123,18 +115,16 @@ pub enum EditorError {
         lines: usize,
     },
     /// The arguments are not a JSON object.
-    #[error("The tool arguments must be a JSON object with at least `command` and `path`.")]
+    #[error("the tool arguments are not a JSON object")]
     NotAnObject,
     /// A required parameter is absent.
-    #[error("Parameter `{0}` is required.")]
+    #[error("parameter `{0}` is missing")]
     MissingParameter(&'static str),
     /// The command is not one of the four.
-    #[error(
-        "Unrecognized command `{0}`. The allowed commands for the str_replace_editor tool are: `view`, `create`, `str_replace`, `insert`."
-    )]
+    #[error("unknown command `{0}`")]
     UnknownCommand(String),
     /// A parameter has the wrong JSON type.
-    #[error("Parameter `{name}` must be {expected}, but got {got}.")]
+    #[error("parameter `{name}` must be {expected}, not {got}")]
     WrongType {
         /// The parameter.
         name: &'static str,
@@ -144,14 +134,10 @@ pub enum EditorError {
         got: &'static str,
     },
     /// The file holds NUL bytes and is not UTF-16 with a BOM.
-    #[error(
-        "The file {0} appears to be binary (it contains NUL bytes); this tool only views and edits text files. Use the shell to inspect it, e.g. `xxd {0} | head`."
-    )]
+    #[error("{0} is binary (it contains NUL bytes)")]
     Binary(String),
     /// The file is larger than the configured bound.
-    #[error(
-        "The file {path} is {len} bytes, more than this tool's limit of {max} bytes. Use the shell to work with it, e.g. `grep -n` to find lines and `sed -n 'A,Bp'` to print them."
-    )]
+    #[error("{path} is {len} bytes, more than the limit of {max}")]
     TooLarge {
         /// The path.
         path: String,
@@ -161,7 +147,7 @@ pub enum EditorError {
         max: u64,
     },
     /// The edit would need a character the file's encoding cannot hold.
-    #[error("No edit was made: the file {path} is encoded as {encoding}, which cannot hold the character `{ch}` (U+{:04X}). Use only characters of that encoding, or convert the file first.", u32::from(*.ch))]
+    #[error("{encoding} cannot encode U+{:04X} in {path}", u32::from(*.ch))]
     Unrepresentable {
         /// The path.
         path: String,
@@ -171,23 +157,19 @@ pub enum EditorError {
         ch: char,
     },
     /// The file changed between reading and writing; nothing was written.
-    #[error(
-        "No edit was made: the file {0} was changed by someone else after it was read. View it again and retry the edit."
-    )]
+    #[error("{0} changed after it was read")]
     Changed(String),
     /// The path is neither a file nor a directory.
-    #[error("The path {0} is not a regular file or directory; this tool cannot work with it.")]
+    #[error("{0} is not a regular file or directory")]
     NotRegular(String),
     /// The operating system refused access.
-    #[error("Permission denied: {0} cannot be accessed by this tool.")]
+    #[error("permission denied: {0}")]
     PermissionDenied(String),
     /// The write would make a file larger than the host lets any process
     /// write (the shell's `RLIMIT_FSIZE`); nothing was written. The reason
     /// is the system's own text for it, as a program in the shell reports
     /// the same write (`File too large`).
-    #[error(
-        "Nothing was written: {path}: File too large (the file would be {len} bytes; no process here may write a file larger than {limit} bytes)."
-    )]
+    #[error("{path} would be {len} bytes, more than the file-size limit of {limit}")]
     FileTooLarge {
         /// The path.
         path: String,
@@ -197,10 +179,10 @@ pub enum EditorError {
         limit: u64,
     },
     /// A policy layer refused the operation; the message is its own.
-    #[error("{0}")]
+    #[error("refused: {0}")]
     Refused(String),
     /// Any other filesystem failure, with the system's reason.
-    #[error("The operation on {path} failed: {source}")]
+    #[error("the operation on {path} failed")]
     Io {
         /// The path.
         path: String,
@@ -208,16 +190,4 @@ pub enum EditorError {
         #[source]
         source: std::sync::Arc<std::io::Error>,
     },
-}
-
-fn list(items: &[usize]) -> String {
-    let inner: Vec<String> = items.iter().map(usize::to_string).collect();
-    format!("[{}]", inner.join(", "))
-}
-
-fn listed(items: &[usize], more: usize) -> String {
-    match more {
-        0 => list(items),
-        n => format!("{} and {n} more", list(items)),
-    }
 }

@@ -125,7 +125,7 @@ impl Fixture {
     async fn err(&self, args: Value) -> String {
         match self.editor.execute(&args).await {
             Ok(text) => panic!("{}: {args} succeeded: {text}", self.name()),
-            Err(e) => e.to_string(),
+            Err(e) => dsh_editor::contract::render_error(&e),
         }
     }
 }

@@ -130,7 +130,10 @@ fn numbered(text: &str) -> String {
 }
 
 async fn call(editor: &Editor<LocalFs>, args: Value) -> Result<String, String> {
-    editor.execute(&args).await.map_err(|e| e.to_string())
+    editor
+        .execute(&args)
+        .await
+        .map_err(|e| dsh_editor::contract::render_error(&e))
 }
 
 #[tokio::test]
@@ -315,7 +318,7 @@ async fn a_no_op_replace_writes_nothing() {
         "{err:?}"
     );
     assert_eq!(
-        err.to_string(),
+        dsh_editor::contract::render_error(&err),
         format!(
             "No replacement was performed: `new_str` is the same as `old_str`, so {path} would not change. Put the changed text in `new_str`."
         )

@@ -119,7 +119,7 @@ async fn symlinks_are_written_through_and_stay_links() {
         .await
         .unwrap_err();
     assert_eq!(
-        err.to_string(),
+        dsh_editor::contract::render_error(&err),
         format!(
             "File already exists at: {dangling}. Cannot overwrite files using command `create`."
         )
@@ -305,7 +305,7 @@ async fn an_edit_never_overwrites_a_change_it_did_not_see() {
         .await
         .unwrap_err();
     assert_eq!(
-        err.to_string(),
+        dsh_editor::contract::render_error(&err),
         format!(
             "No edit was made: the file {p} was changed by someone else after it was read. View it again and retry the edit."
         )

@@ -334,6 +334,20 @@ struct Args {
 }
 
 /// `--cgroup-parent`: `auto` or a path.
+/// `err` and its sources, each after a colon: how the errors of the tool
+/// crates (whose `Display` leaves the cause to the source chain) read on
+/// stderr.
+fn report(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 fn parse_cgroup_parent(text: &str) -> Result<dsh_pty::CgroupParent, String> {
     if text.is_empty() {
         return Err("an empty cgroup parent: give a path such as /dsh, or auto".to_owned());
@@ -766,7 +780,7 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             // `--cgroup-parent auto`: the server moves into its leaf now,
             // and a cgroup that cannot be taken stops it here.
             if let Err(err) = args.limits().prepare() {
-                eprintln!("dsh-mcp: {err}");
+                eprintln!("dsh-mcp: {}", report(&err));
                 return ExitCode::FAILURE;
             }
             config.limits(args.limits())
@@ -804,14 +818,14 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
     ) {
         Ok(shell) => shell,
         Err(err) => {
-            eprintln!("dsh-mcp: {err}");
+            eprintln!("dsh-mcp: {}", report(&err));
             return ExitCode::FAILURE;
         }
     };
     // Limits that cannot be kept stop the server now, not at the first call.
     match shell.enforcement(policy.mode) {
         Err(err @ dsh_sandbox::SandboxError::Limits(_)) => {
-            eprintln!("dsh-mcp: {err}");
+            eprintln!("dsh-mcp: {}", report(&err));
             return ExitCode::FAILURE;
         }
         Ok(enforcement) if place.backend.is_none() && args.best_effort_limits => {

@@ -198,17 +198,17 @@ impl DshServer {
             let request = self
                 .shell
                 .parse_request(arguments)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| dsh_sandbox::contract::render_error(&e))?;
             self.shell
                 .call(owner, request, cancel)
                 .await
                 .map(|outcome| dsh_sandbox::contract::render(&outcome))
-                .map_err(|e| e.to_string())
+                .map_err(|e| dsh_sandbox::contract::render_error(&e))
         } else {
             self.shell
                 .in_turn(owner, editor.execute(arguments))
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| dsh_editor::contract::render_error(&e))
         }
     }
 }

@@ -1196,11 +1196,11 @@ async fn limit_flags_reach_the_shell_and_unkeepable_ones_stop_the_server() {
     for (args, want) in [
         (
             vec!["--memory", "256m"],
-            "dsh-mcp: the memory limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md); the command was not run.\n",
+            "dsh-mcp: the memory limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md)\n",
         ),
         (
             vec!["--tmp-size", "64m"],
-            "dsh-mcp: the /tmp size limit cannot be enforced: only the sandbox's restricted modes make a private /tmp; the command was not run.\n",
+            "dsh-mcp: the /tmp size limit cannot be enforced: only the sandbox's restricted modes make a private /tmp\n",
         ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))

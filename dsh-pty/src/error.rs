@@ -5,8 +5,11 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong while spawning or driving a PTY session.
 ///
-/// Every variant's `Display` is a complete sentence that names what failed
-/// and, where there is one, the operating-system error behind it.
+/// `Display` is for developers: what failed, without the operating-system
+/// error behind it, which is the [`source`](std::error::Error::source) (an
+/// error reporter prints the chain). A tool that shows the error to a model
+/// uses [`contract::render_error`](crate::contract::render_error), which
+/// writes both on one line.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PtyError {
@@ -29,10 +32,10 @@ pub enum PtyError {
         path: PathBuf,
     },
     /// Allocating the pseudo-terminal pair failed.
-    #[error("could not open a pseudo-terminal: {0}")]
+    #[error("could not open a pseudo-terminal")]
     OpenPty(#[source] io::Error),
     /// The operating system refused to start the program.
-    #[error("spawning `{program}` failed: {source}")]
+    #[error("spawning `{program}` failed")]
     Spawn {
         /// The program as given in the spawn spec.
         program: String,
@@ -41,7 +44,7 @@ pub enum PtyError {
         source: io::Error,
     },
     /// A pre-exec confinement hook reported failure in the child; the program was not started.
-    #[error("confining the child before exec failed: {0}")]
+    #[error("confining the child before exec failed")]
     Confine(#[source] io::Error),
     /// Writing to the terminal failed because the session's program has exited.
     #[error("cannot write to the terminal: the session's process has exited")]
@@ -50,7 +53,7 @@ pub enum PtyError {
     #[error("the session is closed")]
     Closed,
     /// An I/O error on the terminal or while signalling processes.
-    #[error("{what} failed: {source}")]
+    #[error("{what} failed")]
     Io {
         /// The operation that failed, e.g. "resizing the terminal".
         what: &'static str,
@@ -59,7 +62,7 @@ pub enum PtyError {
         source: io::Error,
     },
     /// The connection to a program running elsewhere broke.
-    #[error("the connection to the {backend} was lost: {source}")]
+    #[error("the connection to the {backend} was lost")]
     Disconnected {
         /// What the program ran in (`"Docker container"`, `"SSH host"`).
         backend: &'static str,

@@ -63,6 +63,7 @@
 
 mod backend;
 mod blocking;
+pub mod contract;
 mod error;
 mod exit;
 #[cfg(windows)]

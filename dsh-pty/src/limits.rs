@@ -448,7 +448,9 @@ impl LimitEvents {
     }
 }
 
-/// Why limits could not be set up.
+/// Why limits could not be set up. `Display` is for developers (the
+/// operating-system error is the source); a tool shows a model
+/// [`contract::render_limits_error`](crate::contract::render_limits_error).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LimitsError {
@@ -461,7 +463,7 @@ pub enum LimitsError {
         why: String,
     },
     /// Making or filling the session's cgroup failed.
-    #[error("{what} {} failed: {source}", path.display())]
+    #[error("{what} {} failed", path.display())]
     Cgroup {
         /// The step, e.g. "making the cgroup".
         what: &'static str,
@@ -474,7 +476,7 @@ pub enum LimitsError {
 }
 
 /// "the memory limit and the process limit".
-fn list(limits: &[Limit]) -> String {
+pub(crate) fn list(limits: &[Limit]) -> String {
     let names: Vec<String> = limits.iter().map(|l| format!("the {l}")).collect();
     match names.as_slice() {
         [] => "no limit".to_owned(),

@@ -1,10 +1,12 @@
 //! The sandboxed shell's typed result and its model-visible text: the shell's
 //! own text ([`dsh_shell_persistent::contract::render`]), then the denial
-//! line and how to ask for more access.
+//! line and how to ask for more access ([`render`]); and the text of a call
+//! that failed ([`render_error`]: a [`SandboxError`]'s `Display` is for
+//! developers).
 
 use dsh_shell_persistent::{CallOutcome, Clip};
 
-use crate::SandboxMode;
+use crate::{SandboxError, SandboxMode};
 
 /// What one sandboxed call produced.
 #[derive(Debug, Clone)]
@@ -60,6 +62,59 @@ pub fn render(outcome: &SandboxOutcome) -> String {
     text
 }
 
+/// The exact text the model sees for a call that failed with `err`. The
+/// shell's own errors read as
+/// [`dsh_shell_persistent::contract::render_error`] writes them.
+///
+/// ```
+/// use dsh_sandbox::{SandboxError, SandboxMode, contract};
+/// let err = SandboxError::Denied { requested: SandboxMode::WorkspaceWrite };
+/// assert_eq!(
+///     contract::render_error(&err),
+///     "The request to run this command with workspace-write access was denied. The command was not run."
+/// );
+/// ```
+pub fn render_error(err: &SandboxError) -> String {
+    match err {
+        SandboxError::NoApprover { current } => format!(
+            "Escalation is not available: this host has no approver for `sandbox_permissions`. The command was not run; run it within {current} mode."
+        ),
+        SandboxError::Denied { requested } => format!(
+            "The request to run this command with {requested} access was denied. The command was not run."
+        ),
+        SandboxError::ApprovalTimedOut { requested } => format!(
+            "The request to run this command with {requested} access timed out without an answer. The command was not run."
+        ),
+        SandboxError::NotWider { current, requested } => format!(
+            "`sandbox_permissions` must ask for more than the current {current} mode; `{requested}` does not. The command was not run."
+        ),
+        SandboxError::MissingJustification => "`justification` must be a non-empty string explaining why the command needs `sandbox_permissions`. The command was not run.".to_owned(),
+        SandboxError::JustificationWithoutPermissions => "`justification` was given without `sandbox_permissions`; give both to ask for more access, or neither. The command was not run.".to_owned(),
+        SandboxError::InvalidPermissions => "`sandbox_permissions` must be `workspace-write` or `danger-full-access`. The command was not run.".to_owned(),
+        SandboxError::ShellOpen { owner, from, to } => format!(
+            "Cannot change {owner}'s sandbox mode from {from} to {to} while its persistent shell is open; close the shell first."
+        ),
+        SandboxError::NotEnforceable { missing } => format!(
+            "The sandbox cannot be enforced on this system (missing: {missing}); the command was not run."
+        ),
+        SandboxError::Limits(limits) => format!(
+            "{}; the command was not run.",
+            dsh_pty::contract::render_limits_error(limits)
+        ),
+        SandboxError::Unsupported { mode } => format!(
+            "The {mode} sandbox mode is not supported on this platform; the command was not run."
+        ),
+        SandboxError::Setup { what, source } => match source {
+            Some(source) => format!("Setting up the sandbox failed: {what}: {source}"),
+            None => format!("Setting up the sandbox failed: {what}"),
+        },
+        // `ShellConfigError` has no source, and its `Display` says which
+        // setting is wrong.
+        SandboxError::ShellConfig(config) => format!("Setting up the sandbox failed: {config}"),
+        SandboxError::Shell(shell) => dsh_shell_persistent::contract::render_error(shell),
+    }
+}
+
 /// The error texts of writes refused by namespaces and the read-only view
 /// (`EROFS`, `EXDEV`).
 const VIEW_DENIALS: [&str; 2] = ["Read-only file system", "Invalid cross-device link"];
@@ -100,7 +155,138 @@ fn shows_denial(text: &str, namespaces: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::shows_denial;
+    use super::{render_error, shows_denial};
+    use crate::{SandboxError, SandboxMode};
+
+    /// `err` reads `want` for the model, as it did when `Display` was the
+    /// model's text; `Display` never repeats the source.
+    fn golden(err: SandboxError, want: &str) {
+        assert_eq!(render_error(&err), want, "{err:?}");
+        let display = err.to_string();
+        assert!(!display.ends_with('.'), "{display}");
+        assert!(
+            display.starts_with(|c: char| !c.is_uppercase()),
+            "{display}"
+        );
+        if let Some(source) = std::error::Error::source(&err) {
+            assert!(!display.contains(&source.to_string()), "{display}");
+        }
+    }
+
+    #[test]
+    fn display_is_for_developers() {
+        let err = SandboxError::setup_from("Landlock", std::io::Error::other("ENOSYS"));
+        assert_eq!(err.to_string(), "setting up the sandbox failed: Landlock");
+        assert_eq!(
+            std::error::Error::source(&err).map(ToString::to_string),
+            Some("ENOSYS".to_owned())
+        );
+        let err = SandboxError::Denied {
+            requested: SandboxMode::WorkspaceWrite,
+        };
+        assert_eq!(
+            err.to_string(),
+            "the approver denied workspace-write access"
+        );
+    }
+
+    #[test]
+    fn every_error_reads_as_it_always_did() {
+        use SandboxMode::{DangerFullAccess, ReadOnly, WorkspaceWrite};
+        golden(
+            SandboxError::NoApprover { current: ReadOnly },
+            "Escalation is not available: this host has no approver for `sandbox_permissions`. The command was not run; run it within read-only mode.",
+        );
+        golden(
+            SandboxError::Denied {
+                requested: WorkspaceWrite,
+            },
+            "The request to run this command with workspace-write access was denied. The command was not run.",
+        );
+        golden(
+            SandboxError::ApprovalTimedOut {
+                requested: DangerFullAccess,
+            },
+            "The request to run this command with danger-full-access access timed out without an answer. The command was not run.",
+        );
+        golden(
+            SandboxError::NotWider {
+                current: WorkspaceWrite,
+                requested: ReadOnly,
+            },
+            "`sandbox_permissions` must ask for more than the current workspace-write mode; `read-only` does not. The command was not run.",
+        );
+        golden(
+            SandboxError::MissingJustification,
+            "`justification` must be a non-empty string explaining why the command needs `sandbox_permissions`. The command was not run.",
+        );
+        golden(
+            SandboxError::JustificationWithoutPermissions,
+            "`justification` was given without `sandbox_permissions`; give both to ask for more access, or neither. The command was not run.",
+        );
+        golden(
+            SandboxError::InvalidPermissions,
+            "`sandbox_permissions` must be `workspace-write` or `danger-full-access`. The command was not run.",
+        );
+        golden(
+            SandboxError::ShellOpen {
+                owner: "agent".into(),
+                from: DangerFullAccess,
+                to: ReadOnly,
+            },
+            "Cannot change agent's sandbox mode from danger-full-access to read-only while its persistent shell is open; close the shell first.",
+        );
+        golden(
+            SandboxError::NotEnforceable {
+                missing: "namespaces".into(),
+            },
+            "The sandbox cannot be enforced on this system (missing: namespaces); the command was not run.",
+        );
+        golden(
+            SandboxError::Limits(dsh_pty::LimitsError::NotHeld {
+                limits: vec![dsh_pty::Limit::Memory],
+                why: "no cgroup parent was given".into(),
+            }),
+            "the memory limit cannot be enforced: no cgroup parent was given; the command was not run.",
+        );
+        golden(
+            SandboxError::Limits(dsh_pty::LimitsError::Cgroup {
+                what: "making the cgroup",
+                path: "/sys/fs/cgroup/dsh/s1".into(),
+                source: std::io::Error::other("EACCES"),
+            }),
+            "making the cgroup /sys/fs/cgroup/dsh/s1 failed: EACCES; the command was not run.",
+        );
+        golden(
+            SandboxError::Unsupported { mode: ReadOnly },
+            "The read-only sandbox mode is not supported on this platform; the command was not run.",
+        );
+        golden(
+            SandboxError::setup("uid map"),
+            "Setting up the sandbox failed: uid map",
+        );
+        golden(
+            SandboxError::setup_from("Landlock", std::io::Error::other("ENOSYS")),
+            "Setting up the sandbox failed: Landlock: ENOSYS",
+        );
+        golden(
+            SandboxError::ShellConfig(dsh_shell_persistent::ShellConfigError::NotPositive(
+                "timeout",
+            )),
+            "Setting up the sandbox failed: shell config: `timeout` must be a positive integer",
+        );
+        golden(
+            SandboxError::Shell(dsh_shell_persistent::ShellError::Closed),
+            "The shell is closed; no more commands can run.",
+        );
+        golden(
+            SandboxError::Shell(dsh_shell_persistent::ShellError::Spawn {
+                shell: "bash",
+                source: dsh_pty::PtyError::Confine(std::io::Error::other("EPERM")),
+            }),
+            "The bash shell could not be started: confining the child before exec failed: EPERM",
+        );
+    }
 
     #[test]
     fn only_a_refused_writes_error_counts() {

@@ -1,40 +1,36 @@
-//! Errors of the sandbox. `Display` is the model-visible text where a tool
-//! call fails.
+//! Errors of the sandbox. `Display` is for developers (terse, without the
+//! source, which the error chain carries); the model's text where a tool
+//! call fails is [`contract::render_error`](crate::contract::render_error)'s.
 
 use crate::SandboxMode;
 
 /// A sandboxed call or setup that failed.
+///
+/// `Display` says what failed, for a log or an error reporter; a tool shows
+/// the model [`contract::render_error`](crate::contract::render_error).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
     /// `sandbox_permissions` was sent but the host has no approver.
-    #[error(
-        "Escalation is not available: this host has no approver for `sandbox_permissions`. The command was not run; run it within {current} mode."
-    )]
+    #[error("`sandbox_permissions` was sent but the host has no approver (mode {current})")]
     NoApprover {
         /// The owner's mode.
         current: SandboxMode,
     },
     /// The approver refused.
-    #[error(
-        "The request to run this command with {requested} access was denied. The command was not run."
-    )]
+    #[error("the approver denied {requested} access")]
     Denied {
         /// The mode asked for.
         requested: SandboxMode,
     },
     /// The approver did not answer in time.
-    #[error(
-        "The request to run this command with {requested} access timed out without an answer. The command was not run."
-    )]
+    #[error("the approver did not answer the request for {requested} access in time")]
     ApprovalTimedOut {
         /// The mode asked for.
         requested: SandboxMode,
     },
     /// The requested mode is not wider than the current one.
-    #[error(
-        "`sandbox_permissions` must ask for more than the current {current} mode; `{requested}` does not. The command was not run."
-    )]
+    #[error("`sandbox_permissions` asked for {requested}, which is not wider than {current}")]
     NotWider {
         /// The owner's mode.
         current: SandboxMode,
@@ -42,23 +38,17 @@ pub enum SandboxError {
         requested: SandboxMode,
     },
     /// `sandbox_permissions` without a usable justification.
-    #[error(
-        "`justification` must be a non-empty string explaining why the command needs `sandbox_permissions`. The command was not run."
-    )]
+    #[error("`sandbox_permissions` without a non-empty `justification`")]
     MissingJustification,
     /// `justification` without `sandbox_permissions`.
-    #[error(
-        "`justification` was given without `sandbox_permissions`; give both to ask for more access, or neither. The command was not run."
-    )]
+    #[error("`justification` without `sandbox_permissions`")]
     JustificationWithoutPermissions,
     /// `sandbox_permissions` is not a mode.
-    #[error(
-        "`sandbox_permissions` must be `workspace-write` or `danger-full-access`. The command was not run."
-    )]
+    #[error("`sandbox_permissions` is not a sandbox mode")]
     InvalidPermissions,
     /// A mode change was refused because a persistent shell is open.
     #[error(
-        "Cannot change {owner}'s sandbox mode from {from} to {to} while its persistent shell is open; close the shell first."
+        "cannot change the sandbox mode of {owner:?} from {from} to {to} while its persistent shell is open"
     )]
     ShellOpen {
         /// The owner.
@@ -70,24 +60,22 @@ pub enum SandboxError {
     },
     /// The kernel cannot enforce what the policy asks, and the host did not
     /// opt into degrading.
-    #[error(
-        "The sandbox cannot be enforced on this system (missing: {missing}); the command was not run."
-    )]
+    #[error("the sandbox cannot be enforced on this system (missing: {missing})")]
     NotEnforceable {
         /// What is missing.
         missing: String,
     },
     /// A resource limit of the shell's config cannot be kept.
-    #[error("{0}; the command was not run.")]
+    #[error(transparent)]
     Limits(#[from] dsh_pty::LimitsError),
     /// Restricted modes are not implemented on this platform.
-    #[error("The {mode} sandbox mode is not supported on this platform; the command was not run.")]
+    #[error("the {mode} sandbox mode is not supported on this platform")]
     Unsupported {
         /// The mode.
         mode: SandboxMode,
     },
     /// Preparing the sandbox failed.
-    #[error("Setting up the sandbox failed: {what}{}", cause(.source))]
+    #[error("setting up the sandbox failed: {what}")]
     Setup {
         /// What was being prepared (or what was wrong).
         what: String,
@@ -96,7 +84,7 @@ pub enum SandboxError {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// The shell settings the sandbox derived are invalid.
-    #[error("Setting up the sandbox failed: {0}")]
+    #[error("setting up the sandbox failed")]
     ShellConfig(#[from] dsh_shell_persistent::ShellConfigError),
     /// The shell failed.
     #[error(transparent)]
@@ -124,8 +112,4 @@ impl SandboxError {
             source: Some(source.into()),
         }
     }
-}
-
-fn cause(source: &Option<Box<dyn std::error::Error + Send + Sync>>) -> String {
-    source.as_ref().map_or(String::new(), |e| format!(": {e}"))
 }

@@ -80,7 +80,10 @@ use crate::{SandboxMode, SandboxPolicy, WriteRules};
 ///     .execute(&serde_json::json!({"command": "create", "path": path, "file_text": "x"}))
 ///     .await
 ///     .unwrap_err();
-/// assert_eq!(err.to_string(), "[sandbox: file access denied under read-only mode]");
+/// assert_eq!(
+///     dsh_editor::contract::render_error(&err),
+///     "[sandbox: file access denied under read-only mode]"
+/// );
 /// # });
 /// ```
 #[derive(Debug)]
@@ -208,7 +211,7 @@ impl Shared {
             )),
         };
         let files = crate::linux::files::Files::new(&rules, &self.workspace)
-            .map_err(|e| unusable(e.to_string()))?;
+            .map_err(|e| unusable(crate::contract::render_error(&e)))?;
         match files.ensure_started() {
             Ok(()) => {
                 let files = Arc::new(files);

@@ -341,7 +341,11 @@ async fn the_editor_wrapper_refuses_outside_writes_and_changes_nothing() {
     ];
     for args in refused {
         let err = editor.execute(&args).await.unwrap_err();
-        assert_eq!(err.to_string(), DENIED_WW, "{args}");
+        assert_eq!(
+            dsh_editor::contract::render_error(&err),
+            DENIED_WW,
+            "{args}"
+        );
     }
     outside_untouched(&d);
     assert_eq!(
@@ -365,7 +369,7 @@ async fn the_editor_wrapper_refuses_outside_writes_and_changes_nothing() {
         .await
         .unwrap_err();
     assert_eq!(
-        err.to_string(),
+        dsh_editor::contract::render_error(&err),
         "[sandbox: file access denied under read-only mode]"
     );
     assert_eq!(std::fs::read_to_string(&inside).unwrap(), "hi\n");
@@ -483,7 +487,7 @@ async fn escalation_is_per_call_and_fails_closed() {
             .execute("agent", &call("touch nope", perms, why))
             .await
             .unwrap_err();
-        assert_eq!(err.to_string(), want);
+        assert_eq!(dsh_sandbox::contract::render_error(&err), want);
     }
     let s = shell(
         &d,
@@ -517,7 +521,7 @@ async fn mode_changes_reject_or_reset_the_persistent_shell() {
         .await
         .unwrap_err();
     assert_eq!(
-        err.to_string(),
+        dsh_sandbox::contract::render_error(&err),
         "Cannot change agent's sandbox mode from danger-full-access to read-only while its persistent shell is open; close the shell first."
     );
     assert_eq!(reject.mode("agent"), SandboxMode::DangerFullAccess);
@@ -784,8 +788,7 @@ async fn the_weaker_mode_inside_a_namespace_without_namespaces() {
         .unwrap_err();
     assert!(
         matches!(err, SandboxError::NotEnforceable { .. })
-            && err
-                .to_string()
+            && dsh_sandbox::contract::render_error(&err)
                 .starts_with("The sandbox cannot be enforced on this system (missing: namespaces"),
         "{err}"
     );
@@ -968,7 +971,7 @@ async fn the_editor_follows_the_owners_mode_in_its_turn() {
     assert_eq!(fs.mode(), SandboxMode::ReadOnly);
     let err = editor.execute(&create("b.txt")).await.unwrap_err();
     assert_eq!(
-        err.to_string(),
+        dsh_editor::contract::render_error(&err),
         "[sandbox: file access denied under read-only mode]"
     );
     assert!(!d.ws.join("b.txt").exists());
@@ -1356,7 +1359,7 @@ async fn a_calls_own_timeout_overrides_the_configured_one_in_every_mode() {
         .await
         .unwrap_err();
     assert_eq!(
-        err.to_string(),
+        dsh_sandbox::contract::render_error(&err),
         "timeout must be a whole number of seconds from 1 to 60"
     );
     let text = s

@@ -1227,7 +1227,7 @@ fn shell(lab: &Lab, workspace: &Path, mode: SandboxMode, engine: Engine) -> Sand
 async fn run(s: &SandboxedShell, cmd: &str) -> String {
     s.execute("agent", &json!({ "command": cmd }))
         .await
-        .unwrap_or_else(|e| format!("tool error: {e}"))
+        .unwrap_or_else(|e| format!("tool error: {}", dsh_sandbox::contract::render_error(&e)))
 }
 
 /// Runs every technique in `mode`; returns the failures and the count run.
@@ -1613,7 +1613,8 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
         let mut problems = diff(&before, &after);
         match &result {
             Err(e)
-                if e.to_string() == "[sandbox: file access denied under workspace-write mode]" => {}
+                if dsh_editor::contract::render_error(e)
+                    == "[sandbox: file access denied under workspace-write mode]" => {}
             other => problems.push(format!("not refused: {other:?}")),
         }
         if lab.wsn.join(".git").exists() {
@@ -1659,7 +1660,7 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
         let before = lab.outside();
         let text = match editor.execute(&args).await {
             Ok(text) => text,
-            Err(e) => e.to_string(),
+            Err(e) => dsh_editor::contract::render_error(&e),
         };
         let mut problems = diff(&before, &lab.outside());
         // (The model's own path may come back in an error.)
@@ -1722,7 +1723,7 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
         ran += 1;
         let text = match editor.execute(&args).await {
             Ok(text) => text,
-            Err(e) => e.to_string(),
+            Err(e) => dsh_editor::contract::render_error(&e),
         };
         if text.contains("HOST-ONLY") || (name.starts_with("list") && text.contains(&tag)) {
             failures.push(format!(
@@ -1811,7 +1812,7 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
             Ok(Ok(_)) => answered += 1,
             Ok(Err(e)) => {
                 answered += 1;
-                if e.to_string().contains("not a regular file") {
+                if dsh_editor::contract::render_error(&e).contains("not a regular file") {
                     not_regular += 1;
                 }
             }
@@ -2250,7 +2251,7 @@ async fn hiding_survives(lab: &HideLab) -> Vec<String> {
                 .await
             {
                 Ok(text) => text,
-                Err(e) => e.to_string(),
+                Err(e) => dsh_editor::contract::render_error(&e),
             };
             if text.contains("SECRET") {
                 failures.push(format!(

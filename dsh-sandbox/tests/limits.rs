@@ -26,7 +26,7 @@ fn shell(ws: &Path, mode: SandboxMode, limits: ResourceLimits) -> SandboxedShell
 async fn run(s: &SandboxedShell, cmd: &str) -> String {
     match s.execute("agent", &json!({ "command": cmd })).await {
         Ok(text) => text,
-        Err(err) => format!("error: {err}"),
+        Err(err) => format!("error: {}", dsh_sandbox::contract::render_error(&err)),
     }
 }
 
@@ -91,7 +91,12 @@ async fn the_editor_writes_within_the_file_size_limit_in_every_mode() {
         let editor = dsh_editor::Editor::new(s.editor_fs("agent"));
         let call = |args: serde_json::Value| {
             let editor = editor.clone();
-            async move { editor.execute(&args).await.map_err(|e| e.to_string()) }
+            async move {
+                editor
+                    .execute(&args)
+                    .await
+                    .map_err(|e| dsh_editor::contract::render_error(&e))
+            }
         };
         let too_large = |path: &Path, len: usize| {
             format!(
@@ -183,7 +188,7 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
         .cpus(Some(0.5));
     for mode in MODES {
         let s = shell(&ws, mode, wanted.clone());
-        let err = s.enforcement(mode).unwrap_err().to_string();
+        let err = dsh_sandbox::contract::render_error(&s.enforcement(mode).unwrap_err());
         assert_eq!(
             err,
             "the process limit, the memory limit and the CPU limit cannot be enforced: no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md); the command was not run.",
@@ -198,7 +203,7 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
     let s = shell(&ws, SandboxMode::DangerFullAccess, tmp);
     let err = s.enforcement(SandboxMode::DangerFullAccess).unwrap_err();
     assert!(
-        err.to_string().starts_with(
+        dsh_sandbox::contract::render_error(&err).starts_with(
             "the /tmp size limit cannot be enforced: only the sandbox's restricted modes make a private /tmp"
         ),
         "{err}"
@@ -729,7 +734,7 @@ mod delegated {
         for mode in MODES {
             let s = shell(&ws, mode, limits.clone());
             assert_eq!(
-                s.enforcement(mode).unwrap_err().to_string(),
+                dsh_sandbox::contract::render_error(&s.enforcement(mode).unwrap_err()),
                 format!(
                     "the process limit and the memory limit cannot be enforced: {why}; the command was not run."
                 ),

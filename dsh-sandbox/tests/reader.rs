@@ -78,7 +78,7 @@ async fn a_dead_reader_is_reported_then_replaced_and_none_outlives_its_filesyste
     // read); the helper goes a moment after it: wait until no live process
     // is left in the reader's namespace, so the next read finds it dead.
     until("the reader did not die", || live_in(&reader_ns).is_empty()).await;
-    let err = editor.execute(&view).await.unwrap_err().to_string();
+    let err = dsh_editor::contract::render_error(&editor.execute(&view).await.unwrap_err());
     assert!(err.contains("stopped answering"), "{err}");
     assert!(editor.execute(&view).await.unwrap().contains("hello"));
     let second = readers();

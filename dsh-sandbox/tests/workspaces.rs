@@ -178,11 +178,19 @@ async fn the_editor_of_an_owner_writes_only_its_own_directory() {
     let denied = "[sandbox: file access denied under workspace-write mode]";
     for path in [theirs.join("intruder.txt"), root.join("shared.txt")] {
         let err = editor.execute(&create(path.clone())).await.unwrap_err();
-        assert_eq!(err.to_string(), denied, "{}", path.display());
+        assert_eq!(
+            dsh_editor::contract::render_error(&err),
+            denied,
+            "{}",
+            path.display()
+        );
     }
     let edit = json!({"command": "str_replace", "path": theirs.join("mine.txt"),
                       "old_str": "agent-1", "new_str": "agent-0 was here"});
-    assert_eq!(editor.execute(&edit).await.unwrap_err().to_string(), denied);
+    assert_eq!(
+        dsh_editor::contract::render_error(&editor.execute(&edit).await.unwrap_err()),
+        denied
+    );
     assert_eq!(names(theirs), ["mine.txt"]);
     assert_eq!(
         std::fs::read_to_string(theirs.join("mine.txt")).unwrap(),

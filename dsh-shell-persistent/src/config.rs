@@ -440,14 +440,14 @@ impl ShellConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dsh_shell_persistent::{ShellConfig, serde_json::json};
+    /// use dsh_shell_persistent::{ShellConfig, contract, serde_json::json};
     /// let args = json!({"command": "make", "timeout": 900});
     /// // Not offered: ignored.
     /// assert_eq!(ShellConfig::new("/tmp").parse_request(&args)?.timeout, None);
     /// // Offered up to 600 s: 900 is refused, with the bound.
     /// let config = ShellConfig::new("/tmp").timeout_parameter(Some(Duration::from_secs(600)));
     /// assert_eq!(
-    ///     config.parse_request(&args).unwrap_err().to_string(),
+    ///     contract::render_error(&config.parse_request(&args).unwrap_err()),
     ///     "timeout must be a whole number of seconds from 1 to 600"
     /// );
     /// let request = config.parse_request(&json!({"command": "make", "timeout": 60}))?;

@@ -1,7 +1,10 @@
 //! The model-visible text: every string a call's result can hold is written
-//! here, from a [`CallOutcome`]. Nothing else in the crate renders a result,
-//! and nothing parses one back.
+//! here, from a [`CallOutcome`] ([`render`]), and every error text, from a
+//! [`ShellError`] ([`render_error`]). Nothing else in the crate renders a
+//! result or an error for the model (an error's `Display` is for
+//! developers), and nothing parses one back.
 
+use crate::ShellError;
 use crate::outcome::{
     BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
 };
@@ -76,7 +79,10 @@ pub fn render(outcome: &CallOutcome) -> String {
             }
         }
         CallEnd::ConnectionLost { error } => {
-            parts.push(format!("[{error}; what the command did there is unknown]"));
+            parts.push(format!(
+                "[{}; what the command did there is unknown]",
+                dsh_pty::contract::render_error(error)
+            ));
         }
         CallEnd::ShellBroken { reason } => {
             parts.push(broken_line(*reason, outcome.dialect.tool_name()));
@@ -87,6 +93,68 @@ pub fn render(outcome: &CallOutcome) -> String {
         parts.push(outcome.dialect.reset_line());
     }
     parts.join("\n")
+}
+
+/// The exact text the model sees for a call that failed with `err`: a
+/// sentence saying what went wrong, with the terminal's or the operating
+/// system's error where there is one (the text of a [`dsh_pty::PtyError`] is
+/// [`dsh_pty::contract::render_error`]'s).
+///
+/// ```
+/// use dsh_shell_persistent::{ShellError, contract};
+/// assert_eq!(
+///     contract::render_error(&ShellError::Closed),
+///     "The shell is closed; no more commands can run."
+/// );
+/// ```
+pub fn render_error(err: &ShellError) -> String {
+    match err {
+        ShellError::EmptyCommand => "command must be a non-empty string".to_owned(),
+        ShellError::InvalidTimeout { max_secs } => {
+            format!("timeout must be a whole number of seconds from 1 to {max_secs}")
+        }
+        ShellError::Cancelled {
+            dialect,
+            shell_reset,
+        } => {
+            let mut text = "The command was cancelled and its result discarded.".to_owned();
+            if *shell_reset {
+                text.push(' ');
+                text.push_str(&dialect.reset_line());
+            }
+            text
+        }
+        ShellError::Closed => "The shell is closed; no more commands can run.".to_owned(),
+        ShellError::Spawn { shell, source } => format!(
+            "The {shell} shell could not be started: {}",
+            dsh_pty::contract::render_error(source)
+        ),
+        ShellError::EndedAtStart { shell, said } => {
+            if said.is_empty() {
+                format!(
+                    "The {shell} shell could not be started: it ended before its first prompt, printing nothing."
+                )
+            } else {
+                format!(
+                    "The {shell} shell could not be started: it ended before its first prompt, printing: {said}"
+                )
+            }
+        }
+        ShellError::NotReady { shell, seconds } => {
+            format!("The {shell} shell did not become ready within {seconds} seconds.")
+        }
+        ShellError::Random(source) => {
+            format!("The operating system's random number generator failed: {source}")
+        }
+        ShellError::Terminal { shell, source } => format!(
+            "Writing the command to the {shell} shell failed: {}",
+            dsh_pty::contract::render_error(source)
+        ),
+        ShellError::CommandFile(source) => {
+            format!("Passing the command to the shell failed: {source}")
+        }
+        ShellError::NotRunning => "No command is running for this agent.".to_owned(),
+    }
 }
 
 /// The lines for the limits a call reached:
@@ -156,4 +224,194 @@ fn repairs_line(repairs: StreamsRepaired) -> Option<String> {
     Some(format!(
         "[the command moved the shell's {list} away from the terminal; the tool pointed {them} back at the terminal]"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use dsh_pty::PtyError;
+
+    use super::render_error;
+    use crate::{Dialect, ShellError};
+
+    /// `err` reads `want` for the model, as it did when `Display` was the
+    /// model's text; `Display` never repeats the source.
+    fn golden(err: ShellError, want: &str) {
+        assert_eq!(render_error(&err), want, "{err:?}");
+        let display = err.to_string();
+        assert!(!display.ends_with('.'), "{display}");
+        assert!(display.starts_with(|c: char| c.is_lowercase()), "{display}");
+        if let Some(source) = std::error::Error::source(&err) {
+            assert!(!display.contains(&source.to_string()), "{display}");
+        }
+    }
+
+    #[test]
+    fn display_is_for_developers() {
+        let err = ShellError::Spawn {
+            shell: "bash",
+            source: PtyError::Spawn {
+                program: "bash".into(),
+                source: io::Error::other("no such file"),
+            },
+        };
+        assert_eq!(err.to_string(), "the bash shell could not be started");
+        let mut chain = vec![err.to_string()];
+        let mut source = std::error::Error::source(&err);
+        while let Some(next) = source {
+            chain.push(next.to_string());
+            source = next.source();
+        }
+        assert_eq!(
+            chain.join(": "),
+            "the bash shell could not be started: spawning `bash` failed: no such file"
+        );
+        let err = ShellError::Cancelled {
+            dialect: Dialect::Bash,
+            shell_reset: true,
+        };
+        assert_eq!(
+            err.to_string(),
+            "the call was cancelled and the shell reset"
+        );
+    }
+
+    #[test]
+    fn every_error_reads_as_it_always_did() {
+        golden(
+            ShellError::EmptyCommand,
+            "command must be a non-empty string",
+        );
+        golden(
+            ShellError::InvalidTimeout { max_secs: 600 },
+            "timeout must be a whole number of seconds from 1 to 600",
+        );
+        golden(
+            ShellError::Cancelled {
+                dialect: Dialect::Bash,
+                shell_reset: true,
+            },
+            "The command was cancelled and its result discarded. The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.",
+        );
+        golden(
+            ShellError::Cancelled {
+                dialect: Dialect::Sh,
+                shell_reset: false,
+            },
+            "The command was cancelled and its result discarded.",
+        );
+        golden(
+            ShellError::Closed,
+            "The shell is closed; no more commands can run.",
+        );
+        golden(
+            ShellError::Spawn {
+                shell: "bash",
+                source: PtyError::Spawn {
+                    program: "bash".into(),
+                    source: io::Error::other("no such file"),
+                },
+            },
+            "The bash shell could not be started: spawning `bash` failed: no such file",
+        );
+        golden(
+            ShellError::Spawn {
+                shell: "bash",
+                source: PtyError::Limits(dsh_pty::LimitsError::Cgroup {
+                    what: "making the cgroup",
+                    path: "/sys/fs/cgroup/dsh/s1".into(),
+                    source: io::Error::other("EACCES"),
+                }),
+            },
+            "The bash shell could not be started: making the cgroup /sys/fs/cgroup/dsh/s1 failed: EACCES",
+        );
+        golden(
+            ShellError::Spawn {
+                shell: "sh",
+                source: PtyError::CwdMissing {
+                    path: "/no/dir".into(),
+                },
+            },
+            "The sh shell could not be started: working directory does not exist: /no/dir",
+        );
+        golden(
+            ShellError::EndedAtStart {
+                shell: "bash",
+                said: String::new(),
+            },
+            "The bash shell could not be started: it ended before its first prompt, printing nothing.",
+        );
+        golden(
+            ShellError::EndedAtStart {
+                shell: "bash",
+                said: "docker: no such container".into(),
+            },
+            "The bash shell could not be started: it ended before its first prompt, printing: docker: no such container",
+        );
+        golden(
+            ShellError::NotReady {
+                shell: "pwsh",
+                seconds: 30,
+            },
+            "The pwsh shell did not become ready within 30 seconds.",
+        );
+        golden(
+            ShellError::Random(io::Error::other("no entropy")),
+            "The operating system's random number generator failed: no entropy",
+        );
+        golden(
+            ShellError::Terminal {
+                shell: "bash",
+                source: PtyError::Io {
+                    what: "writing to the terminal",
+                    source: io::Error::other("EIO"),
+                },
+            },
+            "Writing the command to the bash shell failed: writing to the terminal failed: EIO",
+        );
+        golden(
+            ShellError::Terminal {
+                shell: "bash",
+                source: PtyError::WriteAfterExit,
+            },
+            "Writing the command to the bash shell failed: cannot write to the terminal: the session's process has exited",
+        );
+        golden(
+            ShellError::CommandFile(io::Error::other("disk full")),
+            "Passing the command to the shell failed: disk full",
+        );
+        golden(
+            ShellError::NotRunning,
+            "No command is running for this agent.",
+        );
+    }
+
+    /// The transport's error inside a result reads as it always did.
+    #[test]
+    fn a_lost_connection_reads_as_it_always_did() {
+        let error = PtyError::Disconnected {
+            backend: "SSH host",
+            source: "the channel closed".into(),
+        };
+        let outcome = crate::CallOutcome {
+            dialect: Dialect::Bash,
+            output: crate::Output {
+                text: "partial".into(),
+                clip: None,
+            },
+            end: crate::CallEnd::ConnectionLost {
+                error: std::sync::Arc::new(error),
+            },
+            eofs_sent: 0,
+            continued: false,
+            streams_repaired: crate::StreamsRepaired::default(),
+            shell_reset: true,
+            limits_reached: crate::LimitsReached::default(),
+            ended_programs: Vec::new(),
+            after_cancel: false,
+        };
+        let want = "partial\n[the connection to the SSH host was lost: the channel closed; what the command did there is unknown]\nThe persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
+        assert_eq!(super::render(&outcome), want);
+    }
 }

@@ -1,9 +1,14 @@
-//! Errors of the shell tool. `Display` is the model-visible text (the one
-//! place a call's error is rendered).
+//! Errors of the shell tool. `Display` is for developers (terse, without the
+//! source, which the error chain carries); the model's text for an error is
+//! [`contract::render_error`](crate::contract::render_error)'s, the one place
+//! a call's error is rendered.
 
 use crate::Dialect;
 
 /// A call that produced no command result.
+///
+/// `Display` says what failed, for a log or an error reporter; a tool shows
+/// the model [`contract::render_error`](crate::contract::render_error).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ShellError {
@@ -18,7 +23,7 @@ pub enum ShellError {
         max_secs: u64,
     },
     /// The call was cancelled; its result was discarded and the shell reset.
-    #[error("The command was cancelled and its result discarded.{}", reset_suffix(*.dialect, *.shell_reset))]
+    #[error("the call was cancelled{}", if *.shell_reset { " and the shell reset" } else { "" })]
     Cancelled {
         /// The shell language.
         dialect: Dialect,
@@ -26,10 +31,10 @@ pub enum ShellError {
         shell_reset: bool,
     },
     /// The pool was closed.
-    #[error("The shell is closed; no more commands can run.")]
+    #[error("the shell is closed")]
     Closed,
     /// The shell could not be started.
-    #[error("The {shell} shell could not be started: {source}")]
+    #[error("the {shell} shell could not be started")]
     Spawn {
         /// The dialect's name.
         shell: &'static str,
@@ -40,7 +45,7 @@ pub enum ShellError {
     /// The shell ended before it showed its first prompt: what it printed
     /// (the backend's or the shell's own error, such as a missing program)
     /// is in the message.
-    #[error("The {shell} shell could not be started: it ended before its first prompt{}", if said.is_empty() { String::from(", printing nothing.") } else { format!(", printing: {said}") })]
+    #[error("the {shell} shell ended before its first prompt{}", if said.is_empty() { String::new() } else { format!(", printing: {said}") })]
     EndedAtStart {
         /// The dialect's name.
         shell: &'static str,
@@ -48,7 +53,7 @@ pub enum ShellError {
         said: String,
     },
     /// The shell started but never showed its prompt.
-    #[error("The {shell} shell did not become ready within {seconds} seconds.")]
+    #[error("the {shell} shell did not become ready within {seconds} seconds")]
     NotReady {
         /// The dialect's name.
         shell: &'static str,
@@ -56,10 +61,10 @@ pub enum ShellError {
         seconds: u64,
     },
     /// No random marker could be drawn from the operating system.
-    #[error("The operating system's random number generator failed: {0}")]
+    #[error("the operating system's random number generator failed")]
     Random(#[source] std::io::Error),
     /// Talking to the terminal failed.
-    #[error("Writing the command to the {shell} shell failed: {source}")]
+    #[error("writing the command to the {shell} shell failed")]
     Terminal {
         /// The dialect's name.
         shell: &'static str,
@@ -68,17 +73,9 @@ pub enum ShellError {
         source: dsh_pty::PtyError,
     },
     /// The command could not be written to its file (long commands).
-    #[error("Passing the command to the shell failed: {0}")]
+    #[error("writing the command to its file failed")]
     CommandFile(#[source] std::io::Error),
     /// The owner has no running command to send input to.
-    #[error("No command is running for this agent.")]
+    #[error("no command is running for this owner")]
     NotRunning,
-}
-
-fn reset_suffix(dialect: Dialect, shell_reset: bool) -> String {
-    if shell_reset {
-        format!(" {}", dialect.reset_line())
-    } else {
-        String::new()
-    }
 }

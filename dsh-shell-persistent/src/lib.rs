@@ -35,7 +35,7 @@
 //! for args in [json!({"command": "cd src && export MODE=dev"}), json!({"command": "pwd; echo $MODE"})] {
 //!     match pool.execute("a1", &args).await {
 //!         Ok(text) => println!("tool result: {text}"),
-//!         Err(err) => println!("tool error: {err}"),
+//!         Err(err) => println!("tool error: {}", contract::render_error(&err)),
 //!     }
 //! }
 //!

@@ -685,7 +685,10 @@ impl<'a> CallState<'a> {
             }
             Ok(false) => self.person = None,
             Err(error) => {
-                tracing::debug!(%error, "a program that waits for a person could not be ended");
+                tracing::debug!(
+                    error = &error as &dyn std::error::Error,
+                    "a program that waits for a person could not be ended"
+                );
                 self.person = None;
             }
         }

@@ -409,7 +409,7 @@ async fn the_model_sets_a_timeout_only_where_the_host_offers_it(w: Where) {
         .await
         .unwrap_err();
     assert_eq!(
-        err.to_string(),
+        dsh_shell_persistent::contract::render_error(&err),
         "timeout must be a whole number of seconds from 1 to 60"
     );
     let text = f
@@ -674,7 +674,10 @@ async fn invalid_calls_and_schema(w: Where) {
     let f = Fixture::new(w).await;
     for args in [json!({"command": ""}), json!({}), json!({"command": 3})] {
         let err = f.pool.execute("agent", &args).await.unwrap_err();
-        assert_eq!(err.to_string(), "command must be a non-empty string");
+        assert_eq!(
+            dsh_shell_persistent::contract::render_error(&err),
+            "command must be a non-empty string"
+        );
     }
     assert_eq!(
         f.pool

@@ -9,7 +9,7 @@
 #![allow(clippy::print_stdout)]
 
 use dsh_sandbox::{
-    ModeChange, Persistence, SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell,
+    ModeChange, Persistence, SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell, contract,
 };
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
@@ -38,7 +38,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("$ {command}");
         match shell.execute("agent", &json!({ "command": command })).await {
             Ok(text) => println!("{text}\n"),
-            Err(err) => println!("(error) {err}\n"),
+            Err(err) => println!("(error) {}\n", contract::render_error(&err)),
         }
     }
     shell.close_all().await;

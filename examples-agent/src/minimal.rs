@@ -187,12 +187,12 @@ impl Agent {
             self.shell
                 .execute("agent", &arguments)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| dsh_shell_persistent::contract::render_error(&e))
         } else if name == dsh_editor::TOOL_NAME {
             self.editor
                 .execute(&arguments)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| dsh_editor::contract::render_error(&e))
         } else {
             Err(format!("Unknown tool `{name}`."))
         };

@@ -6,7 +6,7 @@
 //! ```
 #![allow(clippy::print_stdout)]
 
-use dsh_editor::{Editor, fs::MemFs};
+use dsh_editor::{Editor, contract, fs::MemFs};
 use serde_json::{Value, json};
 
 #[tokio::main(flavor = "current_thread")]
@@ -24,7 +24,7 @@ async fn main() {
         println!(">>> {call}");
         match editor.execute(&call).await {
             Ok(text) => println!("{text}\n"),
-            Err(err) => println!("error: {err}\n"),
+            Err(err) => println!("error: {}\n", contract::render_error(&err)),
         }
     }
 }

@@ -8,7 +8,7 @@
 #![allow(clippy::print_stdout)]
 
 use dsh_editor::{Editor, fs::LocalFs};
-use dsh_shell_persistent::{ShellConfig, ShellPool};
+use dsh_shell_persistent::{ShellConfig, ShellPool, contract};
 use serde_json::{Value, json};
 
 fn show(tool: &str, args: &Value, result: &Result<String, String>) {
@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let result = shell
             .execute("quickstart", &args)
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| contract::render_error(&e));
         show("bash", &args, &result);
     }
 
@@ -55,7 +55,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         json!({"command": "str_replace", "path": path, "old_str": "goodbye", "new_str": "x"}),
     ];
     for args in editor_calls {
-        let result = editor.execute(&args).await.map_err(|e| e.to_string());
+        let result = editor
+            .execute(&args)
+            .await
+            .map_err(|e| dsh_editor::contract::render_error(&e));
         show("str_replace_editor", &args, &result);
     }
 
@@ -63,7 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let result = shell
         .execute("quickstart", &args)
         .await
-        .map_err(|e| e.to_string());
+        .map_err(|e| contract::render_error(&e));
     show("bash", &args, &result);
 
     shell.close_all().await;

@@ -105,7 +105,7 @@ impl Ground {
             let result = editor.execute(&args).await;
             if path == "HEAD" || path == ".git" {
                 match result {
-                    Err(e) if e.to_string() == DENIED => {}
+                    Err(e) if dsh_editor::contract::render_error(&e) == DENIED => {}
                     // A placeholder (or the user's own) is there.
                     Err(dsh_editor::EditorError::CreateExists(_)) => {}
                     other => failures.push(format!(
@@ -195,7 +195,7 @@ fn tool(ground: &Ground, engine: Engine, persistence: Persistence) -> SandboxedS
 async fn run(s: &SandboxedShell, cmd: &str) -> String {
     s.execute("agent", &json!({ "command": cmd }))
         .await
-        .unwrap_or_else(|e| format!("tool error: {e}"))
+        .unwrap_or_else(|e| format!("tool error: {}", dsh_sandbox::contract::render_error(&e)))
 }
 
 /// Where the grounds go: `DSH_ESCAPE_DIR` (the unprivileged run's, which

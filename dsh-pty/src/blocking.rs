@@ -9,10 +9,15 @@
 //! terminal registers with, `tokio::spawn`), so a runtime's workers keep
 //! serving every other task while hundreds of sessions start or end.
 //!
-//! The blocking pool, not a thread of our own: its threads are reused
-//! (a spawn costs no thread creation once warm), it grows with the number
-//! of spawns in flight (a dedicated thread would start them one after the
-//! other), and a job there already runs inside the runtime's context.
+//! Spawns run on threads of their own ("spawners", one per spawn turn
+//! below, started on first use and never ending), not on tokio's blocking
+//! pool: a child's `PR_SET_PDEATHSIG` (bubblewrap's `--die-with-parent`,
+//! a user's hook) fires when the *thread* that forked it exits, and the
+//! blocking pool ends threads that have been idle for a few seconds, which
+//! killed live sessions. A spawner enters the caller's runtime first, so
+//! the job runs inside its context as a blocking-pool job would. The other
+//! jobs here (ending things, `/proc` readings) fork nothing and stay on the
+//! blocking pool.
 //!
 //! At most one spawn per CPU is in flight ([`spawn_off_runtime`] waits
 //! for its turn asynchronously): `fork` takes the parent's memory map for
@@ -30,21 +35,60 @@ use crate::PtyError;
 /// The spawns allowed in flight at once: one per CPU, at least two.
 fn spawn_turns() -> &'static Semaphore {
     static TURNS: OnceLock<Semaphore> = OnceLock::new();
-    TURNS.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(2, usize::from);
-        Semaphore::new(cpus.max(2))
-    })
+    TURNS.get_or_init(|| Semaphore::new(spawn_turn_count()))
 }
 
-/// Runs `work`, which starts something, on tokio's blocking pool once
-/// one of the spawn turns is free, and returns its result.
+/// How many spawn turns (and spawner threads) there are.
+fn spawn_turn_count() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .max(2)
+}
+
+/// A job for a spawner.
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// The spawners' queue: as many threads as spawn turns, so that every job
+/// holding a turn runs at once. `None` if no thread could be started.
+fn spawners() -> Option<&'static std::sync::mpsc::Sender<SpawnJob>> {
+    static SPAWNERS: OnceLock<Option<std::sync::mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    SPAWNERS
+        .get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
+            let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+            let mut started = 0;
+            for n in 0..spawn_turn_count() {
+                let rx = std::sync::Arc::clone(&rx);
+                let thread = std::thread::Builder::new()
+                    .name(format!("dsh-pty-spawn-{n}"))
+                    .spawn(move || {
+                        loop {
+                            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return,
+                            }
+                        }
+                    });
+                match thread {
+                    Ok(_) => started += 1,
+                    Err(err) => tracing::warn!(%err, "a spawner thread could not be started"),
+                }
+            }
+            (started > 0).then_some(tx)
+        })
+        .as_ref()
+}
+
+/// Runs `work`, which starts something, on a spawner thread (see the
+/// module's documentation) once one of the spawn turns is free, inside the
+/// caller's runtime, and returns its result.
 ///
 /// Cancellation never leaks what `work` started: if the future awaiting
-/// it is dropped, the job still runs to the end and tokio drops its result
-/// on the thread that ran it, so a session's `Drop` ends the session (the
-/// same as dropping a session that was returned). If the runtime shuts
-/// down before the job started, the job is dropped unrun: nothing was
-/// started. A panic in `work` resumes in the caller.
+/// it is dropped, the job still runs to the end and its result is dropped
+/// on the spawner, so a session's `Drop` ends the session (the same as
+/// dropping a session that was returned). A panic in `work` resumes in the
+/// caller.
 pub(crate) async fn spawn_off_runtime<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, PtyError> + Send + 'static,
 ) -> Result<T, PtyError> {
@@ -54,16 +98,29 @@ pub(crate) async fn spawn_off_runtime<T: Send + 'static>(
             std::io::Error::other("the spawn turns were closed"),
         )
     })?;
-    let job = move || {
+    let runtime = tokio::runtime::Handle::current();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let job: SpawnJob = Box::new(move || {
         let _turn = turn;
-        work()
-    };
-    match tokio::task::spawn_blocking(job).await {
-        Ok(result) => result,
-        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        let _runtime = runtime.enter();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+        // A caller that went away no longer waits: what was started is
+        // dropped here, which ends it.
+        drop(done_tx.send(result));
+    });
+    let queued = spawners().map(|queue| queue.send(job));
+    if !matches!(queued, Some(Ok(()))) {
+        return Err(PtyError::io(
+            "starting the session",
+            std::io::Error::other("no spawner thread could be started"),
+        ));
+    }
+    match done_rx.await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
         Err(_) => Err(PtyError::io(
-            "starting the session on tokio's blocking pool",
-            std::io::Error::other("the runtime is shutting down"),
+            "starting the session",
+            std::io::Error::other("the spawner dropped the job"),
         )),
     }
 }

@@ -56,7 +56,7 @@ impl PtyBackend for PortableBackend {
         NAME
     }
 
-    /// Starts the session on tokio's blocking pool (`openpty`, `fork` and
+    /// Starts the session on a spawner thread (`openpty`, `fork` and
     /// the wait for `exec`, the threads), never on the runtime's threads;
     /// dropping the future mid-spawn ends the session once it started.
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
@@ -66,7 +66,7 @@ impl PtyBackend for PortableBackend {
     }
 }
 
-/// Starts a session: blocking, so it runs on tokio's blocking pool (see
+/// Starts a session: blocking, so it runs on a spawner thread (see
 /// [`crate::blocking`]).
 fn spawn_portable(spec: SpawnSpec) -> Result<PortableSession, PtyError> {
     let limits = spec.get_limits();

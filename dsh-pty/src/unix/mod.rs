@@ -93,7 +93,7 @@ impl PtyBackend for NativeBackend {
         "native-unix"
     }
 
-    /// Starts the session on tokio's blocking pool (the cgroup, the
+    /// Starts the session on a spawner thread (the cgroup, the
     /// terminal, `fork` and the wait for `exec`, the hooks' whole process
     /// chain included), never on the runtime's threads. Dropping the
     /// returned future mid-spawn ends the session once it started.

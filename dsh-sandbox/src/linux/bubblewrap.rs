@@ -66,6 +66,9 @@ pub(crate) fn command(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup",
+        // Its `PR_SET_PDEATHSIG` fires when the thread that forked
+        // bubblewrap exits: dsh-pty forks on threads that never end (see
+        // its `blocking` module), so this means "when the host dies".
         "--die-with-parent",
         "--ro-bind",
         "/",

@@ -7,6 +7,7 @@
 //! of its own in the background, says so, and waits. The test kills that
 //! child (a process it started) and waits for the `sleep` to go.
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -358,7 +358,8 @@ fn parse_cgroup_parent(text: &str) -> Result<dsh_pty::CgroupParent, String> {
 /// `--best-effort-limits`' lines on stderr: how each requested limit of
 /// `limits` is kept, from the sandbox's `report`.
 fn limit_lines(limits: &dsh_pty::ResourceLimits, report: &dsh_pty::LimitsReport) -> Vec<String> {
-    use dsh_pty::{CgroupVersion, Held, Limit, format_bytes};
+    use dsh_pty::__private::format_bytes;
+    use dsh_pty::{CgroupVersion, Held, Limit};
     limits
         .requested()
         .filter_map(|(limit, value)| {

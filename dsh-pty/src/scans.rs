@@ -9,7 +9,7 @@
 /// there is no `/proc`.
 ///
 /// ```
-/// let guard = dsh_pty::SharedScans::new();
+/// let guard = dsh_pty::__private::SharedScans::new();
 /// // ... end many sessions concurrently ...
 /// drop(guard);
 /// ```

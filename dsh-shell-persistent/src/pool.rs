@@ -203,11 +203,11 @@ const PRUNE_FLOOR: usize = 1024;
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let pool = ShellPool::new(ShellConfig::new("/tmp"))?;
 /// // A host hands the model's tool call over as JSON:
-/// let text = pool.execute("agent-1", &json!({"command": "cd /usr && export X=1"})).await;
+/// let text = pool.execute("agent-1", &json!({"command": "cd /usr && export X=1"})).await?;
 /// assert_eq!(text, "");
-/// let text = pool.execute("agent-1", &json!({"command": "echo $PWD $X"})).await;
+/// let text = pool.execute("agent-1", &json!({"command": "echo $PWD $X"})).await?;
 /// assert_eq!(text, "/usr 1");
-/// let text = pool.execute("agent-1", &json!({"command": "false"})).await;
+/// let text = pool.execute("agent-1", &json!({"command": "false"})).await?;
 /// assert_eq!(text, "[exit code: 1]");
 /// pool.close_all().await;
 /// # Ok(()) }
@@ -655,7 +655,7 @@ impl<K: OwnerKind> ShellPool<K> {
 /// dropped first, the process would be killed without grace and a remote
 /// one in the background.
 async fn close_together<K: OwnerKind>(owners: Vec<Arc<Owner<K>>>) {
-    let _shared = dsh_pty::SharedScans::new();
+    let _shared = dsh_pty::__private::SharedScans::new();
     let mut closing = tokio::task::JoinSet::new();
     for entry in owners {
         entry.closed.store(true, Ordering::Release);

@@ -35,7 +35,7 @@ pub const TAG_VAR: &str = "DSH_TREE";
 
 /// A new random session tag: 16 hexadecimal digits.
 pub fn new_tag() -> Result<String, crate::PtyError> {
-    crate::random_hex(16).map_err(|source| crate::PtyError::Io {
+    crate::random::random_hex(16).map_err(|source| crate::PtyError::Io {
         what: "drawing a random session tag",
         source,
     })

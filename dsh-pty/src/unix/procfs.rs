@@ -61,7 +61,7 @@ pub(crate) fn all_processes() -> Vec<ProcStat> {
 }
 
 /// How long after it ends one reading of every process serves callers that
-/// ask for session members while a [`crate::SharedScans`] guard is alive:
+/// ask for session members while a [`SharedScans`](crate::scans::SharedScans) guard is alive:
 /// closing a thousand shells at once reads `/proc` every few milliseconds,
 /// not a thousand times. Counted from the reading's end, not its start: a
 /// reading of a thousand processes on a busy machine takes about this long
@@ -96,7 +96,7 @@ impl Snapshot {
 #[cfg(not(target_os = "macos"))]
 static SNAPSHOT: std::sync::Mutex<Option<std::sync::Arc<Snapshot>>> = std::sync::Mutex::new(None);
 
-/// How many [`crate::SharedScans`] guards are alive: only then may a
+/// How many [`SharedScans`](crate::scans::SharedScans) guards are alive: only then may a
 /// reading be reused.
 pub(crate) static SHARING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -106,7 +106,7 @@ pub(crate) static SHARING: std::sync::atomic::AtomicUsize = std::sync::atomic::A
 /// each reading again (without this, once a reading takes longer than
 /// [`SNAPSHOT_TTL`] — a thousand shells on two busy CPUs — every caller in
 /// the queue found the last reading too old and read `/proc` itself). When
-/// `fresh` is `false` and a [`crate::SharedScans`] guard is alive, a reading
+/// `fresh` is `false` and a [`SharedScans`](crate::scans::SharedScans) guard is alive, a reading
 /// up to [`SNAPSHOT_TTL`] old serves as well.
 #[cfg(not(target_os = "macos"))]
 fn snapshot(asked: std::time::Instant, fresh: bool) -> std::sync::Arc<Snapshot> {

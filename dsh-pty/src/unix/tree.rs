@@ -27,7 +27,7 @@ use crate::blocking::off_runtime;
 
 /// Sends `sig` to every live member of session `sid` and to the group `sid`.
 /// Only a first, graceful signal may use a shared reading of the process
-/// table (see [`crate::SharedScans`]); a last one (`SIGKILL`) reads anew, so
+/// table (see [`SharedScans`](crate::scans::SharedScans)); a last one (`SIGKILL`) reads anew, so
 /// nothing started a moment before is missed.
 fn signal_session(sid: i32, sig: NixSignal) {
     let fresh = sig == NixSignal::SIGKILL;

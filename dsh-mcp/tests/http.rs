@@ -5,6 +5,8 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::print_stderr)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -274,17 +276,7 @@ fn workspace() -> (tempfile::TempDir, PathBuf) {
 
 /// Waits until process `pid` is gone (or a zombie no one reaps).
 async fn wait_gone(pid: u32) {
-    let stat = PathBuf::from(format!("/proc/{pid}/stat"));
-    let deadline = Instant::now() + BOUND;
-    loop {
-        match std::fs::read_to_string(&stat) {
-            Err(_) => return,
-            Ok(s) if s.rsplit(')').next().unwrap().trim_start().starts_with('Z') => return,
-            Ok(_) => {}
-        }
-        assert!(Instant::now() < deadline, "process {pid} still runs");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(common::gone(pid as i32).await, "process {pid} still runs");
 }
 
 /// The numbers of the `pid=N` lines of `text`.
@@ -427,12 +419,10 @@ fn sleeping(arg: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Waits until no process runs `sleep ARG`.
+/// Waits until no process runs `sleep ARG` (each found ends: an event).
 async fn wait_no_sleep(arg: &str) {
-    let deadline = Instant::now() + BOUND;
-    while !sleeping(arg).is_empty() {
-        assert!(Instant::now() < deadline, "sleep {arg} still runs");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    for pid in sleeping(arg) {
+        assert!(common::gone(pid as i32).await, "sleep {arg} still runs");
     }
 }
 
@@ -513,18 +503,16 @@ async fn a_dropped_connection_cancels_its_call() {
     assert_eq!(raw.initialize().await.status, 200);
     assert_eq!(raw.bash(1, "export KEPT=1").await.tool_text(), "");
 
-    let started = ws.join("started");
+    // The command says it runs through a FIFO.
+    let mut started = common::Fifo::new(&ws, "started");
     let request = raw.request(reqwest::Method::POST).body(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
-            "arguments": {"command": format!("echo $$ > {}; sleep 300", started.display())}}})
+            "arguments": {"command": format!("echo $$ > {}; sleep 300", started.path.display())}}})
         .to_string(),
     );
     let call = tokio::spawn(async move { request.send().await.unwrap().text().await });
-    let deadline = Instant::now() + BOUND;
-    while std::fs::read_to_string(&started).map_or(true, |s| s.trim().is_empty()) {
-        assert!(Instant::now() < deadline, "the call never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let pid = started.line().await;
+    assert!(pid.parse::<u32>().is_ok(), "{pid}");
     // The client goes away: its connection closes.
     call.abort();
     let _ = call.await;

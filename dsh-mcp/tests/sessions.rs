@@ -522,15 +522,15 @@ async fn printing_jobs_run_between_calls(mode: Mode) {
     let file = s.root.join("count.txt");
     let count = move || -> Option<u64> { std::fs::read_to_string(&file).ok()?.trim().parse().ok() };
     // No call runs from here on: the counter must go on by itself.
-    let first = common::until("the counter's first step", &count).await;
+    let first = common::until_in(&s.root, "the counter's first step", &count).await;
     let goal = first + 10_000;
-    common::until("10,000 more steps of the counter", || {
+    common::until_in(&s.root, "10,000 more steps of the counter", || {
         count().filter(|&n| n >= goal)
     })
     .await;
     std::fs::write(s.root.join("stop"), "").unwrap();
     let done = s.root.join("done.txt");
-    common::until("the counter's end", || done.exists().then_some(())).await;
+    common::until_in(&s.root, "the counter's end", || done.exists().then_some(())).await;
 
     let port = free_port();
     s.ok(&format!("{py} -m http.server {port} --bind 127.0.0.1 &"))

@@ -283,15 +283,12 @@ mod cgroup {
             .collect()
     }
 
-    /// Waits (bounded) until no `sleep ARG` is left.
+    /// Waits (bounded) until no `sleep ARG` is left: each found ends (its
+    /// pidfd says so, an event).
     async fn gone(arg: &str) -> bool {
-        for _ in 0..500 {
-            if sleeps(arg).is_empty() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        false
+        common::ended_within(&sleeps(arg), Duration::from_secs(10))
+            .await
+            .is_empty()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{BOUND, Client, gone, visible_tmp};
+use common::{BOUND, Client, Fifo, gone, visible_tmp};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -231,19 +231,12 @@ async fn cancellation_resets_the_shell() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = Client::start(dir.path(), &[]).await;
     c.call(2, "bash", json!({"command": "export KEEP=1"})).await;
+    // Cancelled once the command runs: it says so through a FIFO.
+    let mut started = Fifo::new(dir.path(), "started");
     c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "bash", "arguments": {"command": "touch started; sleep 1000"}}}))
+        "params": {"name": "bash", "arguments": {"command": "echo started > started; sleep 1000"}}}))
         .await;
-    // Cancelled once the command runs.
-    let started = dir.path().join("started");
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while !started.exists() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    assert_eq!(started.line().await, "started");
     c.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 3, "reason": "user pressed stop"}}),
@@ -433,13 +426,23 @@ async fn a_killed_server_leaves_no_confined_process() {
         tokio::task::yield_now().await;
     }
     assert_eq!(alive(), 2, "the detached processes did not start");
+    let marked: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(mark.as_bytes()))
+        })
+        .collect();
+    assert_eq!(marked.len(), 2, "{marked:?}");
     c.child.start_kill().unwrap();
     c.child.wait().await.unwrap();
-    let deadline = std::time::Instant::now() + BOUND;
-    while alive() > 0 && std::time::Instant::now() < deadline {
-        tokio::task::yield_now().await;
+    for pid in marked {
+        assert!(
+            gone(pid).await,
+            "confined process {pid} outlived the server"
+        );
     }
-    assert_eq!(alive(), 0, "confined processes outlived the server");
 }
 
 /// `--allow-unix-socket` and `--hide` reach the confined shell and the

@@ -116,21 +116,30 @@ async fn open_when_read<T: std::fmt::Debug>(
     }
 }
 
-/// Whether a process whose command line starts with `mark` runs (this
-/// host's `/proc` shows the sandbox's processes: its PID namespace is a
-/// child of ours).
-fn marked_alive(mark: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().any(|e| {
-        std::fs::read(e.unwrap().path().join("cmdline"))
-            .is_ok_and(|c| c.starts_with(mark.as_bytes()))
-    })
+/// The processes whose command line starts with `mark` (this host's
+/// `/proc` shows the sandbox's processes: its PID namespace is a child of
+/// ours).
+fn marked(mark: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(mark.as_bytes()))
+        })
+        .collect()
 }
 
-/// Waits (30 s at most) until a process marked `mark` runs (`alive`) or
-/// none does; `false` if that did not come.
+/// Waits (30 s at most) until a process marked `mark` runs (no event
+/// announces it: looked for) or, once one ran, until every one has ended
+/// (its pidfd says so: an event); `false` if that did not come.
 async fn wait_marked(mark: &str, alive: bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while marked_alive(mark) != alive {
+    let bound = std::time::Duration::from_secs(30);
+    if !alive {
+        return common::ended_within(&marked(mark), bound).await.is_empty();
+    }
+    let deadline = std::time::Instant::now() + bound;
+    while marked(mark).is_empty() {
         if std::time::Instant::now() >= deadline {
             return false;
         }
@@ -540,19 +549,13 @@ async fn mode_changes_reject_or_reset_the_persistent_shell() {
         .await
         .unwrap();
     // The old shell was sent SIGKILL; under load it may take a moment to die.
-    let gone = || {
-        !std::path::Path::new(&format!("/proc/{pid}")).exists() || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.contains(") Z")
-        }
-    };
-    for _ in 0..1000 {
-        if gone() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(gone(), "the old shell must be gone");
+    let pid: i32 = pid.parse().unwrap();
+    assert!(
+        common::ended_within(&[pid], std::time::Duration::from_secs(10))
+            .await
+            .is_empty(),
+        "the old shell must be gone"
+    );
     assert_eq!(
         run(&reset, "touch ok && echo ${STATE-fresh}").await,
         "fresh"

@@ -12,6 +12,15 @@
 //! change host-wide state if the sandbox failed first check, without side
 //! effects, that the namespace concerned is not the host's, and do nothing
 //! otherwise (the check itself then fails the technique).
+//!
+//! Each technique is a module of tests of its own (the list's macro makes
+//! them): `ID::native` tries it as this user in read-only and in
+//! workspace-write, each over a fresh lab and shell; `ID::native_unprivileged`
+//! runs `ID::native` in a copy of this binary as uid 65534 (when run as
+//! root); `ID::bubblewrap` and `ID::bubblewrap_unprivileged` (ignored:
+//! they need `bwrap`) do the same with bubblewrap. So
+//! `cargo test -p dsh-sandbox --test escape unix_socket_after_start` runs
+//! that technique alone, everywhere the suite runs it.
 #![cfg(target_os = "linux")]
 #![allow(
     clippy::expect_used,
@@ -24,7 +33,7 @@
 mod common;
 #[path = "escape/git_plant.rs"]
 mod git_plant;
-use common::visible_tmp;
+use common::{ended_within, visible_tmp};
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -187,6 +196,7 @@ struct Lab {
     shm_key: libc::key_t,
     msg_key: libc::key_t,
     tmp_socket: PathBuf,
+    /// A socket in the host's `/run` (as root) or `/run/lock`.
     run_socket: Option<PathBuf>,
     /// Sockets outside that no technique may reach, checked after each.
     listeners: Vec<(String, std::os::unix::net::UnixListener)>,
@@ -304,29 +314,59 @@ impl Lab {
                 .unwrap();
         }
 
-        // Unique per lab: suites run concurrently in one process.
+        // Unique per lab: labs are made concurrently, in this process and
+        // in the unprivileged runs' copies of it.
         static LABS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let id = std::process::id() * 8 + LABS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = LABS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{}-{n}", std::process::id());
         let mark = format!("dsh-victim-{id}");
-        let victim = Command::new("bash")
-            .arg("-c")
-            .arg(format!("exec -a {mark} sleep 3600"))
+        // Without this process's standard streams: a victim left behind by
+        // a failed test holds no pipe of the unprivileged run's parent open.
+        let mut victim = Command::new("sleep")
+            .arg0(&mark)
+            .arg("3600")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Wait until the victim is `sleep` under its name (an event, bounded).
+        // `spawn` returns while the kernel may still be setting up the new
+        // program's arguments: wait until the victim is `sleep` under its
+        // name (no event says so: looked at, bounded).
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::fs::read(format!("/proc/{}/cmdline", victim.id()))
             .map_or(true, |c| !c.starts_with(mark.as_bytes()))
         {
-            assert!(Instant::now() < deadline, "the victim did not start");
+            if Instant::now() > deadline {
+                let _ = victim.kill();
+                let _ = victim.wait();
+                panic!("the victim did not start");
+            }
             std::thread::yield_now();
         }
 
-        let shm_key = 0x5d5e_0000 | (id as libc::key_t & 0xffff);
-        let msg_key = shm_key ^ 0x00a0_0000;
-        // SAFETY: plain SysV calls on a segment this test creates and removes.
-        let shm = unsafe { libc::shmget(shm_key, 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
-        assert!(shm >= 0, "shmget: {}", std::io::Error::last_os_error());
+        // A segment under a key no other lab holds, and a key no message
+        // queue has (one appears only if the sandbox fails).
+        let (shm, shm_key, msg_key) = (0u32..1000)
+            .find_map(|attempt| {
+                let spread = std::process::id()
+                    .wrapping_mul(2_654_435_761)
+                    .wrapping_add(n.wrapping_mul(40_503))
+                    .wrapping_add(attempt.wrapping_mul(97));
+                let shm_key = (0x5d00_0000 | (spread & 0x000f_ffff)) as libc::key_t;
+                let msg_key = shm_key ^ 0x00a0_0000;
+                // SAFETY: a lookup of a key this test chose.
+                if unsafe { libc::msgget(msg_key, 0) } >= 0 {
+                    return None;
+                }
+                // SAFETY: plain SysV calls on a segment this test creates
+                // and removes.
+                let shm = unsafe {
+                    libc::shmget(shm_key, 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600)
+                };
+                (shm >= 0).then_some((shm, shm_key, msg_key))
+            })
+            .unwrap_or_else(|| panic!("shmget: {}", std::io::Error::last_os_error()));
         // SAFETY: attaching our own segment and writing within its size.
         unsafe {
             let addr = libc::shmat(shm, std::ptr::null(), 0);
@@ -349,8 +389,10 @@ impl Lab {
             .unwrap()
             .join(format!("dsh-escape-{id}.sock"));
         assert!(listen(&tmp_socket));
-        let run_socket = PathBuf::from(format!("/run/dsh-escape-{id}.sock"));
-        let run_socket = listen(&run_socket).then_some(run_socket);
+        let run_socket = ["/run", "/run/lock"]
+            .into_iter()
+            .map(|dir| PathBuf::from(format!("{dir}/dsh-escape-{id}.sock")))
+            .find(|socket| listen(socket));
         assert!(listen(&out.join("stream.sock")));
         let var_tmp = tempfile::Builder::new()
             .prefix("dsh-escape-sock-")
@@ -438,6 +480,48 @@ impl Lab {
         out
     }
 
+    /// The workspace a technique names ("ws", "wsl", "wsf", "wsn").
+    fn workspace(&self, key: &str) -> &Path {
+        match key {
+            "wsl" => &self.wsl,
+            "wsf" => &self.wsf,
+            "wsn" => &self.wsn,
+            _ => &self.ws,
+        }
+    }
+
+    /// What closed shells left in the root without a repository: no
+    /// placeholder, and nothing the host's own git takes for a repository
+    /// (or runs the fsmonitor of).
+    fn root_without_repository(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in [".git", "HEAD"] {
+            if self.wsn.join(name).is_dir() {
+                out.push(format!("the {name} placeholder was left behind"));
+            }
+        }
+        let git = Command::new("git")
+            .args(["status", "--porcelain"])
+            .current_dir(&self.wsn)
+            .env("GIT_CEILING_DIRECTORIES", self.wsn.parent().unwrap())
+            .env_remove("GIT_DIR")
+            .output()
+            .unwrap();
+        let ran_payload = self.out.join("fsmonitor-ran");
+        if git.status.success() || ran_payload.exists() {
+            out.push(format!(
+                "the host's git status found a repository in the workspace root{}: {}",
+                if ran_payload.exists() {
+                    " and ran its fsmonitor"
+                } else {
+                    ""
+                },
+                String::from_utf8_lossy(&git.stderr)
+            ));
+        }
+        out
+    }
+
     /// Everything outside the writable workspace that must not change.
     fn outside(&self) -> BTreeMap<PathBuf, Entry> {
         snapshot(&[
@@ -486,7 +570,7 @@ impl Lab {
     }
 
     fn env(&self, workspace: &Path) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             ("OUT".into(), self.out.display().to_string()),
             ("WS".into(), workspace.display().to_string()),
             // Git never looks above the workspace for a repository: when a
@@ -527,7 +611,15 @@ impl Lab {
             ("HOST_USER".into(), ns("user")),
             ("HOST_CGROUP".into(), ns("cgroup")),
             ("DSH_KEEP".into(), "unset".into()),
-        ]
+        ];
+        if let Some(home) = &self.home {
+            let socket = home.path().join("stream.sock");
+            env.push(("HOMESOCK".into(), socket.display().to_string()));
+        }
+        if let Some(socket) = &self.run_socket {
+            env.push(("RUNSOCK".into(), socket.display().to_string()));
+        }
+        env
     }
 }
 
@@ -555,39 +647,43 @@ impl Drop for Lab {
 // ---------------------------------------------------------------------------
 // Techniques.
 
-/// Runs only in the native engine: bubblewrap cannot do it (said why).
-const NATIVE_ONLY: bool = true;
-
 struct Technique {
+    /// The name of the technique's tests: `cargo test --test escape ID`
+    /// runs this technique alone, in every engine and as every user.
+    id: &'static str,
     name: &'static str,
     /// Which workspace: "ws", "wsl", "wsf", "wsn".
     workspace: &'static str,
     cmd: String,
-    native_only: bool,
+    /// Whether bubblewrap holds it too (it has tests there).
+    bubblewrap: bool,
 }
 
 fn t(name: &'static str, cmd: &str) -> Technique {
-    Technique {
-        name,
-        workspace: "ws",
-        cmd: cmd.to_owned(),
-        native_only: false,
-    }
+    tw(name, "ws", cmd)
 }
 
 /// A technique only the built-in engine holds: Unix sockets are mediated
-/// by its supervisor, and bubblewrap has none.
+/// by its supervisor, and bubblewrap has none. (The same technique as
+/// [`t`]: the list's macro reads the name `tn` and makes no bubblewrap
+/// tests of it.)
 fn tn(name: &'static str, cmd: &str) -> Technique {
-    tw(name, "ws", cmd, NATIVE_ONLY)
+    t(name, cmd)
 }
 
-fn tw(name: &'static str, workspace: &'static str, cmd: &str, native_only: bool) -> Technique {
+fn tw(name: &'static str, workspace: &'static str, cmd: &str) -> Technique {
     Technique {
+        id: "",
         name,
         workspace,
         cmd: cmd.to_owned(),
-        native_only,
+        bubblewrap: true,
     }
+}
+
+/// [`tw`] for a technique only the built-in engine holds (as [`tn`]).
+fn twn(name: &'static str, workspace: &'static str, cmd: &str) -> Technique {
+    tw(name, workspace, cmd)
 }
 
 /// `cmd` runs only if namespace `kind` is not the host's; otherwise the
@@ -599,610 +695,688 @@ fn guarded(kind: &str, cmd: &str) -> String {
     )
 }
 
-fn techniques(lab: &Lab) -> Vec<Technique> {
-    let mut v = vec![
-        // Writing outside the writable roots.
-        t("create a file outside", "touch $OUT/new && echo ESCAPED"),
-        t(
-            "overwrite a file outside",
-            "echo x > $OUT/file.txt && echo ESCAPED",
-        ),
-        t(
-            "append to a file outside",
-            "echo x >> $OUT/file.txt && echo ESCAPED",
-        ),
-        t(
-            "truncate a file outside",
-            "truncate -s 0 $OUT/file.txt && echo ESCAPED",
-        ),
-        t(
-            "remove a file outside",
-            "rm -f $OUT/file.txt && [ ! -e $OUT/file.txt ] && echo ESCAPED",
-        ),
-        t(
-            "rename a file outside",
-            "mv $OUT/file.txt $OUT/moved && echo ESCAPED",
-        ),
-        t("make a directory outside", "mkdir $OUT/d2 && echo ESCAPED"),
-        t(
-            "remove a directory outside",
-            "rmdir $OUT/emptydir && echo ESCAPED",
-        ),
-        t(
-            "symlink outside",
-            "ln -s /etc/passwd $OUT/l2 && echo ESCAPED",
-        ),
-        t(
-            "hard link an outside file into the workspace",
-            "ln $OUT/file.txt $WS/hard && echo ESCAPED",
-        ),
-        t(
-            "write through a workspace symlink to outside",
-            "ln -sf $OUT/file.txt $WS/to-out; echo x > $WS/to-out && echo ESCAPED",
-        ),
-        t(
-            "climb out with ..",
-            "echo x > $WS/../out/new && echo ESCAPED",
-        ),
-        t(
-            "in-place edit outside (sed -i)",
-            "sed -i s/outside/pwned/ $OUT/file.txt && echo ESCAPED",
-        ),
-        t(
-            "dd into a file outside",
-            "echo pwned | dd of=$OUT/file.txt conv=notrunc status=none && echo ESCAPED",
-        ),
-        t(
-            "move a workspace file over an outside one",
-            "echo pwned > $WS/mv-src; mv -f $WS/mv-src $OUT/file.txt && echo ESCAPED",
-        ),
-        t("O_TMPFILE outside", "$PY $T o_tmpfile $OUT"),
-        t("fifo outside", "mkfifo $OUT/fifo && echo ESCAPED"),
-        t(
-            "reopen a read-only descriptor for writing through /proc/self/fd",
-            "exec 3<$OUT/file.txt; echo x > /proc/self/fd/3 && echo ESCAPED; exec 3<&-",
-        ),
-        t(
-            "write through init's root (/proc/1/root)",
-            "echo x > /proc/1/root$OUT/file.txt && echo ESCAPED",
-        ),
-        t(
-            "write through a sibling's cwd (/proc/self/cwd/..)",
-            "cd $OUT/dir && echo x > /proc/self/cwd/inner.txt && echo ESCAPED; cd $WS",
-        ),
-        // Metadata of files outside.
-        t(
-            "chmod 4777 outside",
-            "chmod 4777 $OUT/exec.sh && echo ESCAPED",
-        ),
-        t(
-            "chmod a directory outside",
-            "chmod 777 $OUT/dir && echo ESCAPED",
-        ),
-        t(
-            "chown outside",
-            "chown 12345:12345 $OUT/file.txt && echo ESCAPED",
-        ),
-        t(
-            "chown a symlink outside (lchown)",
-            "chown -h 12345 $OUT/link && echo ESCAPED",
-        ),
-        t(
-            "set times outside (touch -d)",
-            "touch -d 2000-01-01 $OUT/file.txt && echo ESCAPED",
-        ),
-        t(
-            "set times outside (utime)",
-            "$PY -c 'import os,sys; os.utime(sys.argv[1], (0, 0)); print(\"ESCAPED\")' $OUT/file.txt",
-        ),
-        t(
-            "user xattr outside",
-            "$PY $T setxattr $OUT/file.txt user.evil 31",
-        ),
-        t(
-            "remove an xattr outside",
-            "$PY $T removexattr $OUT/file.txt user.keep",
-        ),
-        t(
-            "security.capability outside",
-            "$PY $T setxattr $OUT/exec.sh security.capability 0100000200200000000000000000000000000000",
-        ),
-        t(
-            "POSIX ACL outside",
-            "$PY $T setxattr $OUT/file.txt system.posix_acl_access 0200000001000600ffffffff04000400ffffffff10000400ffffffff20000400ffffffff",
-        ),
-        t(
-            "trusted xattr outside",
-            "$PY $T setxattr $OUT/file.txt trusted.evil 31",
-        ),
-        // File handles and links that bypass paths.
-        t(
-            "open_by_handle_at outside",
-            "$PY $T handle_open $OUT/file.txt",
-        ),
-        t(
-            "open_by_handle_at .git/config",
-            "$PY $T handle_open $WS/.git/config",
-        ),
-        t(
-            "linkat(AT_EMPTY_PATH) of .git/config",
-            "$PY $T linkat_empty $WS/.git/config $WS/gitlink",
-        ),
-        t(
-            "linkat(AT_EMPTY_PATH) of an outside file",
-            "$PY $T linkat_empty $OUT/file.txt $WS/outlink",
-        ),
-        // Devices.
-        t(
-            "block device node in the workspace",
-            "$PY $T mknod $WS/blk block 7 0",
-        ),
-        t(
-            "character device node in the workspace (mem)",
-            "mknod $WS/mem c 1 1 && echo ESCAPED",
-        ),
-        t(
-            "device node outside",
-            "mknod $OUT/null c 1 3 && echo ESCAPED",
-        ),
-        t(
-            "host disks visible in /dev",
-            "ls /dev/sd* /dev/vd* /dev/nvme* /dev/loop* /dev/mem /dev/kmsg /dev/port 2>/dev/null | grep . && echo ESCAPED",
-        ),
-        t("the kernel log device", "[ -e /dev/kmsg ] && echo ESCAPED"),
-        t(
-            "loop device control",
-            "losetup -f 2>&1; [ -e /dev/loop-control ] && echo ESCAPED",
-        ),
-        // Mounts.
-        t(
-            "bind the workspace over outside",
-            &guarded("mnt", "$PY $T mount_bind $WS $OUT"),
-        ),
-        t(
-            "remount / read-write",
-            &guarded("mnt", "$PY $T remount_rw /"),
-        ),
-        t(
-            "unmount the private /tmp",
-            &guarded("mnt", "$PY $T umount /tmp"),
-        ),
-        t(
-            "unmount the read-only .git",
-            &guarded("mnt", "$PY $T umount $WS/.git"),
-        ),
-        t("open_tree clone", "$PY $T open_tree /"),
-        t("fsopen a new filesystem", "$PY $T fsopen"),
-        t("chroot", "$PY $T chroot /tmp"),
-        t("nested user namespace", "unshare -Ur true && echo ESCAPED"),
-        t("nested mount namespace", "unshare -m true && echo ESCAPED"),
-        t(
-            "pivot_root",
-            &guarded(
-                "mnt",
-                "mkdir -p /tmp/nr 2>/dev/null; pivot_root /tmp/nr /tmp/nr 2>&1 && echo ESCAPED",
-            ),
-        ),
-        // Kernel interfaces.
-        t(
-            "/proc/sysrq-trigger writable",
-            "[ -w /proc/sysrq-trigger ] && echo ESCAPED",
-        ),
-        t(
-            "/proc/sys writable",
-            "[ -w /proc/sys/kernel/core_pattern ] && echo ESCAPED",
-        ),
-        t(
-            "/sys writable",
-            "[ -w /sys/kernel/mm/transparent_hugepage/enabled ] && echo ESCAPED",
-        ),
-        t("bpf map", "$PY $T bpf_map"),
-        t("perf_event_open on every process", "$PY $T perf_all_cpus"),
-        t("keyring: add_key", &guarded("user", "$PY $T add_key")),
-        t("keyring: new session keyring", "$PY $T keyctl_join"),
-        t("io_uring", "$PY $T io_uring"),
-        t("userfaultfd", "$PY $T userfaultfd"),
-        // Capabilities and privileges.
-        t(
-            "capabilities left",
-            "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status | grep -v '0000000000000000$' && echo ESCAPED",
-        ),
-        t(
-            "no_new_privs, so set-user-ID programs gain nothing",
-            "grep -q '^NoNewPrivs:[[:space:]]*1' /proc/self/status || echo ESCAPED",
-        ),
-        t(
-            "raise the core limit",
-            "ulimit -c unlimited 2>/dev/null && echo ESCAPED",
-        ),
-        // Other processes and the host.
-        t(
-            "kill a process outside",
-            "kill -9 $VICTIM 2>/dev/null; $PY $T kill $VICTIM 0",
-        ),
-        t(
-            "see processes outside",
-            "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -qx \"$MARK 3600 \" && echo ESCAPED",
-        ),
-        t(
-            "kill every process (kill -9 -1)",
-            &guarded("pid", "kill -9 -1; true"),
-        ),
-        t(
-            "pkill by name",
-            &guarded(
-                "pid",
-                "pkill -9 -f \"$MARK\"; killall -9 sleep 2>/dev/null; true",
-            ),
-        ),
-        t(
-            "signal the sandbox's init",
-            &guarded("pid", "kill -9 1; kill -TERM 1; kill -HUP 1; true"),
-        ),
-        t(
-            "renice a process outside",
-            "renice -n 19 -p $VICTIM >/dev/null 2>&1; true",
-        ),
-        t(
-            "taskset a process outside",
-            "taskset -p 1 $VICTIM >/dev/null 2>&1; true",
-        ),
-        t(
-            "prlimit a process outside",
-            "prlimit --pid $VICTIM --nofile=12:12 2>/dev/null; true",
-        ),
-        t(
-            "prlimit the sandbox's init",
-            &guarded("pid", "$PY $T prlimit 1"),
-        ),
-        t("prlimit the shell", &guarded("pid", "$PY $T prlimit 2")),
-        t(
-            "ptrace the shell",
-            &guarded("pid", "$PY $T ptrace_attach 2"),
-        ),
-        t(
-            "ptrace-seize the shell",
-            &guarded("pid", "$PY $T ptrace_seize 2"),
-        ),
-        t(
-            "ptrace the sandbox's init",
-            &guarded("pid", "$PY $T ptrace_attach 1"),
-        ),
-        t(
-            "write the shell's memory (process_vm_writev)",
-            &guarded("pid", "$PY $T process_vm_writev 2"),
-        ),
-        t(
-            "SysV shared memory of a process outside",
-            "$PY $T shm_write $SHMKEY",
-        ),
-        t(
-            "SysV message queue (host IPC)",
-            &guarded("ipc", "$PY $T msg_create $MSGKEY >/dev/null; true"),
-        ),
-        t("sethostname", &guarded("uts", "$PY $T sethostname")),
-        t("setdomainname", &guarded("uts", "$PY $T setdomainname")),
-        t(
-            "a process namespace of its own",
-            "[ \"$(readlink /proc/self/ns/pid)\" = \"$HOST_PID\" ] && echo ESCAPED",
-        ),
-        t(
-            "a mount namespace of its own",
-            "[ \"$(readlink /proc/self/ns/mnt)\" = \"$HOST_MNT\" ] && echo ESCAPED",
-        ),
-        t(
-            "an IPC namespace of its own",
-            "[ \"$(readlink /proc/self/ns/ipc)\" = \"$HOST_IPC\" ] && echo ESCAPED",
-        ),
-        t(
-            "a UTS namespace of its own",
-            "[ \"$(readlink /proc/self/ns/uts)\" = \"$HOST_UTS\" ] && echo ESCAPED",
-        ),
-        t(
-            "a user namespace of its own",
-            "[ \"$(readlink /proc/self/ns/user)\" = \"$HOST_USER\" ] && echo ESCAPED",
-        ),
-        t(
-            "a network namespace of its own",
-            "[ \"$(readlink /proc/self/ns/net)\" = \"$HOST_NET\" ] && echo ESCAPED",
-        ),
-        // Sockets.
-        t(
-            "Unix socket in the host's /tmp",
-            "$PY $T unix_connect $TMPSOCK",
-        ),
-        t(
-            "abstract Unix socket of the host",
-            "$PY $T unix_connect $ABSTRACT",
-        ),
-        tn(
-            "Unix socket outside the workspace",
-            "$PY $T unix_connect $OUT/stream.sock",
-        ),
-        tn("Unix socket in /var/tmp", "$PY $T unix_connect $VARSOCK"),
-        tn(
-            "Unix socket that appeared after the shell started",
-            "$PY $T unix_connect $OUT/late.sock",
-        ),
-        tn(
-            "Unix socket by a relative path",
-            "cd $OUT && $PY $T unix_connect stream.sock; cd $WS",
-        ),
-        tn(
-            "Unix socket with .. from the workspace",
-            "$PY $T unix_connect $WS/../out/stream.sock",
-        ),
-        tn(
-            "Unix socket through a symlink in the workspace",
-            "ln -sf $OUT/stream.sock $WS/sock-link 2>/dev/null; $PY $T unix_connect $WS/sock-link",
-        ),
-        tn(
-            "Unix socket through a symlinked directory",
-            "ln -sfn $OUT $WS/dir-link 2>/dev/null; $PY $T unix_connect $WS/dir-link/stream.sock",
-        ),
-        tn(
-            "Unix socket through /proc/self/fd of an O_PATH descriptor",
-            "$PY $T unix_connect_opath $OUT/stream.sock",
-        ),
-        tn(
-            "Unix socket through /proc/1/root",
-            "$PY $T unix_connect /proc/1/root$OUT/stream.sock",
-        ),
-        tn(
-            "sendto an outside datagram socket (unbound)",
-            "$PY $T unix_sendto $OUT/dgram.sock",
-        ),
-        tn(
-            "sendmsg with an outside address",
-            "$PY $T unix_sendmsg $OUT/dgram.sock",
-        ),
-        tn(
-            "sendmmsg with an outside address",
-            "$PY $T unix_sendmmsg $OUT/dgram.sock",
-        ),
-        tn(
-            "connect a datagram socket outside, then send",
-            "$PY $T unix_dgram_connect $OUT/dgram.sock",
-        ),
-        tn(
-            "swap a directory for a symlink while connecting (1,000 tries)",
-            "$PY $T unix_symlink_race $WS $OUT 1000",
-        ),
-        tn(
-            "rewrite the address while connecting (3,000 tries)",
-            "$PY $T unix_address_race /tmp/own.sock $OUT/stream.sock 3000",
-        ),
-        t("raw socket", "$PY $T socket raw"),
-        t("raw IPv6 socket", "$PY $T socket inet6raw"),
-        t("packet socket", "$PY $T socket packet"),
-        t("packet datagram socket", "$PY $T socket packet_dgram"),
-        t("netlink socket", "$PY $T socket netlink"),
-        t("vsock", "$PY $T socket vsock"),
-        // Nothing planted for the host: no set-id file in the workspace.
-        t("set-user-ID bit (chmod)", "$PY $T setid chmod $WS/suid"),
-        t(
-            "set-group-ID bit (chmod)",
-            "$PY $T setid chmod_gid $WS/sgid",
-        ),
-        t("set-user-ID bit (fchmod)", "$PY $T setid fchmod $WS/suid"),
-        t(
-            "set-user-ID bit (fchmodat2)",
-            "$PY $T setid fchmodat2 $WS/suid",
-        ),
-        t(
-            "set-user-ID bit (open O_CREAT)",
-            "$PY $T setid open $WS/suid",
-        ),
-        t(
-            "set-group-ID bit (open O_CREAT)",
-            "$PY $T setid open_gid $WS/sgid",
-        ),
-        t("set-user-ID bit (creat)", "$PY $T setid creat $WS/suid"),
-        t(
-            "set-user-ID bit (mknod of a regular file)",
-            "$PY $T setid mknod $WS/suid",
-        ),
-        t(
-            "set-user-ID bit (O_TMPFILE, then linked)",
-            "$PY $T setid tmpfile $WS/suid",
-        ),
-        t("set-user-ID bit (openat2)", "$PY $T setid openat2 $WS/suid"),
-        t(
-            "a set-user-ID shell (cp; chmod 4755)",
-            "cp /bin/bash $WS/suid 2>/dev/null; chmod 4755 $WS/suid 2>/dev/null; [ -u $WS/suid ] && echo ESCAPED",
-        ),
-        t(
-            "install -m 4755",
-            "install -m 4755 /bin/true $WS/suid 2>/dev/null; [ -u $WS/suid ] && echo ESCAPED",
-        ),
-        t(
-            "cp -p of a set-user-ID program",
-            "for f in /bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $f ] && cp -p $f $WS/suid 2>/dev/null; done; [ -u $WS/suid ] && echo ESCAPED",
-        ),
-        t(
-            "tar x of a set-user-ID entry",
-            "$PY $T setid_tar $WS/s.tar && tar -C $WS -xpf $WS/s.tar 2>/dev/null; rm -f $WS/s.tar; [ -u $WS/suid ] && echo ESCAPED",
-        ),
-        t(
-            "hard link a set-user-ID program into the workspace",
-            "for f in /bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $f ] && ln $f $WS/suid 2>/dev/null; done; [ -u $WS/suid ] && echo ESCAPED",
-        ),
-        t(
-            "file capability in the workspace",
-            "touch $WS/fcap && $PY $T setxattr $WS/fcap security.capability 0100000200200000000000000000000000000000",
-        ),
-        t("a lease on a file outside", "$PY $T lease $OUT/file.txt"),
-        // Hidden paths.
-        t(
-            "list a hidden directory",
-            "ls -A $SECRETS | grep . && echo ESCAPED",
-        ),
-        t(
-            "read a key in a hidden directory",
-            "grep -q PRIVATE $SECRETS/id_ed25519 2>/dev/null && echo ESCAPED",
-        ),
-        t(
-            "read a hidden file",
-            "grep -q TOKEN $SECRET_FILE 2>/dev/null && echo ESCAPED",
-        ),
-        t(
-            "write a hidden file",
-            "echo x > $SECRET_FILE 2>/dev/null && grep -q x $SECRET_FILE && echo ESCAPED",
-        ),
-        t(
-            "read a hidden file through /proc/1/root",
-            "grep -q TOKEN /proc/1/root$SECRET_FILE 2>/dev/null && echo ESCAPED",
-        ),
-        t(
-            "read a hidden file through a workspace symlink",
-            "ln -sf $SECRET_FILE $WS/sock-link 2>/dev/null; grep -q TOKEN $WS/sock-link 2>/dev/null && echo ESCAPED",
-        ),
-        t(
-            "read /etc/shadow",
-            "[ -r /etc/shadow ] && grep -q : /etc/shadow && echo ESCAPED",
-        ),
-        // .git of the workspace.
-        t(
-            ".git/config",
-            "echo '[core] fsmonitor = touch /tmp/pwned' >> $WS/.git/config && echo ESCAPED",
-        ),
-        t(
-            ".git hook",
-            "echo 'touch /tmp/pwned' > $WS/.git/hooks/pre-commit && echo ESCAPED",
-        ),
-        t(
-            "git config core.fsmonitor",
-            "git -C $WS config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null && echo ESCAPED",
-        ),
-        t(
-            "remove .git",
-            "rm -rf $WS/.git 2>/dev/null; [ -d $WS/.git/hooks ] || echo ESCAPED",
-        ),
-        t(
-            "rename .git away",
-            "mv $WS/.git $WS/old-git && echo ESCAPED",
-        ),
-        t(
-            "hard link .git/config",
-            "ln $WS/.git/config $WS/cfg && echo ESCAPED",
-        ),
-        t(
-            "chmod .git/config",
-            "chmod 666 $WS/.git/config && echo ESCAPED",
-        ),
-        t(
-            "xattr on .git/config",
-            "$PY $T setxattr $WS/.git/config user.evil 31",
-        ),
-        // A .git that is a symlink to a directory inside the workspace.
-        tw(
-            "write through a .git symlink",
-            "wsl",
-            "echo x >> $WS/.git/config && echo ESCAPED",
-            false,
-        ),
-        tw(
-            "hook through a .git symlink",
-            "wsl",
-            "touch $WS/.git/hooks/post-checkout && echo ESCAPED",
-            false,
-        ),
-        tw(
-            "write the symlink's target directly",
-            "wsl",
-            "touch $WS/.realgit/hooks/pre-push && echo ESCAPED",
-            false,
-        ),
-        // bubblewrap resolves a symlink destination: it cannot mount over
-        // the link itself, so it cannot stop the link being replaced.
-        tw(
-            "replace the .git symlink",
-            "wsl",
-            "ln -sfn $OUT $WS/.git && [ \"$(readlink $WS/.git)\" = \"$OUT\" ] && echo ESCAPED",
-            NATIVE_ONLY,
-        ),
-        tw(
-            "swap the .git symlink for a directory",
-            "wsl",
-            "rm -f $WS/.git && mkdir $WS/.git && echo ESCAPED",
-            NATIVE_ONLY,
-        ),
-        // A .git that is a gitdir: file (a worktree).
-        tw(
-            "rewrite the gitdir file",
-            "wsf",
-            "echo 'gitdir: /tmp/evil' > $WS/.git && echo ESCAPED",
-            false,
-        ),
-        tw(
-            "remove the gitdir file",
-            "wsf",
-            "rm -f $WS/.git && [ ! -e $WS/.git ] && echo ESCAPED",
-            false,
-        ),
-        tw(
-            "the worktree's git directory",
-            "wsf",
-            "echo x >> $WS/.main/.git/worktrees/wt/HEAD && echo ESCAPED",
-            false,
-        ),
-        tw(
-            "the common directory's hooks",
-            "wsf",
-            "touch $WS/.main/.git/hooks/post-checkout && echo ESCAPED",
-            false,
-        ),
-        // No .git yet.
-        tw(
-            "git init where there was no repository",
-            "wsn",
-            "git -C $WS init -q 2>/dev/null && echo ESCAPED",
-            false,
-        ),
-        tw(
-            "make .git/hooks where there was none",
-            "wsn",
-            "mkdir -p $WS/.git/hooks && echo ESCAPED",
-            false,
-        ),
-        // The host's `git status` at the end of the suite says whether
-        // the root became a repository; the payload would touch $OUT.
-        tw(
-            "make the workspace root a bare repository",
-            "wsn",
-            "git init -q --bare $WS 2>/dev/null; mkdir -p $WS/objects $WS/refs 2>/dev/null; \
-             printf 'ref: refs/heads/main\\n' > $WS/HEAD 2>/dev/null; \
-             printf \"[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = touch $OUT/fsmonitor-ran\\n\" > $WS/config; \
-             [ -f $WS/HEAD ] && echo ESCAPED",
-            false,
-        ),
-    ];
-    if let Some(home) = &lab.home {
-        v.push(tn(
-            "Unix socket in $HOME",
-            &format!(
-                "$PY $T unix_connect {}",
-                home.path().join("stream.sock").display()
-            ),
-        ));
-    }
-    if let Some(socket) = &lab.run_socket {
-        v.push(t(
-            "Unix socket in the host's /run",
-            &format!("$PY $T unix_connect {}", socket.display()),
-        ));
-    }
-    v
+/// The tests of one check, each a test of its own in module `$id` (whose
+/// `check(engine)` runs it): `native` (the built-in engine, as this user),
+/// `native_unprivileged` (as uid 65534: a copy of this binary runs
+/// `$id::native`), and, ignored unless bubblewrap is installed,
+/// `bubblewrap` and `bubblewrap_unprivileged` — none for a technique made
+/// with `tn` or `twn`, which bubblewrap cannot hold.
+macro_rules! engines {
+    (@native $id:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn native() {
+            check(Engine::Native).await;
+        }
+
+        #[test]
+        fn native_unprivileged() {
+            as_unprivileged(
+                concat!(stringify!($id), "::native"),
+                stringify!($id),
+                Engine::Native,
+                check,
+            );
+        }
+    };
+    (@bubblewrap $id:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs bwrap (bubblewrap); .ci/run installs it and runs this"]
+        async fn bubblewrap() {
+            check(Engine::Bubblewrap).await;
+        }
+
+        #[test]
+        #[ignore = "needs bwrap (bubblewrap); .ci/run installs it and runs this"]
+        fn bubblewrap_unprivileged() {
+            as_unprivileged(
+                concat!(stringify!($id), "::bubblewrap"),
+                stringify!($id),
+                Engine::Bubblewrap,
+                check,
+            );
+        }
+    };
+    ($id:ident, tn) => {
+        engines!(@native $id);
+    };
+    ($id:ident, twn) => {
+        engines!(@native $id);
+    };
+    ($id:ident, $make:ident) => {
+        engines!(@native $id);
+        engines!(@bubblewrap $id);
+    };
+}
+
+/// Whether a technique made with `$make` has bubblewrap tests.
+macro_rules! under_bubblewrap {
+    (tn) => {
+        false
+    };
+    (twn) => {
+        false
+    };
+    ($make:ident) => {
+        true
+    };
+}
+
+/// The list of techniques: `id = t(name, cmd);` (or `tn`, `tw`, `twn`)
+/// makes module `id`, whose `technique()` is the technique and whose tests
+/// ([`engines`]) try it in read-only and in workspace-write, each over a
+/// lab of its own.
+macro_rules! techniques {
+    ($( $id:ident = $make:ident $args:tt; )*) => {
+        $(
+            mod $id {
+                use super::*;
+
+                pub(super) fn technique() -> Technique {
+                    Technique {
+                        id: stringify!($id),
+                        bubblewrap: under_bubblewrap!($make),
+                        ..$make $args
+                    }
+                }
+
+                async fn check(engine: Engine) {
+                    technique_holds(technique(), engine).await;
+                }
+
+                engines!($id, $make);
+            }
+        )*
+
+        /// Every technique, in the order of the list.
+        fn techniques() -> Vec<Technique> {
+            vec![$( $id::technique() ),*]
+        }
+    };
+}
+
+techniques! {
+    // Writing outside the writable roots.
+    create_a_file_outside = t("create a file outside", "touch $OUT/new && echo ESCAPED");
+    overwrite_a_file_outside = t(
+        "overwrite a file outside",
+        "echo x > $OUT/file.txt && echo ESCAPED",
+    );
+    append_to_a_file_outside = t(
+        "append to a file outside",
+        "echo x >> $OUT/file.txt && echo ESCAPED",
+    );
+    truncate_a_file_outside = t(
+        "truncate a file outside",
+        "truncate -s 0 $OUT/file.txt && echo ESCAPED",
+    );
+    remove_a_file_outside = t(
+        "remove a file outside",
+        "rm -f $OUT/file.txt && [ ! -e $OUT/file.txt ] && echo ESCAPED",
+    );
+    rename_a_file_outside = t(
+        "rename a file outside",
+        "mv $OUT/file.txt $OUT/moved && echo ESCAPED",
+    );
+    make_a_directory_outside = t("make a directory outside", "mkdir $OUT/d2 && echo ESCAPED");
+    remove_a_directory_outside = t(
+        "remove a directory outside",
+        "rmdir $OUT/emptydir && echo ESCAPED",
+    );
+    make_a_symlink_outside = t(
+        "symlink outside",
+        "ln -s /etc/passwd $OUT/l2 && echo ESCAPED",
+    );
+    hard_link_an_outside_file_in = t(
+        "hard link an outside file into the workspace",
+        "ln $OUT/file.txt $WS/hard && echo ESCAPED",
+    );
+    write_through_a_symlink_to_outside = t(
+        "write through a workspace symlink to outside",
+        "ln -sf $OUT/file.txt $WS/to-out; echo x > $WS/to-out && echo ESCAPED",
+    );
+    climb_out_with_dotdot = t(
+        "climb out with ..",
+        "echo x > $WS/../out/new && echo ESCAPED",
+    );
+    sed_in_place_outside = t(
+        "in-place edit outside (sed -i)",
+        "sed -i s/outside/pwned/ $OUT/file.txt && echo ESCAPED",
+    );
+    dd_into_a_file_outside = t(
+        "dd into a file outside",
+        "echo pwned | dd of=$OUT/file.txt conv=notrunc status=none && echo ESCAPED",
+    );
+    move_a_file_over_an_outside_one = t(
+        "move a workspace file over an outside one",
+        "echo pwned > $WS/mv-src; mv -f $WS/mv-src $OUT/file.txt && echo ESCAPED",
+    );
+    o_tmpfile_outside = t("O_TMPFILE outside", "$PY $T o_tmpfile $OUT");
+    fifo_outside = t("fifo outside", "mkfifo $OUT/fifo && echo ESCAPED");
+    reopen_read_only_fd_for_writing = t(
+        "reopen a read-only descriptor for writing through /proc/self/fd",
+        "exec 3<$OUT/file.txt; echo x > /proc/self/fd/3 && echo ESCAPED; exec 3<&-",
+    );
+    write_through_proc_1_root = t(
+        "write through init's root (/proc/1/root)",
+        "echo x > /proc/1/root$OUT/file.txt && echo ESCAPED",
+    );
+    write_through_proc_self_cwd = t(
+        "write through a sibling's cwd (/proc/self/cwd/..)",
+        "cd $OUT/dir && echo x > /proc/self/cwd/inner.txt && echo ESCAPED; cd $WS",
+    );
+    // Metadata of files outside.
+    chmod_4777_outside = t(
+        "chmod 4777 outside",
+        "chmod 4777 $OUT/exec.sh && echo ESCAPED",
+    );
+    chmod_a_directory_outside = t(
+        "chmod a directory outside",
+        "chmod 777 $OUT/dir && echo ESCAPED",
+    );
+    chown_outside = t(
+        "chown outside",
+        "chown 12345:12345 $OUT/file.txt && echo ESCAPED",
+    );
+    chown_a_symlink_outside = t(
+        "chown a symlink outside (lchown)",
+        "chown -h 12345 $OUT/link && echo ESCAPED",
+    );
+    touch_d_outside = t(
+        "set times outside (touch -d)",
+        "touch -d 2000-01-01 $OUT/file.txt && echo ESCAPED",
+    );
+    utime_outside = t(
+        "set times outside (utime)",
+        "$PY -c 'import os,sys; os.utime(sys.argv[1], (0, 0)); print(\"ESCAPED\")' $OUT/file.txt",
+    );
+    user_xattr_outside = t(
+        "user xattr outside",
+        "$PY $T setxattr $OUT/file.txt user.evil 31",
+    );
+    remove_an_xattr_outside = t(
+        "remove an xattr outside",
+        "$PY $T removexattr $OUT/file.txt user.keep",
+    );
+    security_capability_outside = t(
+        "security.capability outside",
+        "$PY $T setxattr $OUT/exec.sh security.capability 0100000200200000000000000000000000000000",
+    );
+    posix_acl_outside = t(
+        "POSIX ACL outside",
+        "$PY $T setxattr $OUT/file.txt system.posix_acl_access 0200000001000600ffffffff04000400ffffffff10000400ffffffff20000400ffffffff",
+    );
+    trusted_xattr_outside = t(
+        "trusted xattr outside",
+        "$PY $T setxattr $OUT/file.txt trusted.evil 31",
+    );
+    // File handles and links that bypass paths.
+    open_by_handle_at_outside = t(
+        "open_by_handle_at outside",
+        "$PY $T handle_open $OUT/file.txt",
+    );
+    open_by_handle_at_dot_git = t(
+        "open_by_handle_at .git/config",
+        "$PY $T handle_open $WS/.git/config",
+    );
+    linkat_empty_path_of_dot_git = t(
+        "linkat(AT_EMPTY_PATH) of .git/config",
+        "$PY $T linkat_empty $WS/.git/config $WS/gitlink",
+    );
+    linkat_empty_path_of_outside = t(
+        "linkat(AT_EMPTY_PATH) of an outside file",
+        "$PY $T linkat_empty $OUT/file.txt $WS/outlink",
+    );
+    // Devices.
+    block_device_node = t(
+        "block device node in the workspace",
+        "$PY $T mknod $WS/blk block 7 0",
+    );
+    char_device_node_mem = t(
+        "character device node in the workspace (mem)",
+        "mknod $WS/mem c 1 1 && echo ESCAPED",
+    );
+    device_node_outside = t(
+        "device node outside",
+        "mknod $OUT/null c 1 3 && echo ESCAPED",
+    );
+    host_disks_in_dev = t(
+        "host disks visible in /dev",
+        "ls /dev/sd* /dev/vd* /dev/nvme* /dev/loop* /dev/mem /dev/kmsg /dev/port 2>/dev/null | grep . && echo ESCAPED",
+    );
+    kernel_log_device = t("the kernel log device", "[ -e /dev/kmsg ] && echo ESCAPED");
+    loop_device_control = t(
+        "loop device control",
+        "losetup -f 2>&1; [ -e /dev/loop-control ] && echo ESCAPED",
+    );
+    // Mounts.
+    bind_the_workspace_over_outside = t(
+        "bind the workspace over outside",
+        &guarded("mnt", "$PY $T mount_bind $WS $OUT"),
+    );
+    remount_root_read_write = t(
+        "remount / read-write",
+        &guarded("mnt", "$PY $T remount_rw /"),
+    );
+    unmount_the_private_tmp = t(
+        "unmount the private /tmp",
+        &guarded("mnt", "$PY $T umount /tmp"),
+    );
+    unmount_the_read_only_dot_git = t(
+        "unmount the read-only .git",
+        &guarded("mnt", "$PY $T umount $WS/.git"),
+    );
+    open_tree_clone = t("open_tree clone", "$PY $T open_tree /");
+    fsopen_a_new_filesystem = t("fsopen a new filesystem", "$PY $T fsopen");
+    chroot = t("chroot", "$PY $T chroot /tmp");
+    nested_user_namespace = t("nested user namespace", "unshare -Ur true && echo ESCAPED");
+    nested_mount_namespace = t("nested mount namespace", "unshare -m true && echo ESCAPED");
+    pivot_root = t(
+        "pivot_root",
+        &guarded(
+            "mnt",
+            "mkdir -p /tmp/nr 2>/dev/null; pivot_root /tmp/nr /tmp/nr 2>&1 && echo ESCAPED",
+        ),
+    );
+    // Kernel interfaces.
+    proc_sysrq_trigger_writable = t(
+        "/proc/sysrq-trigger writable",
+        "[ -w /proc/sysrq-trigger ] && echo ESCAPED",
+    );
+    proc_sys_writable = t(
+        "/proc/sys writable",
+        "[ -w /proc/sys/kernel/core_pattern ] && echo ESCAPED",
+    );
+    sysfs_writable = t(
+        "/sys writable",
+        "[ -w /sys/kernel/mm/transparent_hugepage/enabled ] && echo ESCAPED",
+    );
+    bpf_map = t("bpf map", "$PY $T bpf_map");
+    perf_event_open_on_every_process = t("perf_event_open on every process", "$PY $T perf_all_cpus");
+    keyring_add_key = t("keyring: add_key", &guarded("user", "$PY $T add_key"));
+    keyring_new_session_keyring = t("keyring: new session keyring", "$PY $T keyctl_join");
+    io_uring = t("io_uring", "$PY $T io_uring");
+    userfaultfd = t("userfaultfd", "$PY $T userfaultfd");
+    // Capabilities and privileges.
+    capabilities_left = t(
+        "capabilities left",
+        "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status | grep -v '0000000000000000$' && echo ESCAPED",
+    );
+    no_new_privs = t(
+        "no_new_privs, so set-user-ID programs gain nothing",
+        "grep -q '^NoNewPrivs:[[:space:]]*1' /proc/self/status || echo ESCAPED",
+    );
+    raise_the_core_limit = t(
+        "raise the core limit",
+        "ulimit -c unlimited 2>/dev/null && echo ESCAPED",
+    );
+    // Other processes and the host.
+    kill_a_process_outside = t(
+        "kill a process outside",
+        "kill -9 $VICTIM 2>/dev/null; $PY $T kill $VICTIM 0",
+    );
+    see_processes_outside = t(
+        "see processes outside",
+        "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -qx \"$MARK 3600 \" && echo ESCAPED",
+    );
+    kill_every_process = t(
+        "kill every process (kill -9 -1)",
+        &guarded("pid", "kill -9 -1; true"),
+    );
+    pkill_by_name = t(
+        "pkill by name",
+        &guarded(
+            "pid",
+            "pkill -9 -f \"$MARK\"; killall -9 sleep 2>/dev/null; true",
+        ),
+    );
+    signal_the_sandbox_init = t(
+        "signal the sandbox's init",
+        &guarded("pid", "kill -9 1; kill -TERM 1; kill -HUP 1; true"),
+    );
+    renice_a_process_outside = t(
+        "renice a process outside",
+        "renice -n 19 -p $VICTIM >/dev/null 2>&1; true",
+    );
+    taskset_a_process_outside = t(
+        "taskset a process outside",
+        "taskset -p 1 $VICTIM >/dev/null 2>&1; true",
+    );
+    prlimit_a_process_outside = t(
+        "prlimit a process outside",
+        "prlimit --pid $VICTIM --nofile=12:12 2>/dev/null; true",
+    );
+    prlimit_the_sandbox_init = t(
+        "prlimit the sandbox's init",
+        &guarded("pid", "$PY $T prlimit 1"),
+    );
+    prlimit_the_shell = t("prlimit the shell", &guarded("pid", "$PY $T prlimit 2"));
+    ptrace_the_shell = t(
+        "ptrace the shell",
+        &guarded("pid", "$PY $T ptrace_attach 2"),
+    );
+    ptrace_seize_the_shell = t(
+        "ptrace-seize the shell",
+        &guarded("pid", "$PY $T ptrace_seize 2"),
+    );
+    ptrace_the_sandbox_init = t(
+        "ptrace the sandbox's init",
+        &guarded("pid", "$PY $T ptrace_attach 1"),
+    );
+    process_vm_writev_the_shell = t(
+        "write the shell's memory (process_vm_writev)",
+        &guarded("pid", "$PY $T process_vm_writev 2"),
+    );
+    sysv_shared_memory_outside = t(
+        "SysV shared memory of a process outside",
+        "$PY $T shm_write $SHMKEY",
+    );
+    sysv_message_queue_of_the_host = t(
+        "SysV message queue (host IPC)",
+        &guarded("ipc", "$PY $T msg_create $MSGKEY >/dev/null; true"),
+    );
+    sethostname = t("sethostname", &guarded("uts", "$PY $T sethostname"));
+    setdomainname = t("setdomainname", &guarded("uts", "$PY $T setdomainname"));
+    own_pid_namespace = t(
+        "a process namespace of its own",
+        "[ \"$(readlink /proc/self/ns/pid)\" = \"$HOST_PID\" ] && echo ESCAPED",
+    );
+    own_mount_namespace = t(
+        "a mount namespace of its own",
+        "[ \"$(readlink /proc/self/ns/mnt)\" = \"$HOST_MNT\" ] && echo ESCAPED",
+    );
+    own_ipc_namespace = t(
+        "an IPC namespace of its own",
+        "[ \"$(readlink /proc/self/ns/ipc)\" = \"$HOST_IPC\" ] && echo ESCAPED",
+    );
+    own_uts_namespace = t(
+        "a UTS namespace of its own",
+        "[ \"$(readlink /proc/self/ns/uts)\" = \"$HOST_UTS\" ] && echo ESCAPED",
+    );
+    own_user_namespace = t(
+        "a user namespace of its own",
+        "[ \"$(readlink /proc/self/ns/user)\" = \"$HOST_USER\" ] && echo ESCAPED",
+    );
+    own_network_namespace = t(
+        "a network namespace of its own",
+        "[ \"$(readlink /proc/self/ns/net)\" = \"$HOST_NET\" ] && echo ESCAPED",
+    );
+    // Sockets.
+    unix_socket_in_host_tmp = t(
+        "Unix socket in the host's /tmp",
+        "$PY $T unix_connect $TMPSOCK",
+    );
+    abstract_unix_socket_of_the_host = t(
+        "abstract Unix socket of the host",
+        "$PY $T unix_connect $ABSTRACT",
+    );
+    unix_socket_outside_the_workspace = tn(
+        "Unix socket outside the workspace",
+        "$PY $T unix_connect $OUT/stream.sock",
+    );
+    unix_socket_in_var_tmp = tn("Unix socket in /var/tmp", "$PY $T unix_connect $VARSOCK");
+    unix_socket_after_start = tn(
+        "Unix socket that appeared after the shell started",
+        "$PY $T unix_connect $OUT/late.sock",
+    );
+    unix_socket_by_a_relative_path = tn(
+        "Unix socket by a relative path",
+        "cd $OUT && $PY $T unix_connect stream.sock; cd $WS",
+    );
+    unix_socket_with_dotdot = tn(
+        "Unix socket with .. from the workspace",
+        "$PY $T unix_connect $WS/../out/stream.sock",
+    );
+    unix_socket_through_a_workspace_symlink = tn(
+        "Unix socket through a symlink in the workspace",
+        "ln -sf $OUT/stream.sock $WS/sock-link 2>/dev/null; $PY $T unix_connect $WS/sock-link",
+    );
+    unix_socket_through_a_symlinked_directory = tn(
+        "Unix socket through a symlinked directory",
+        "ln -sfn $OUT $WS/dir-link 2>/dev/null; $PY $T unix_connect $WS/dir-link/stream.sock",
+    );
+    unix_socket_through_an_o_path_fd = tn(
+        "Unix socket through /proc/self/fd of an O_PATH descriptor",
+        "$PY $T unix_connect_opath $OUT/stream.sock",
+    );
+    unix_socket_through_proc_1_root = tn(
+        "Unix socket through /proc/1/root",
+        "$PY $T unix_connect /proc/1/root$OUT/stream.sock",
+    );
+    sendto_an_outside_datagram_socket = tn(
+        "sendto an outside datagram socket (unbound)",
+        "$PY $T unix_sendto $OUT/dgram.sock",
+    );
+    sendmsg_to_an_outside_address = tn(
+        "sendmsg with an outside address",
+        "$PY $T unix_sendmsg $OUT/dgram.sock",
+    );
+    sendmmsg_to_an_outside_address = tn(
+        "sendmmsg with an outside address",
+        "$PY $T unix_sendmmsg $OUT/dgram.sock",
+    );
+    connect_an_outside_datagram_socket = tn(
+        "connect a datagram socket outside, then send",
+        "$PY $T unix_dgram_connect $OUT/dgram.sock",
+    );
+    unix_socket_symlink_race = tn(
+        "swap a directory for a symlink while connecting (1,000 tries)",
+        "$PY $T unix_symlink_race $WS $OUT 1000",
+    );
+    unix_socket_address_race = tn(
+        "rewrite the address while connecting (3,000 tries)",
+        "$PY $T unix_address_race /tmp/own.sock $OUT/stream.sock 3000",
+    );
+    raw_socket = t("raw socket", "$PY $T socket raw");
+    raw_ipv6_socket = t("raw IPv6 socket", "$PY $T socket inet6raw");
+    packet_socket = t("packet socket", "$PY $T socket packet");
+    packet_datagram_socket = t("packet datagram socket", "$PY $T socket packet_dgram");
+    netlink_socket = t("netlink socket", "$PY $T socket netlink");
+    vsock = t("vsock", "$PY $T socket vsock");
+    // Nothing planted for the host: no set-id file in the workspace.
+    setuid_bit_chmod = t("set-user-ID bit (chmod)", "$PY $T setid chmod $WS/suid");
+    setgid_bit_chmod = t(
+        "set-group-ID bit (chmod)",
+        "$PY $T setid chmod_gid $WS/sgid",
+    );
+    setuid_bit_fchmod_of_an_fd = t("set-user-ID bit (fchmod)", "$PY $T setid fchmod $WS/suid");
+    setuid_bit_fchmodat2 = t(
+        "set-user-ID bit (fchmodat2)",
+        "$PY $T setid fchmodat2 $WS/suid",
+    );
+    setuid_bit_open_o_creat = t(
+        "set-user-ID bit (open O_CREAT)",
+        "$PY $T setid open $WS/suid",
+    );
+    setgid_bit_open_o_creat = t(
+        "set-group-ID bit (open O_CREAT)",
+        "$PY $T setid open_gid $WS/sgid",
+    );
+    setuid_bit_creat = t("set-user-ID bit (creat)", "$PY $T setid creat $WS/suid");
+    setuid_bit_mknod = t(
+        "set-user-ID bit (mknod of a regular file)",
+        "$PY $T setid mknod $WS/suid",
+    );
+    setuid_bit_o_tmpfile_linked = t(
+        "set-user-ID bit (O_TMPFILE, then linked)",
+        "$PY $T setid tmpfile $WS/suid",
+    );
+    setuid_bit_openat2 = t("set-user-ID bit (openat2)", "$PY $T setid openat2 $WS/suid");
+    setuid_shell_copy = t(
+        "a set-user-ID shell (cp; chmod 4755)",
+        "cp /bin/bash $WS/suid 2>/dev/null; chmod 4755 $WS/suid 2>/dev/null; [ -u $WS/suid ] && echo ESCAPED",
+    );
+    install_m_4755 = t(
+        "install -m 4755",
+        "install -m 4755 /bin/true $WS/suid 2>/dev/null; [ -u $WS/suid ] && echo ESCAPED",
+    );
+    cp_p_of_a_setuid_program = t(
+        "cp -p of a set-user-ID program",
+        "for f in /bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $f ] && cp -p $f $WS/suid 2>/dev/null; done; [ -u $WS/suid ] && echo ESCAPED",
+    );
+    tar_x_of_a_setuid_entry = t(
+        "tar x of a set-user-ID entry",
+        "$PY $T setid_tar $WS/s.tar && tar -C $WS -xpf $WS/s.tar 2>/dev/null; rm -f $WS/s.tar; [ -u $WS/suid ] && echo ESCAPED",
+    );
+    hard_link_a_setuid_program_in = t(
+        "hard link a set-user-ID program into the workspace",
+        "for f in /bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $f ] && ln $f $WS/suid 2>/dev/null; done; [ -u $WS/suid ] && echo ESCAPED",
+    );
+    file_capability_in_the_workspace = t(
+        "file capability in the workspace",
+        "touch $WS/fcap && $PY $T setxattr $WS/fcap security.capability 0100000200200000000000000000000000000000",
+    );
+    lease_on_a_file_outside = t("a lease on a file outside", "$PY $T lease $OUT/file.txt");
+    // Hidden paths.
+    list_a_hidden_directory = t(
+        "list a hidden directory",
+        "ls -A $SECRETS | grep . && echo ESCAPED",
+    );
+    read_a_key_in_a_hidden_directory = t(
+        "read a key in a hidden directory",
+        "grep -q PRIVATE $SECRETS/id_ed25519 2>/dev/null && echo ESCAPED",
+    );
+    read_a_hidden_file_by_name = t(
+        "read a hidden file",
+        "grep -q TOKEN $SECRET_FILE 2>/dev/null && echo ESCAPED",
+    );
+    write_a_hidden_file = t(
+        "write a hidden file",
+        "echo x > $SECRET_FILE 2>/dev/null && grep -q x $SECRET_FILE && echo ESCAPED",
+    );
+    read_a_hidden_file_through_proc_1_root = t(
+        "read a hidden file through /proc/1/root",
+        "grep -q TOKEN /proc/1/root$SECRET_FILE 2>/dev/null && echo ESCAPED",
+    );
+    read_a_hidden_file_through_a_symlink = t(
+        "read a hidden file through a workspace symlink",
+        "ln -sf $SECRET_FILE $WS/sock-link 2>/dev/null; grep -q TOKEN $WS/sock-link 2>/dev/null && echo ESCAPED",
+    );
+    read_etc_shadow = t(
+        "read /etc/shadow",
+        "[ -r /etc/shadow ] && grep -q : /etc/shadow && echo ESCAPED",
+    );
+    // .git of the workspace.
+    append_to_dot_git_config = t(
+        ".git/config",
+        "echo '[core] fsmonitor = touch /tmp/pwned' >> $WS/.git/config && echo ESCAPED",
+    );
+    plant_a_git_hook = t(
+        ".git hook",
+        "echo 'touch /tmp/pwned' > $WS/.git/hooks/pre-commit && echo ESCAPED",
+    );
+    git_config_core_fsmonitor = t(
+        "git config core.fsmonitor",
+        "git -C $WS config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null && echo ESCAPED",
+    );
+    remove_dot_git = t(
+        "remove .git",
+        "rm -rf $WS/.git 2>/dev/null; [ -d $WS/.git/hooks ] || echo ESCAPED",
+    );
+    rename_dot_git_away = t(
+        "rename .git away",
+        "mv $WS/.git $WS/old-git && echo ESCAPED",
+    );
+    hard_link_dot_git_config = t(
+        "hard link .git/config",
+        "ln $WS/.git/config $WS/cfg && echo ESCAPED",
+    );
+    chmod_dot_git_config = t(
+        "chmod .git/config",
+        "chmod 666 $WS/.git/config && echo ESCAPED",
+    );
+    xattr_on_dot_git_config = t(
+        "xattr on .git/config",
+        "$PY $T setxattr $WS/.git/config user.evil 31",
+    );
+    // A .git that is a symlink to a directory inside the workspace.
+    write_through_a_dot_git_symlink = tw(
+        "write through a .git symlink",
+        "wsl",
+        "echo x >> $WS/.git/config && echo ESCAPED",
+    );
+    hook_through_a_dot_git_symlink = tw(
+        "hook through a .git symlink",
+        "wsl",
+        "touch $WS/.git/hooks/post-checkout && echo ESCAPED",
+    );
+    write_the_dot_git_symlink_target = tw(
+        "write the symlink's target directly",
+        "wsl",
+        "touch $WS/.realgit/hooks/pre-push && echo ESCAPED",
+    );
+    // bubblewrap resolves a symlink destination: it cannot mount over
+    // the link itself, so it cannot stop the link being replaced.
+    replace_the_dot_git_symlink = twn(
+        "replace the .git symlink",
+        "wsl",
+        "ln -sfn $OUT $WS/.git && [ \"$(readlink $WS/.git)\" = \"$OUT\" ] && echo ESCAPED",
+    );
+    swap_the_dot_git_symlink_for_a_directory = twn(
+        "swap the .git symlink for a directory",
+        "wsl",
+        "rm -f $WS/.git && mkdir $WS/.git && echo ESCAPED",
+    );
+    // A .git that is a gitdir: file (a worktree).
+    rewrite_the_gitdir_file = tw(
+        "rewrite the gitdir file",
+        "wsf",
+        "echo 'gitdir: /tmp/evil' > $WS/.git && echo ESCAPED",
+    );
+    remove_the_gitdir_file = tw(
+        "remove the gitdir file",
+        "wsf",
+        "rm -f $WS/.git && [ ! -e $WS/.git ] && echo ESCAPED",
+    );
+    write_the_worktree_git_directory = tw(
+        "the worktree's git directory",
+        "wsf",
+        "echo x >> $WS/.main/.git/worktrees/wt/HEAD && echo ESCAPED",
+    );
+    hook_in_the_common_directory = tw(
+        "the common directory's hooks",
+        "wsf",
+        "touch $WS/.main/.git/hooks/post-checkout && echo ESCAPED",
+    );
+    // No .git yet.
+    git_init_without_a_repository = tw(
+        "git init where there was no repository",
+        "wsn",
+        "git -C $WS init -q 2>/dev/null && echo ESCAPED",
+    );
+    make_dot_git_hooks_without_a_repository = tw(
+        "make .git/hooks where there was none",
+        "wsn",
+        "mkdir -p $WS/.git/hooks && echo ESCAPED",
+    );
+    // The host's `git status` once the shell is closed says whether the
+    // root became a repository; the payload would touch $OUT.
+    make_the_root_a_bare_repository = tw(
+        "make the workspace root a bare repository",
+        "wsn",
+        "git init -q --bare $WS 2>/dev/null; mkdir -p $WS/objects $WS/refs 2>/dev/null; \
+         printf 'ref: refs/heads/main\\n' > $WS/HEAD 2>/dev/null; \
+         printf \"[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = touch $OUT/fsmonitor-ran\\n\" > $WS/config; \
+         [ -f $WS/HEAD ] && echo ESCAPED",
+    );
+    // Sockets where the lab could make them: `$HOMESOCK` in a directory
+    // of this test's in `$HOME`, `$RUNSOCK` in `/run` (as root) or
+    // `/run/lock` (anyone may bind there); a test of one of these fails,
+    // saying why, where its socket could not be made.
+    unix_socket_in_home = tn("Unix socket in $HOME", "$PY $T unix_connect $HOMESOCK");
+    unix_socket_in_host_run = t("Unix socket in the host's /run", "$PY $T unix_connect $RUNSOCK");
 }
 
 // ---------------------------------------------------------------------------
-// Running the suite.
+// Running a technique.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Engine {
     Native,
     Bubblewrap,
 }
+
+/// The modes every technique is tried in.
+const MODES: [SandboxMode; 2] = [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite];
 
 /// The policy of the suite: the default hidden paths and the lab's
 /// credential store.
@@ -1230,42 +1404,70 @@ async fn run(s: &SandboxedShell, cmd: &str) -> String {
         .unwrap_or_else(|e| format!("tool error: {}", dsh_sandbox::contract::render_error(&e)))
 }
 
-/// Runs every technique in `mode`; returns the failures and the count run.
-async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<String>, usize) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
-    let mut shells: BTreeMap<&str, SandboxedShell> = BTreeMap::new();
-    for (key, dir) in [
-        ("ws", &lab.ws),
-        ("wsl", &lab.wsl),
-        ("wsf", &lab.wsf),
-        ("wsn", &lab.wsn),
-    ] {
-        let s = shell(lab, dir, mode, engine);
-        // State that must survive every technique.
-        assert_eq!(
-            run(&s, "export DSH_KEEP=kept; cd src 2>/dev/null; echo ok").await,
-            "ok"
-        );
-        // Without this the suite would be vacuous: what it attacks must be
-        // visible (and readable) inside.
-        assert_eq!(
-            run(
-                &s,
-                "cat $OUT/file.txt >/dev/null && ls $WS >/dev/null && echo visible"
-            )
-            .await,
-            "visible"
-        );
-        shells.insert(key, s);
+/// The variables a command names (`$NAME` and `${NAME}`, upper case).
+fn variables(cmd: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = cmd;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        let name = rest.strip_prefix('{').unwrap_or(rest);
+        let end = name
+            .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(name.len());
+        if end > 0 && name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            out.push(&name[..end]);
+        }
     }
-    let workspace_of = |key: &str| match key {
-        "wsl" => &lab.wsl,
-        "wsf" => &lab.wsf,
-        "wsn" => &lab.wsn,
-        _ => &lab.ws,
-    };
-    // A socket made outside once the shells run.
+    out
+}
+
+/// Why the lab may not set `var`.
+fn why_unset(var: &str) -> &'static str {
+    match var {
+        "HOMESOCK" => {
+            "it needs $HOME to be an absolute directory outside /tmp where this user may make one"
+        }
+        "RUNSOCK" => "it needs /run (as root) or /run/lock to take a socket of this user's",
+        _ => "the lab sets no such variable",
+    }
+}
+
+/// Tries `technique` in `mode` over `lab`, which no other technique has
+/// touched, in a shell of its own (closed before this returns); returns
+/// the failure, if any, as `[mode] name (cmd): problems`.
+async fn try_technique(
+    lab: &Lab,
+    technique: &Technique,
+    mode: SandboxMode,
+    engine: Engine,
+) -> Option<String> {
+    let ws = lab.workspace(technique.workspace);
+    let env = lab.env(ws);
+    for var in variables(&technique.cmd) {
+        assert!(
+            env.iter().any(|(name, _)| name == var),
+            "{}: ${var} is not set: {}",
+            technique.name,
+            why_unset(var)
+        );
+    }
+    let s = shell(lab, ws, mode, engine);
+    // State that must survive the technique.
+    assert_eq!(
+        run(&s, "export DSH_KEEP=kept; cd src 2>/dev/null; echo ok").await,
+        "ok"
+    );
+    // Without this the technique would be vacuous: what it attacks must be
+    // visible (and readable) inside.
+    assert_eq!(
+        run(
+            &s,
+            "cat $OUT/file.txt >/dev/null && ls $WS >/dev/null && echo visible"
+        )
+        .await,
+        "visible"
+    );
+    // A socket made outside once the shell runs.
     let late = lab.out.join("late.sock");
     let late_listener = std::os::unix::net::UnixListener::bind(&late).unwrap();
     late_listener.set_nonblocking(true).unwrap();
@@ -1273,128 +1475,114 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let domainname = std::fs::read_to_string("/proc/sys/kernel/domainname").unwrap();
     let victim = lab.victim_state();
-    assert!(victim.0, "the victim must be alive before the suite");
-    for technique in techniques(lab) {
-        if engine == Engine::Bubblewrap && technique.native_only {
-            continue;
-        }
-        ran += 1;
-        let ws = workspace_of(technique.workspace);
-        let s = &shells[technique.workspace];
-        let mut watched = lab.outside();
-        if mode == SandboxMode::ReadOnly {
-            watched.extend(snapshot(&[ws]));
-        }
-        let out = run(s, &technique.cmd).await;
-        let mut now = lab.outside();
-        if mode == SandboxMode::ReadOnly {
-            now.extend(snapshot(&[ws]));
-        }
-        let mut problems = Vec::new();
-        if out.contains("ESCAPED") {
-            problems.push(format!("the probe got through: {out}"));
-        }
-        problems.extend(diff(&watched, &now));
-        problems.extend(lab.reached());
-        while late_listener.accept().is_ok() {
-            problems.push(format!("a connection reached {}", late.display()));
-        }
-        let planted = set_id_files(ws);
-        if !planted.is_empty() {
-            problems.push(format!("a set-id file in the workspace: {planted:?}"));
-            for p in &planted {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-        if lab.victim_state() != victim {
-            problems.push(format!("the victim changed: {:?}", lab.victim_state()));
-        }
-        if lab.shm_content() != b"intact" {
-            problems.push("the shared memory segment changed".to_owned());
-        }
-        // SAFETY: a lookup of a key this test chose.
-        if unsafe { libc::msgget(lab.msg_key, 0) } >= 0 {
-            problems.push("a message queue appeared in the host's IPC namespace".to_owned());
-        }
-        if std::fs::read_to_string("/proc/self/limits").unwrap() != test_limits {
-            problems.push("this process's limits changed".to_owned());
-        }
-        if std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap() != hostname
-            || std::fs::read_to_string("/proc/sys/kernel/domainname").unwrap() != domainname
-        {
-            problems.push("the host name changed".to_owned());
-        }
-        let state = run(s, "echo $DSH_KEEP").await;
-        if state != "kept" {
-            problems.push(format!("the shell lost its state: {state}"));
-        }
-        if mode == SandboxMode::ReadOnly && technique.workspace == "ws" {
-            // Clean up nothing: read-only mode must not have written anything.
-        } else {
-            // Undo what was legitimately written inside the workspace.
-            for name in [
-                "hard",
-                "to-out",
-                "mv-src",
-                "gitlink",
-                "outlink",
-                "blk",
-                "mem",
-                "cfg",
-                "old-git",
-                "suid",
-                "sgid",
-                "fcap",
-                "sock-link",
-                "dir-link",
-            ] {
-                let _ = std::fs::remove_file(ws.join(name));
-            }
-            for name in ["race", "race.d"] {
-                let p = ws.join(name);
-                if p.is_dir() && !p.is_symlink() {
-                    let _ = std::fs::remove_dir_all(&p);
-                } else {
-                    let _ = std::fs::remove_file(&p);
-                }
-            }
-        }
-        let verdict = if problems.is_empty() {
-            "held"
-        } else {
-            "FAILED"
-        };
-        if std::env::var_os("DSH_ESCAPE_REPORT").is_some() {
-            println!(
-                "{:?} {} {:<60} {verdict} {}",
-                engine,
-                mode.name(),
-                technique.name,
-                if problems.is_empty() {
-                    String::new()
-                } else {
-                    problems.join("; ")
-                }
-            );
-            if !problems.is_empty() {
-                println!("{out}");
-            }
-        }
-        if !problems.is_empty() {
-            failures.push(format!(
-                "[{}] {} ({}): {}",
-                mode.name(),
-                technique.name,
-                technique.cmd,
-                problems.join("; ")
-            ));
-        }
-    }
+    assert!(victim.0, "the victim must be alive before the technique");
 
+    let mut watched = lab.outside();
+    if mode == SandboxMode::ReadOnly {
+        watched.extend(snapshot(&[ws]));
+    }
+    let out = run(&s, &technique.cmd).await;
+    let mut now = lab.outside();
+    if mode == SandboxMode::ReadOnly {
+        now.extend(snapshot(&[ws]));
+    }
+    let mut problems = Vec::new();
+    if out.contains("ESCAPED") {
+        problems.push(format!("the probe got through: {out}"));
+    }
+    problems.extend(diff(&watched, &now));
+    problems.extend(lab.reached());
+    while late_listener.accept().is_ok() {
+        problems.push(format!("a connection reached {}", late.display()));
+    }
+    let planted = set_id_files(ws);
+    if !planted.is_empty() {
+        problems.push(format!("a set-id file in the workspace: {planted:?}"));
+    }
+    if lab.victim_state() != victim {
+        problems.push(format!("the victim changed: {:?}", lab.victim_state()));
+    }
+    if lab.shm_content() != b"intact" {
+        problems.push("the shared memory segment changed".to_owned());
+    }
+    // SAFETY: a lookup of a key this test chose.
+    if unsafe { libc::msgget(lab.msg_key, 0) } >= 0 {
+        problems.push("a message queue appeared in the host's IPC namespace".to_owned());
+    }
+    if std::fs::read_to_string("/proc/self/limits").unwrap() != test_limits {
+        problems.push("this process's limits changed".to_owned());
+    }
+    if std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap() != hostname
+        || std::fs::read_to_string("/proc/sys/kernel/domainname").unwrap() != domainname
+    {
+        problems.push("the host name changed".to_owned());
+    }
+    let state = run(&s, "echo $DSH_KEEP").await;
+    if state != "kept" {
+        problems.push(format!("the shell lost its state: {state}"));
+    }
+    s.close_all().await;
     drop(late_listener);
     let _ = std::fs::remove_file(&late);
+    problems.extend(lab.root_without_repository());
 
-    // Nothing started inside outlives the shell.
+    if std::env::var_os("DSH_ESCAPE_REPORT").is_some() {
+        println!(
+            "{:?} {} {:<60} {} {}",
+            engine,
+            mode.name(),
+            technique.name,
+            if problems.is_empty() {
+                "held"
+            } else {
+                "FAILED"
+            },
+            problems.join("; ")
+        );
+        if !problems.is_empty() {
+            println!("{out}");
+        }
+    }
+    (!problems.is_empty()).then(|| {
+        format!(
+            "[{}] {} ({}): {}",
+            mode.name(),
+            technique.name,
+            technique.cmd,
+            problems.join("; ")
+        )
+    })
+}
+
+/// Fails listing `failures`, or prints that the check `id` held: the line
+/// an unprivileged run's parent looks for.
+fn held(id: &str, engine: Engine, failures: &[String]) {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    assert!(
+        failures.is_empty(),
+        "{id} failed as uid {uid} ({engine:?}):\n{}",
+        failures.join("\n")
+    );
+    println!("{id} held as uid {uid} ({engine:?})");
+}
+
+/// `technique` in every mode, each over a lab of its own (the modes at
+/// once: they share nothing).
+async fn technique_holds(technique: Technique, engine: Engine) {
+    let (read_only, workspace_write) = (Lab::new(), Lab::new());
+    let (a, b) = tokio::join!(
+        try_technique(&read_only, &technique, MODES[0], engine),
+        try_technique(&workspace_write, &technique, MODES[1], engine),
+    );
+    let failures: Vec<String> = a.into_iter().chain(b).collect();
+    held(technique.id, engine, &failures);
+}
+
+/// Nothing started inside outlives the shell: detached processes (setsid,
+/// a double fork, nohup, a daemon) end when it is closed. Returns the
+/// failures.
+async fn survivors(lab: &Lab, mode: SandboxMode, engine: Engine) -> Vec<String> {
     let survivors = format!(
         "(setsid bash -c 'exec -a {m}-setsid sleep 1000' &); \
          ( (exec -a {m}-double sleep 1000 &) & ); \
@@ -1402,97 +1590,63 @@ async fn shell_suite(lab: &Lab, mode: SandboxMode, engine: Engine) -> (Vec<Strin
          setsid -f bash -c 'exec -a {m}-daemon sleep 1000'; echo started",
         m = lab.mark
     );
-    ran += 1;
-    let s = &shells["ws"];
-    assert_eq!(run(s, &survivors).await, "started");
-    // (pid, command line) of the processes this suite's shell started.
-    let find = |m: &str| -> Vec<(i32, String)> {
+    let s = shell(lab, &lab.ws, mode, engine);
+    assert_eq!(run(&s, &survivors).await, "started");
+    // The pids of the processes this shell started (seen in this host's
+    // /proc once they exec'd: no event says so, they are looked for).
+    let find = |m: &str| -> Vec<i32> {
         std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| {
                 let path = e.ok()?.path();
                 let pid: i32 = path.file_name()?.to_str()?.parse().ok()?;
                 let cmd = std::fs::read(path.join("cmdline")).ok()?;
-                let text = String::from_utf8_lossy(&cmd).replace('\0', " ");
-                (text.starts_with(&format!("{m}-"))).then_some((pid, text))
+                cmd.starts_with(format!("{m}-").as_bytes()).then_some(pid)
             })
             .collect()
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while find(&lab.mark).len() < 4 && Instant::now() < deadline {
-        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(find(&lab.mark).len(), 4, "the survivors did not start");
-    for s in shells.values() {
-        s.close_all().await;
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !find(&lab.mark).is_empty() && Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-    let left = find(&lab.mark);
+    let started = find(&lab.mark);
+    assert_eq!(started.len(), 4, "the survivors did not start");
+    s.close_all().await;
+    let left = ended_within(&started, Duration::from_secs(10)).await;
+    let mut failures = Vec::new();
     if !left.is_empty() {
         failures.push(format!(
             "[{}] processes outlived the shell: {left:?}",
             mode.name()
         ));
-        for (pid, _) in left {
+        for pid in left {
             // SAFETY: a process this test's own shell started.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-    // The placeholders go with the shell.
-    for name in [".git", "HEAD"] {
-        if lab.wsn.join(name).is_dir() {
-            failures.push(format!(
-                "[{}] the {name} placeholder was left behind",
-                mode.name()
-            ));
-        }
+    failures.extend(
+        lab.root_without_repository()
+            .into_iter()
+            .map(|p| format!("[{}] {p}", mode.name())),
+    );
+    failures
+}
+
+/// Nothing started inside outlives the shell, in every mode.
+mod nothing_outlives_the_shell {
+    use super::*;
+
+    async fn check(engine: Engine) {
+        let (read_only, workspace_write) = (Lab::new(), Lab::new());
+        let (mut failures, more) = tokio::join!(
+            survivors(&read_only, MODES[0], engine),
+            survivors(&workspace_write, MODES[1], engine),
+        );
+        failures.extend(more);
+        held("nothing_outlives_the_shell", engine, &failures);
     }
-    // Whatever the shell left in the root without a repository, the host's
-    // own git finds none there (and runs no fsmonitor of its config).
-    ran += 1;
-    let git = Command::new("git")
-        .args(["status", "--porcelain"])
-        .current_dir(&lab.wsn)
-        .env("GIT_CEILING_DIRECTORIES", lab.wsn.parent().unwrap())
-        .env_remove("GIT_DIR")
-        .output()
-        .unwrap();
-    let ran_payload = lab.out.join("fsmonitor-ran");
-    if git.status.success() || ran_payload.exists() {
-        failures.push(format!(
-            "[{}] the host's git status found a repository in the workspace root{}: {}",
-            mode.name(),
-            if ran_payload.exists() {
-                " and ran its fsmonitor"
-            } else {
-                ""
-            },
-            String::from_utf8_lossy(&git.stderr)
-        ));
-        let _ = std::fs::remove_file(&ran_payload);
-    }
-    for name in [
-        "HEAD",
-        "config",
-        "description",
-        "objects",
-        "refs",
-        "hooks",
-        "info",
-        "branches",
-        "packed-refs",
-    ] {
-        let p = lab.wsn.join(name);
-        if p.is_dir() {
-            let _ = std::fs::remove_dir_all(&p);
-        } else {
-            let _ = std::fs::remove_file(&p);
-        }
-    }
-    (failures, ran)
+
+    engines!(nothing_outlives_the_shell, t);
 }
 
 /// A thread that keeps exchanging `a` and `b` (`renameat2(RENAME_EXCHANGE)`)
@@ -1917,86 +2071,74 @@ async fn editor_suite(lab: &Lab) -> (Vec<String>, usize) {
     (failures, ran)
 }
 
-async fn whole_suite(engine: Engine) {
+/// The editor's techniques (workspace-write, the built-in engine).
+async fn editor_holds() {
     let lab = Lab::new();
-    let mut failures = Vec::new();
-    let mut ran = 0;
-    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
-        let (f, n) = shell_suite(&lab, mode, engine).await;
-        failures.extend(f);
-        ran += n;
-    }
-    if engine == Engine::Native {
-        let (f, n) = editor_suite(&lab).await;
-        failures.extend(f);
-        ran += n;
-    }
-    // SAFETY: getters without preconditions.
-    let uid = unsafe { libc::geteuid() };
-    assert!(
-        failures.is_empty(),
-        "{} of {ran} techniques failed as uid {uid}:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    println!("escape suite: {ran} techniques held as uid {uid} ({engine:?})");
-    drop(lab);
+    let (failures, _ran) = editor_suite(&lab).await;
+    held("editor_escapes_fail", Engine::Native, &failures);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn escapes_fail_as_this_user() {
-    whole_suite(Engine::Native).await;
+async fn editor_escapes_fail() {
+    editor_holds().await;
 }
 
-/// As root: the same suite, run by a copy of this test binary as an
-/// unprivileged user (unprivileged user namespaces). Not root: this process
-/// already is unprivileged, and runs the suite itself.
 #[test]
-fn escapes_fail_as_an_unprivileged_user() {
-    as_unprivileged(Engine::Native);
+fn editor_escapes_fail_as_an_unprivileged_user() {
+    as_unprivileged(
+        "editor_escapes_fail",
+        "editor_escapes_fail",
+        Engine::Native,
+        |_| editor_holds(),
+    );
 }
 
-/// The bubblewrap run, as an unprivileged user.
-#[test]
-#[ignore = "needs bwrap (bubblewrap); .ci/run installs it and runs this"]
-fn escapes_fail_under_bubblewrap_as_an_unprivileged_user() {
-    as_unprivileged(Engine::Bubblewrap);
-}
-
-fn as_unprivileged(engine: Engine) {
+/// As root: `test` (the check `id` in `engine`) run by a copy of this test
+/// binary as an unprivileged user (unprivileged user namespaces), which
+/// must say the check held. Not root: this process already is
+/// unprivileged, and runs the check itself.
+fn as_unprivileged<F: std::future::Future<Output = ()>>(
+    test: &str,
+    id: &str,
+    engine: Engine,
+    check: impl FnOnce(Engine) -> F,
+) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         tokio::runtime::Runtime::new()
             .unwrap()
-            .block_on(whole_suite(engine));
-        return;
+            .block_on(check(engine));
+    } else {
+        let dir = unprivileged_dir();
+        // A `$HOME` the unprivileged user may write (for `$HOMESOCK`).
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        std::os::unix::fs::chown(&home, Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
+        let stdout = unprivileged_run(test, dir.path(), &home);
+        let held = format!("{id} held as uid {UNPRIVILEGED} ({engine:?})");
+        assert!(
+            stdout.contains(&held),
+            "{test} did not run as uid {UNPRIVILEGED}:\n{stdout}"
+        );
+        println!("{held}");
     }
-    let test = match engine {
-        Engine::Native => "escapes_fail_as_this_user",
-        Engine::Bubblewrap => "escapes_fail_under_bubblewrap",
-    };
-    let stdout = run_copy_as_unprivileged(test);
-    let summary = stdout.lines().find(|l| {
-        l.contains(&format!(
-            "techniques held as uid {UNPRIVILEGED} ({engine:?})"
-        ))
-    });
-    let Some(summary) = summary else {
-        panic!("the suite did not run as uid {UNPRIVILEGED}:\n{stdout}");
-    };
-    println!("{summary}");
 }
 
-/// Runs the test `test` of a copy of this binary as [`UNPRIVILEGED`] (run
-/// as root); returns its standard output once it passed.
-fn run_copy_as_unprivileged(test: &str) -> String {
-    // A directory the unprivileged user owns, where the sandbox can see it
-    // and that user can reach wherever the checkout is: under /var/tmp.
+/// A directory the unprivileged user owns, where the sandbox can see it
+/// and that user can reach wherever the checkout is: under /var/tmp.
+fn unprivileged_dir() -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
         .prefix("dsh-escape-user-")
         .tempdir_in("/var/tmp")
         .unwrap();
     std::os::unix::fs::chown(dir.path(), Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
+    dir
+}
+
+/// Runs the test `test` of a copy of this binary as [`UNPRIVILEGED`] (run
+/// as root); returns its standard output once it passed.
+fn run_copy_as_unprivileged(test: &str) -> String {
+    let dir = unprivileged_dir();
     run_as_unprivileged(test, dir.path())
 }
 
@@ -2004,7 +2146,12 @@ fn run_copy_as_unprivileged(test: &str) -> String {
 /// unprivileged user, in `dir` (which that user owns, under `/var/tmp`,
 /// passed as `DSH_ESCAPE_DIR`); asserts it passed and returns its output.
 fn run_as_unprivileged(test: &str, dir: &Path) -> String {
-    for up in dir.ancestors().skip(1) {
+    unprivileged_run(test, dir, Path::new("/tmp"))
+}
+
+/// Asserts that every directory above `path` lets other users through.
+fn traversable(path: &Path) {
+    for up in path.ancestors().skip(1) {
         let mode = std::fs::metadata(up).unwrap().mode();
         assert!(
             mode & 0o001 != 0,
@@ -2012,9 +2159,42 @@ fn run_as_unprivileged(test: &str, dir: &Path) -> String {
             up.display()
         );
     }
-    let copy = dir.join("escape");
-    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
-    let mut command = std::process::Command::new(&copy);
+}
+
+/// The copy of this binary the unprivileged runs execute, once made.
+static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The copy of this binary that the unprivileged user can reach: made once
+/// per process (every technique's unprivileged test runs it), in a
+/// directory of its own under /var/tmp removed when this process exits.
+fn unprivileged_binary() -> &'static Path {
+    COPY.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("dsh-escape-bin-")
+            .tempdir_in("/var/tmp")
+            .unwrap()
+            .keep();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        traversable(&dir);
+        let copy = dir.join("escape");
+        std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+        extern "C" fn remove_copy() {
+            if let Some(dir) = COPY.get().and_then(|copy| copy.parent()) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+        // SAFETY: registers a function of no arguments that only removes
+        // the copy's directory.
+        assert_eq!(unsafe { libc::atexit(remove_copy) }, 0);
+        copy
+    })
+}
+
+/// [`run_as_unprivileged`] with `$HOME` set to `home`.
+fn unprivileged_run(test: &str, dir: &Path, home: &Path) -> String {
+    traversable(dir);
+    let mut command = std::process::Command::new(unprivileged_binary());
     command
         .args([
             "--exact",
@@ -2023,7 +2203,7 @@ fn run_as_unprivileged(test: &str, dir: &Path) -> String {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("HOME", "/tmp")
+        .env("HOME", home)
         .env("TMPDIR", "/tmp")
         .env("DSH_ESCAPE_DIR", dir)
         .current_dir("/tmp")
@@ -2049,13 +2229,76 @@ fn run_as_unprivileged(test: &str, dir: &Path) -> String {
     stdout.into_owned()
 }
 
+/// `cargo test --test escape ID` runs technique ID alone (in each engine,
+/// as each user): no other test's name holds ID.
+#[test]
+fn a_technique_id_selects_that_technique_alone() {
+    let list = Command::new(std::env::current_exe().unwrap())
+        .args(["--list", "--format", "terse"])
+        .output()
+        .unwrap();
+    assert!(list.status.success(), "{list:?}");
+    let list = String::from_utf8(list.stdout).unwrap();
+    let tests: Vec<&str> = list
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .collect();
+    let techniques = techniques();
+    assert!(techniques.len() > 100, "{} techniques", techniques.len());
+    for technique in techniques {
+        let mut selected: Vec<&str> = tests
+            .iter()
+            .copied()
+            .filter(|t| t.contains(technique.id))
+            .collect();
+        selected.sort_unstable();
+        let mut tests = vec!["native", "native_unprivileged"];
+        if technique.bubblewrap {
+            tests.extend(["bubblewrap", "bubblewrap_unprivileged"]);
+        }
+        let mut wanted: Vec<String> = tests
+            .iter()
+            .map(|t| format!("{}::{t}", technique.id))
+            .collect();
+        wanted.sort_unstable();
+        assert_eq!(selected, wanted, "{}", technique.name);
+    }
+}
+
 /// The suite can fail: against a shell without a sandbox it reports the
 /// escapes (guarded techniques report the shared namespace instead of
-/// acting on the host).
+/// acting on the host). Every technique gets a lab of its own, so none is
+/// found out by what an earlier one did; a few run at once (most of their
+/// time is spent waiting: the survivors' bound alone is 10 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_suite_detects_an_unconfined_shell() {
-    let lab = Lab::new();
-    let (failures, ran) = shell_suite(&lab, SandboxMode::DangerFullAccess, Engine::Native).await;
+    let at_once = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
+    let mut set = tokio::task::JoinSet::new();
+    let mut ran = 0;
+    for technique in techniques() {
+        ran += 1;
+        let at_once = std::sync::Arc::clone(&at_once);
+        set.spawn(async move {
+            let _permit = at_once.acquire_owned().await.unwrap();
+            let lab = Lab::new();
+            let failure = try_technique(
+                &lab,
+                &technique,
+                SandboxMode::DangerFullAccess,
+                Engine::Native,
+            )
+            .await;
+            failure.into_iter().collect::<Vec<_>>()
+        });
+    }
+    ran += 1;
+    set.spawn(async {
+        survivors(&Lab::new(), SandboxMode::DangerFullAccess, Engine::Native).await
+    });
+    let mut failures = Vec::new();
+    while let Some(found) = set.join_next().await {
+        failures.extend(found.unwrap());
+    }
     let failed = |name: &str| failures.iter().any(|f| f.contains(&format!("] {name} (")));
     for name in [
         "overwrite a file outside",
@@ -2093,12 +2336,6 @@ async fn the_suite_detects_an_unconfined_shell() {
         "only {} of {ran} detected",
         failures.len()
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs bwrap (bubblewrap); .ci/run installs it and runs this"]
-async fn escapes_fail_under_bubblewrap() {
-    whole_suite(Engine::Bubblewrap).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -2353,7 +2590,17 @@ while True:
         break
 "#;
     write(&lab.ws.join("watch.py"), watch);
-    let events = lab.ws.join("events.txt");
+    // The watcher prints its events into a FIFO this process holds open for
+    // reading and writing: each line is an event here, not a poll of a file.
+    let events = lab.ws.join("events");
+    let c = CString::new(events.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo of a path of this test.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    let receiver = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&events)
+        .unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(receiver));
     // The directory holding hidden names, a hidden directory, a plain
     // directory. (A hidden file shows the host's `/dev/null`, whose own
     // events are anyone's writes to it, as for the sandbox's `/dev/null`.)
@@ -2366,25 +2613,29 @@ while True:
         events.display()
     );
     run(&shell, &start).await;
-    let wait_for = |what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let text = std::fs::read_to_string(&events).unwrap_or_default();
-            if text.contains(what) {
-                return text;
-            }
-            assert!(Instant::now() < deadline, "no {what:?} in {text:?}");
-            std::thread::sleep(Duration::from_millis(20));
+    // Every line read so far, once one holds `what` (60 s at most).
+    let mut seen = String::new();
+    let mut wait_for = async |what: &str| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !seen.contains(what) {
+            let line = tokio::time::timeout_at(deadline, lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no {what:?} in {seen:?}"))
+                .unwrap()
+                .unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
         }
+        seen.clone()
     };
-    wait_for("watching");
+    wait_for("watching").await;
     // The host replaces a store, makes a file beside it, then one in a
     // plain directory. Events of one inotify instance are read in order:
     // once the last shows, any of the first two would have shown before it.
     host_replaces(lab, 1000);
     write(&lab.host.join("new-beside.txt"), "x");
     write(&lab.plain.join("sentinel"), "x");
-    let seen = wait_for("sentinel");
+    let seen = wait_for("sentinel").await;
     let host = format!("{}/", lab.host.display());
     if seen.lines().any(|l| l.starts_with(&host)) {
         failures.push(format!(

@@ -46,6 +46,8 @@ fn live_in(ns: &std::path::Path) -> Vec<i32> {
         .collect()
 }
 
+/// Polls `done` (the reaping of a child of the editor's, which no event
+/// announces to this test) for 30 s at most.
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !done() {
@@ -77,7 +79,10 @@ async fn a_dead_reader_is_reported_then_replaced_and_none_outlives_its_filesyste
     // The supervisor is reaped only by its owner (a zombie until the next
     // read); the helper goes a moment after it: wait until no live process
     // is left in the reader's namespace, so the next read finds it dead.
-    until("the reader did not die", || live_in(&reader_ns).is_empty()).await;
+    let live = live_in(&reader_ns);
+    assert!(!live.is_empty(), "no process in the reader's namespace");
+    let left = common::ended_within(&live, Duration::from_secs(30)).await;
+    assert!(left.is_empty(), "the reader did not die: {left:?} live");
     let err = dsh_editor::contract::render_error(&editor.execute(&view).await.unwrap_err());
     assert!(err.contains("stopped answering"), "{err}");
     assert!(editor.execute(&view).await.unwrap().contains("hello"));

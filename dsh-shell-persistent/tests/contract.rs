@@ -429,6 +429,40 @@ async fn the_model_sets_a_timeout_only_where_the_host_offers_it(w: Where) {
     assert_eq!(f.run("sleep 2; echo done").await, "done");
 }
 
+/// Whether the shell `pid` at the test bed's place is blocked waiting for
+/// its terminal (standard input), as it is once it printed its prompt: no
+/// event says so, its system call is looked at (`/proc/PID/syscall`, as
+/// the PTY layer does: a read of descriptor 0, or a poll).
+#[cfg(target_os = "linux")]
+async fn reads_its_terminal(bed: &Testbed, pid: &str) -> bool {
+    // read, then the poll family, by this architecture's numbers.
+    let (read, polls): (&str, &[&str]) = if cfg!(target_arch = "x86_64") {
+        ("0", &["7", "23", "270", "271"])
+    } else if cfg!(any(target_arch = "x86", target_arch = "arm")) {
+        ("3", &["142", "168", "308", "309", "335", "336"])
+    } else {
+        ("63", &["72", "73"])
+    };
+    let path = format!("/proc/{pid}/syscall");
+    let syscall = match bed.container() {
+        Some(_) => bed.sh(&format!("cat {path}")).await,
+        None => std::fs::read_to_string(&path).unwrap_or_default(),
+    };
+    let mut fields = syscall.split_whitespace();
+    match (fields.next(), fields.next()) {
+        (Some(nr), Some(fd)) if nr == read => fd == "0x0",
+        (Some(nr), _) => polls.contains(&nr),
+        _ => false,
+    }
+}
+
+/// Whether the shell `pid` at the test bed's place waits for terminal
+/// input (BSD `ps` names that wait `ttyin`).
+#[cfg(not(target_os = "linux"))]
+async fn reads_its_terminal(bed: &Testbed, pid: &str) -> bool {
+    bed.sh(&format!("ps -o wchan= -p {pid}")).await.trim() == "ttyin"
+}
+
 async fn cancellation_resets_even_after_the_marker(w: Where) {
     let f = Fixture::new(w).await;
     f.run("export BEFORE=1").await;
@@ -451,10 +485,10 @@ async fn cancellation_resets_even_after_the_marker(w: Where) {
     // marker was printed, before the future saw it: still a reset.
     f.run("export BEFORE=1").await;
     {
-        let mut call = Box::pin(
-            f.pool
-                .run("agent", "export DROPPED=1; touch dropped.flag; sleep 0.3"),
-        );
+        let mut call = Box::pin(f.pool.run(
+            "agent",
+            "export DROPPED=1; echo $$ > shell.pid; touch dropped.flag; sleep 0.3",
+        ));
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         let mut polls = 0;
         while !f.bed.exists("dropped.flag").await {
@@ -466,8 +500,18 @@ async fn cancellation_resets_even_after_the_marker(w: Where) {
             assert!(polls < 2000, "the command never ran");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // The end marker is printed 0.3 s later; let it arrive, unread.
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        // The end marker is the prompt bash prints 0.3 s later, before it
+        // reads its terminal again: once it reads, the marker is out; the
+        // call is dropped unread.
+        let pid = String::from_utf8(f.bed.get("shell.pid").await).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !reads_its_terminal(&f.bed, pid.trim()).await {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the shell never went back to reading its terminal"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         drop(call);
     }
     assert_eq!(

@@ -159,7 +159,20 @@ async fn closing_idle_shells_gives_their_jobs_the_grace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
     let dir = tempfile::tempdir().unwrap();
+    // The spawn script says its pid through a FIFO this process holds open
+    // for reading and writing: a line there is an event, not a poll.
     let pid_file = dir.path().join("pid");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&pid_file)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let receiver = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&pid_file)
+        .unwrap();
     let script = format!(
         "echo $$ > {}; sleep 1000; exec bash --norc --noprofile --noediting -i",
         pid_file.display()
@@ -169,19 +182,22 @@ async fn close_all_aborts_a_pending_spawn_and_refuses_calls() {
         let pool = pool.clone();
         async move { pool.run("a", "echo never").await }
     });
-    let deadline = tokio::time::Instant::now() + BOUND;
-    // The file exists before `echo` has written to it: wait for a whole pid.
-    let pid: i32 = loop {
-        let written = std::fs::read_to_string(&pid_file).ok();
-        if let Some(pid) = written.and_then(|s| s.trim().parse().ok()) {
-            break pid;
+    let line = tokio::time::timeout(BOUND, async {
+        let mut line = Vec::new();
+        while !line.ends_with(b"\n") {
+            receiver.readable().await.unwrap();
+            let mut buf = [0u8; 64];
+            match receiver.try_read(&mut buf) {
+                Ok(n) => line.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("reading {}: {e}", pid_file.display()),
+            }
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the shell never started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+        line
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the shell never started"));
+    let pid: i32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
     pool.close_all().await;
     let result = tokio::time::timeout(BOUND, call).await.unwrap().unwrap();
     assert!(matches!(result, Err(ShellError::Closed)), "{result:?}");

@@ -192,14 +192,152 @@ pub(crate) fn alive(pid: i32) -> bool {
         .is_ok_and(|s| !s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
 }
 
+/// A pidfd of process `pid`, if it is still there.
+pub(crate) fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    // SAFETY: pidfd_open takes no pointers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
+    (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether process `pid` ends (or is a zombie no one reaps) within
+/// [`BOUND`]: its pidfd becomes readable when it exits, an event rather than
+/// a poll.
 pub(crate) async fn gone(pid: i32) -> bool {
-    for _ in 0..500 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let Some(fd) = pidfd(pid) else {
+        return true;
+    };
+    // SAFETY: an owned descriptor: open, and the same one, for the
+    // `AsyncFd`'s whole life.
+    let fd = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
     }
-    false
+    .unwrap();
+    tokio::time::timeout(BOUND, fd.readable()).await.is_ok()
+}
+
+/// A named pipe a command writes a line to when something happened (`echo
+/// started > $FIFO`): [`Fifo::line`] waits for that line, an event rather
+/// than a poll. This process holds it open for reading and for writing, so
+/// a read waits for a writer's line instead of finding the pipe's end
+/// before any writer opened it.
+pub(crate) struct Fifo {
+    pub(crate) path: std::path::PathBuf,
+    lines: Lines<BufReader<tokio::net::unix::pipe::Receiver>>,
+}
+
+impl Fifo {
+    /// A FIFO named `name` in `dir`.
+    pub(crate) fn new(dir: &Path, name: &str) -> Fifo {
+        use std::os::unix::ffi::OsStrExt;
+        let path = dir.join(name);
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        assert_eq!(rc, 0, "mkfifo: {}", std::io::Error::last_os_error());
+        let receiver = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(&path)
+            .unwrap();
+        Fifo {
+            path,
+            lines: BufReader::new(receiver).lines(),
+        }
+    }
+
+    /// The next line written to the FIFO, within [`BOUND`].
+    pub(crate) async fn line(&mut self) -> String {
+        tokio::time::timeout(BOUND, self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "nothing written to {} within {BOUND:?}",
+                    self.path.display()
+                )
+            })
+            .unwrap()
+            .unwrap()
+    }
+}
+
+/// An inotify instance watching directory `dir` for anything written,
+/// made, moved or removed in it.
+struct DirWatch(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>);
+
+impl DirWatch {
+    fn new(dir: &Path) -> DirWatch {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: inotify_init1 takes no pointers.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(
+            fd >= 0,
+            "inotify_init1: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a descriptor inotify_init1 just returned.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let mask = libc::IN_MODIFY
+            | libc::IN_CLOSE_WRITE
+            | libc::IN_CREATE
+            | libc::IN_MOVED_TO
+            | libc::IN_MOVED_FROM
+            | libc::IN_DELETE
+            | libc::IN_ATTRIB;
+        // SAFETY: our inotify descriptor and a valid path.
+        let wd = unsafe {
+            libc::inotify_add_watch(std::os::fd::AsRawFd::as_raw_fd(&fd), c.as_ptr(), mask)
+        };
+        assert!(
+            wd >= 0,
+            "inotify_add_watch {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: an owned descriptor: open, and the same one, for the
+        // `AsyncFd`'s whole life.
+        DirWatch(unsafe { tokio::io::unix::AsyncFd::register(fd) }.unwrap())
+    }
+
+    /// Waits for the next events and drops them.
+    async fn changed(&self) {
+        let mut guard = self.0.readable().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = guard.try_io(|fd| {
+            // SAFETY: reading into a buffer of the given size.
+            let n = unsafe {
+                libc::read(
+                    std::os::fd::AsRawFd::as_raw_fd(fd.get_ref()),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        });
+    }
+}
+
+/// Waits until `check` gives a value, looking again each time something in
+/// directory `dir` changes (inotify: an event, not a poll), for at most a
+/// minute (a generous bound on an event, not a measure of speed); panics
+/// naming `what` when the bound passes.
+pub(crate) async fn until_in<T>(dir: &Path, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let watch = DirWatch::new(dir);
+    let bound = Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        tokio::time::timeout_at(deadline, watch.changed())
+            .await
+            .unwrap_or_else(|_| panic!("{what} did not come within {bound:?}"));
+    }
 }
 
 /// A directory for test files that a confined shell can see wherever the
@@ -215,23 +353,4 @@ pub(crate) fn visible_tmp() -> std::path::PathBuf {
         "the checkout is under /tmp, which confined shells do not see, and /var/tmp is missing"
     );
     var_tmp
-}
-
-/// Polls `check` until it gives a value, for at most a minute (a generous
-/// bound on an event, not a measure of speed); panics naming `what` when
-/// the bound passes.
-#[allow(dead_code)]
-pub(crate) async fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let bound = Duration::from_secs(60);
-    let deadline = tokio::time::Instant::now() + bound;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not come within {bound:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }

@@ -14,3 +14,39 @@ pub(crate) fn visible_tmp() -> std::path::PathBuf {
     );
     var_tmp
 }
+
+/// A pidfd of process `pid`, if it is still there.
+#[allow(dead_code)]
+pub(crate) fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    // SAFETY: pidfd_open takes no pointers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
+    (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
+}
+
+/// Waits until each of `pids` has ended (its pidfd becomes readable when it
+/// exits, zombie or reaped: an event, not a poll), `bound` at most in all;
+/// returns those still running.
+#[allow(dead_code)]
+pub(crate) async fn ended_within(pids: &[i32], bound: std::time::Duration) -> Vec<i32> {
+    let deadline = tokio::time::Instant::now() + bound;
+    let mut left = Vec::new();
+    for &pid in pids {
+        let Some(fd) = pidfd(pid) else {
+            continue;
+        };
+        // SAFETY: an owned descriptor: open, and the same one, for the
+        // `AsyncFd`'s whole life.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        }
+        .unwrap();
+        if tokio::time::timeout_at(deadline, fd.readable())
+            .await
+            .is_err()
+        {
+            left.push(pid);
+        }
+    }
+    left
+}

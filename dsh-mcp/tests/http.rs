@@ -879,8 +879,8 @@ fn p99(mut times: Vec<Duration>) -> Duration {
 /// `bash` calls each, 50 clients at a time; then the same load over stdio
 /// with one process per session. Prints calls/s, p99 and the RSS of an
 /// idle session; asserts that every call was answered right, that an idle
-/// session holds at most 16 MiB (its shell's tree and the server's share),
-/// and that no call waited longer than 10 s (p99) either way.
+/// session holds at most 16 MiB (its shell's tree and the server's share).
+/// (Its times are figures to read, never asserted: speed is the benches'.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement (minutes, a thousand shells): run it by name"]
 async fn scale_sessions_over_http_and_stdio() {
@@ -935,7 +935,6 @@ async fn scale_sessions_over_http_and_stdio() {
         per_session <= 16 << 10,
         "an idle session holds {per_session} KiB"
     );
-    assert!(http_p99 <= Duration::from_secs(10), "HTTP p99 {http_p99:?}");
     for raw in &raws {
         raw.delete().await;
     }
@@ -1003,9 +1002,5 @@ async fn scale_sessions_over_http_and_stdio() {
     eprintln!(
         "stdio: {sessions} processes x {CALLS} calls in {stdio_elapsed:?}: {:.0} calls/s, p99 {stdio_p99:?}",
         (sessions * CALLS) as f64 / stdio_elapsed.as_secs_f64(),
-    );
-    assert!(
-        stdio_p99 <= Duration::from_secs(10),
-        "stdio p99 {stdio_p99:?}"
     );
 }

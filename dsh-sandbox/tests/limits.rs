@@ -518,10 +518,9 @@ mod cgroup {
 
     /// A thousand idle shells (`DSH_MEASURE_SHELLS`), without limits and with
     /// cgroup limits: each holds a few descriptors of this process (2 here
-    /// without limits), closing them leaves none, and the cgroups cost at
-    /// most a few times the baseline measured in the same run, spawning
-    /// (the first 100, one after another) and closing. The figures are
-    /// printed; `.ci/vm-tests` skips it (`--skip measure`): run it by name.
+    /// without limits) and closing them leaves none (asserted); the times
+    /// of spawning (the first 100, one after another) and closing, with and
+    /// without cgroups, are printed, never asserted; `.ci/vm-tests` skips it (`--skip measure`): run it by name.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs a cgroup parent of its own: runs in the VM of .ci/vm"]
     async fn measure_spawn_with_and_without_limits_and_closing_a_thousand() {
@@ -531,8 +530,6 @@ mod cgroup {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1000);
-        // (spawn + one call per shell, closing all) of each variant.
-        let mut costs = Vec::new();
         for (name, limits) in [
             ("no limits", ResourceLimits::default()),
             (
@@ -587,19 +584,7 @@ mod cgroup {
             );
             // (A few the runtime may make once, on first use, aside.)
             assert!(left <= 4, "{name}: {left} descriptors left after closing");
-            costs.push((spawned, closed));
         }
-        let [(spawn_base, close_base), (spawn_cgroup, close_cgroup)] = costs[..] else {
-            unreachable!()
-        };
-        assert!(
-            spawn_cgroup <= spawn_base * 5,
-            "a shell with cgroup limits took {spawn_cgroup:?} to spawn, {spawn_base:?} without"
-        );
-        assert!(
-            close_cgroup <= close_base * 5 + Duration::from_secs(1),
-            "closing {n} shells with cgroup limits took {close_cgroup:?}, {close_base:?} without"
-        );
     }
 }
 

@@ -1004,3 +1004,354 @@ async fn scale_sessions_over_http_and_stdio() {
         (sessions * CALLS) as f64 / stdio_elapsed.as_secs_f64(),
     );
 }
+
+/// The static binary (`cargo build --release --target
+/// x86_64-unknown-linux-musl -p dsh-mcp`, named by `DSH_TEST_STATIC_MCP`;
+/// `.ci/run` builds it) serving from inside containers a real `dockerd`
+/// runs, reached from outside through a port published on loopback: in the
+/// `dsh-test` image (BusyBox and a static bash, `.ci/engines`), and mounted
+/// read-only into a second image that holds nothing of ours (glibc's bash,
+/// dash and coreutils), the way harnesses inject a runtime into task images.
+mod docker {
+    use super::*;
+
+    const IGNORED: &str = "needs a Docker daemon, the dsh-test image and DSH_TEST_STATIC_MCP";
+
+    /// The static `dsh-mcp`, checked to be static: no interpreter and no
+    /// shared library asked for (readelf's program headers and dynamic
+    /// section).
+    fn static_binary() -> PathBuf {
+        let path = std::env::var_os("DSH_TEST_STATIC_MCP").map(PathBuf::from).unwrap_or_else(|| {
+            panic!("{IGNORED}: DSH_TEST_STATIC_MCP must name the binary of `cargo build --release --target x86_64-unknown-linux-musl -p dsh-mcp`")
+        });
+        let headers = cli(
+            "readelf",
+            &["--program-headers", "--dynamic", path.to_str().unwrap()],
+        );
+        assert!(
+            !headers.contains("INTERP"),
+            "{} asks for an interpreter:\n{headers}",
+            path.display()
+        );
+        assert!(
+            !headers.contains("(NEEDED)"),
+            "{} needs shared libraries:\n{headers}",
+            path.display()
+        );
+        path
+    }
+
+    /// Runs `program` with `args`; its standard output, or a panic with
+    /// everything it said.
+    fn cli(program: &str, args: &[&str]) -> String {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{program} {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// What a test made in Docker, removed whatever happens.
+    #[derive(Default)]
+    struct Made {
+        containers: Vec<String>,
+        images: Vec<String>,
+    }
+
+    impl Drop for Made {
+        fn drop(&mut self) {
+            for id in &self.containers {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", id])
+                    .output();
+            }
+            for image in &self.images {
+                let _ = std::process::Command::new("docker")
+                    .args(["rmi", "-f", image])
+                    .output();
+            }
+        }
+    }
+
+    /// An image of what Debian's bash, dash and coreutils packages put in
+    /// `/usr/bin`, with the libraries they load (as `ldd` lists them), `sh`
+    /// being dash: a glibc system with nothing of this project in it.
+    fn glibc_image(name: &str) {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for dir in [
+            "usr/bin",
+            "usr/lib",
+            "usr/lib64",
+            "tmp",
+            "work",
+            "etc",
+            "root",
+            "proc",
+            "dev",
+        ] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+        }
+        for link in ["bin", "lib", "lib64", "sbin"] {
+            std::os::unix::fs::symlink(
+                format!("usr/{}", if link == "sbin" { "bin" } else { link }),
+                r.join(link),
+            )
+            .unwrap();
+        }
+        std::fs::set_permissions(
+            r.join("tmp"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+        )
+        .unwrap();
+        std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        let mut programs: Vec<String> = cli("dpkg", &["-L", "coreutils"])
+            .lines()
+            .filter(|p| p.starts_with("/usr/bin/") || p.starts_with("/bin/"))
+            .map(str::to_owned)
+            .collect();
+        programs.extend(["/usr/bin/bash".to_owned(), "/usr/bin/dash".to_owned()]);
+        let mut libraries = std::collections::BTreeSet::new();
+        for program in &programs {
+            let real = std::fs::canonicalize(program).unwrap();
+            if !real.is_file() {
+                continue;
+            }
+            let name = Path::new(program).file_name().unwrap();
+            std::fs::copy(&real, r.join("usr/bin").join(name)).unwrap();
+            let ldd = std::process::Command::new("ldd")
+                .arg(&real)
+                .output()
+                .unwrap();
+            for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+                if let Some(lib) = line.split_whitespace().find(|w| w.starts_with('/')) {
+                    libraries.insert(lib.to_owned());
+                }
+            }
+        }
+        for lib in libraries {
+            // `/lib` and `/lib64` are links into `/usr` here, as on Debian.
+            let inside = r.join(lib.trim_start_matches('/'));
+            std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+            std::fs::copy(std::fs::canonicalize(&lib).unwrap(), inside).unwrap();
+        }
+        std::os::unix::fs::symlink("dash", r.join("usr/bin/sh")).unwrap();
+        let mut tar = std::process::Command::new("tar")
+            .arg("-C")
+            .arg(r)
+            .args(["-c", "."])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let imported = std::process::Command::new("docker")
+            .args(["import", "-c", "ENV PATH=/usr/bin:/bin", "-", name])
+            .stdin(tar.stdout.take().unwrap())
+            .output()
+            .unwrap();
+        assert!(tar.wait().unwrap().success());
+        assert!(imported.status.success(), "{imported:?}");
+    }
+
+    /// A container of `image` running the server as `binary` (with the
+    /// binary mounted at `/opt/dsh/dsh-mcp` when `mount` is given), 256 MiB of
+    /// memory and 64 processes at most, its port published on loopback; the
+    /// server's base URL once it said where it listens.
+    async fn serve(
+        made: &mut Made,
+        image: &str,
+        binary: &str,
+        mount: Option<&Path>,
+        tokens: &Path,
+    ) -> String {
+        let label = format!("dsh-rs-test-http-{}", std::process::id());
+        let mut args = vec![
+            "run".to_owned(),
+            "-d".to_owned(),
+            "--label".to_owned(),
+            label,
+            "--memory".to_owned(),
+            "256m".to_owned(),
+            "--memory-swap".to_owned(),
+            "256m".to_owned(),
+            "--pids-limit".to_owned(),
+            "64".to_owned(),
+            "-p".to_owned(),
+            "127.0.0.1::7777".to_owned(),
+            "-v".to_owned(),
+            format!("{}:/run/dsh:ro", tokens.display()),
+        ];
+        if let Some(mount) = mount {
+            args.extend([
+                "-v".to_owned(),
+                format!("{}:/opt/dsh/dsh-mcp:ro", mount.display()),
+            ]);
+        }
+        args.extend(
+            [
+                image,
+                binary,
+                "--listen",
+                "0.0.0.0:7777",
+                "--token-file",
+                "/run/dsh/token",
+                "--workspace",
+                "/work",
+                "--sandbox",
+                "danger-full-access",
+            ]
+            .map(str::to_owned),
+        );
+        let id = cli(
+            "docker",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        made.containers.push(id.clone());
+        // Its log, followed: the line saying where it listens is the event.
+        let mut logs = Command::new("docker")
+            .args(["logs", "--follow", &id])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(logs.stderr.take().unwrap()).lines();
+        tokio::time::timeout(BOUND, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                eprintln!("{line}");
+                if line.starts_with("dsh-mcp: listening on ") {
+                    return;
+                }
+            }
+            panic!("the container's server ended before listening");
+        })
+        .await
+        .expect("the server in the container started");
+        tokio::spawn(async move {
+            let _logs = logs;
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+            }
+        });
+        let port = cli("docker", &["port", &id, "7777/tcp"]);
+        let port = port
+            .lines()
+            .next()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .to_owned();
+        format!("http://127.0.0.1:{port}")
+    }
+
+    /// What every container must do, driven from outside: the probe, the
+    /// token, both tools with state per session, and the container's limits
+    /// holding for the sessions' processes while the server goes on.
+    async fn drive(base: &str) {
+        let http = http_client(None);
+        let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+        assert_eq!(health.status(), 200);
+        let refused = http
+            .post(format!("{base}/mcp"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+
+        let a = sdk_client(&format!("{base}/mcp"), TOKEN, None).await;
+        let b = sdk_client(&format!("{base}/mcp"), TOKEN, None).await;
+        assert_eq!(bash(&a, "cd /tmp && X=kept && echo set").await, "set");
+        assert_eq!(bash(&a, "pwd; echo $X").await, "/tmp\nkept");
+        assert_eq!(bash(&b, "pwd; echo ${X:-unset}").await, "/work\nunset");
+        let created = call(
+            &b,
+            "str_replace_editor",
+            json!({"command": "create", "path": "/work/notes.txt", "file_text": "one\ntwo\n"}),
+        )
+        .await;
+        assert_eq!(created.is_error, Some(false), "{}", text(&created));
+        let replaced = call(&b, "str_replace_editor", json!({"command": "str_replace", "path": "/work/notes.txt", "old_str": "two", "new_str": "three"})).await;
+        assert_eq!(replaced.is_error, Some(false), "{}", text(&replaced));
+        assert_eq!(bash(&a, "cat /work/notes.txt").await, "one\nthree");
+
+        // Memory: a process of a session past the container's 256 MiB is
+        // killed by the kernel (137); the session and the server go on.
+        let memory = bash(
+            &b,
+            "bash -c 'x=$(yes | head -c 400000000); echo survived'; echo \"exit $?\"",
+        )
+        .await;
+        eprintln!("memory: {memory}");
+        assert!(memory.ends_with("exit 137"), "{memory}");
+        assert!(!memory.contains("survived"), "{memory}");
+        // Processes: a session starting 100 refused past the container's 64.
+        let pids = bash(&b, r#"sh -c 'p=; trap "kill \$p 2>/dev/null; wait" EXIT; i=0; while [ $i -lt 100 ]; do sleep 60 & p="$p $!"; i=$((i+1)); done'; echo done"#).await;
+        eprintln!("pids: {pids}");
+        assert!(pids.to_lowercase().contains("fork"), "{pids}");
+        assert!(pids.ends_with("done"), "{pids}");
+        assert_eq!(bash(&a, "echo $X").await, "kept");
+        assert_eq!(bash(&b, "echo fine").await, "fine");
+        a.cancel().await.unwrap();
+        b.cancel().await.unwrap();
+    }
+
+    fn tokens() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        dir
+    }
+
+    /// The static binary in an image of BusyBox and a static bash, as a
+    /// container of `dsh-test` with the binary copied in and committed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon, the dsh-test image and DSH_TEST_STATIC_MCP"]
+    async fn the_static_binary_serves_from_a_busybox_image() {
+        let binary = static_binary();
+        let mut made = Made::default();
+        let image = format!("dsh-rs-test-http-busybox-{}", std::process::id());
+        let base_container = cli("docker", &["create", "dsh-test", "/bin/true"]);
+        made.containers.push(base_container.clone());
+        cli(
+            "docker",
+            &[
+                "cp",
+                binary.to_str().unwrap(),
+                &format!("{base_container}:/bin/dsh-mcp"),
+            ],
+        );
+        cli("docker", &["commit", &base_container, &image]);
+        made.images.push(image.clone());
+        let tokens = tokens();
+        let base = serve(&mut made, &image, "/bin/dsh-mcp", None, tokens.path()).await;
+        drive(&base).await;
+    }
+
+    /// The static binary mounted read-only into an image that has nothing
+    /// of ours and a different C library under its programs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon, the dsh-test image and DSH_TEST_STATIC_MCP"]
+    async fn the_static_binary_mounted_into_an_unmodified_image() {
+        let binary = static_binary();
+        let mut made = Made::default();
+        let image = format!("dsh-rs-test-http-glibc-{}", std::process::id());
+        glibc_image(&image);
+        made.images.push(image.clone());
+        let tokens = tokens();
+        let base = serve(
+            &mut made,
+            &image,
+            "/opt/dsh/dsh-mcp",
+            Some(&binary),
+            tokens.path(),
+        )
+        .await;
+        drive(&base).await;
+    }
+}

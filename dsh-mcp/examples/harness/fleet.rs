@@ -9,7 +9,10 @@
 //! of times; the report says so, since the new session's shell starts
 //! afresh (its directory, variables and processes are gone). When no new
 //! session can be opened the session ends with an error naming the server,
-//! the call and why.
+//! the call and why. A call whose connection broke while it ran may have
+//! run in part before it is tried again (the server cancels a call whose
+//! connection dropped). A call with no answer in time ends its session
+//! (closed: its shell ends), without a retry: it would likely hang again.
 //!
 //! Nothing here prints: [`run`] returns a [`Report`], the caller shows it.
 //! The harness example (`main.rs`) and `tests/hosts.rs` share this module.
@@ -462,6 +465,11 @@ async fn drive(
             let mut last = String::new();
             let mut replaced = None;
             while opened < config.reconnects {
+                if !last.is_empty() {
+                    // A server restarting gets a moment: 0.25 s, 0.5 s, 1 s...
+                    let pause = Duration::from_millis(250) * 2u32.saturating_pow(opened as u32 - 1);
+                    tokio::time::sleep(pause.min(Duration::from_secs(8))).await;
+                }
                 opened += 1;
                 match open(http, &server, &config.token, config.call_timeout).await {
                     Ok(new) => {
@@ -479,6 +487,11 @@ async fn drive(
                     state_lost = true;
                     report.notes.push(format!(
                         "{what}: the session was lost ({lost}); a new session on {server}: the shell's state is gone"
+                    ));
+                }
+                None if opened == 0 => {
+                    break Err(format!(
+                        "{what}: the session was lost ({lost}); no new session is allowed"
                     ));
                 }
                 None if last.is_empty() => {

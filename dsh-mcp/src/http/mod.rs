@@ -220,6 +220,13 @@ impl HttpServer {
                 },
                 () = &mut shutdown => break,
             };
+            // An answer is written in pieces (the headers, each event of
+            // the stream, its end): with Nagle's algorithm on, a piece
+            // waits for the client's delayed acknowledgement of the last,
+            // 40 ms a request on Linux.
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(%peer, %err, "TCP_NODELAY could not be set");
+            }
             let gate = self.gate.clone();
             #[cfg(feature = "tls")]
             if let Some(tls) = &tls {

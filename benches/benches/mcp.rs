@@ -5,7 +5,9 @@
 //! server (`benches/py/view_server.py`) for the editor's `view`. Prints medians, ratios and
 //! differences; builds `dsh-mcp` (release) first. A second pass repeats the
 //! latency figures with the bench, its servers and all their threads on one
-//! CPU, where no wake-up crosses CPUs.
+//! CPU, where no wake-up crosses CPUs. Between the two, a pass times the same `ping`,
+//! `bash true` and `view` over Streamable HTTP (`dsh-mcp --listen`, one
+//! session, a keep-alive connection) next to stdio, in turn.
 //!
 //! ```text
 //! cargo bench -p benches --bench mcp
@@ -145,6 +147,7 @@ fn mcp(_c: &mut Criterion) {
     )
     .unwrap();
     pass(&dsh, &ws, &ten, "", true);
+    http_pass(&dsh, &ws, &ten);
 
     // On a virtual machine a wake-up that crosses CPUs costs tens of
     // microseconds, and where the scheduler places the client, the servers
@@ -162,6 +165,143 @@ fn mcp(_c: &mut Criterion) {
     one.set(cpu).unwrap();
     sched_setaffinity(Pid::from_raw(0), &one).unwrap();
     pass(&dsh, &ws, &ten, " (all on one CPU)", false);
+}
+
+/// `dsh-mcp --listen` on loopback, one session, driven one request at a
+/// time over one keep-alive connection.
+struct HttpServer {
+    child: Child,
+    agent: ureq::Agent,
+    url: String,
+    session: String,
+    next: u64,
+    _token: tempfile::TempDir,
+}
+
+impl HttpServer {
+    const TOKEN: &str = "bench-token-0123456789abcdef";
+
+    fn start(program: &Path, ws: &Path) -> HttpServer {
+        let token = tempfile::tempdir().unwrap();
+        let file = token.path().join("token");
+        std::fs::write(&file, HttpServer::TOKEN).unwrap();
+        let mut child = Command::new(program)
+            .args(["--listen", "127.0.0.1:0", "--token-file"])
+            .arg(&file)
+            .arg("--workspace")
+            .arg(ws)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let url = loop {
+            line.clear();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "dsh-mcp ended");
+            if let Some(url) = line.trim().strip_prefix("dsh-mcp: listening on ") {
+                break url.to_owned();
+            }
+        };
+        // The rest of its log is read and dropped, so it never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut server = HttpServer {
+            child,
+            agent,
+            url,
+            session: String::new(),
+            next: 0,
+            _token: token,
+        };
+        let init = server.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "bench", "version": "0"}}}));
+        assert!(init.get("result").is_some(), "{init}");
+        server.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    /// POSTs `message`; the last JSON-RPC message of the answer (JSON or
+    /// server-sent events), `null` for a notification's empty 202.
+    fn post(&mut self, message: &Value) -> Value {
+        let mut request = self
+            .agent
+            .post(&self.url)
+            .header("Authorization", format!("Bearer {}", HttpServer::TOKEN))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-06-18");
+        if !self.session.is_empty() {
+            request = request.header("Mcp-Session-Id", &self.session);
+        }
+        let mut response = request.send(serde_json::to_vec(message).unwrap()).unwrap();
+        if let Some(id) = response.headers().get("mcp-session-id") {
+            self.session = id.to_str().unwrap().to_owned();
+        }
+        let body = response.body_mut().read_to_string().unwrap();
+        let data = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .rfind(|d| !d.is_empty())
+            .unwrap_or(body.trim());
+        if data.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(data).unwrap()
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        self.post(&json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}))
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `ping`, `bash true` and a 10-line `view` over HTTP next to stdio, one
+/// request of each in turn.
+fn http_pass(dsh: &Path, ws: &Path, ten: &Path) {
+    let mut stdio = Server::start(dsh, &["--workspace", ws.to_str().unwrap()]);
+    let mut http = HttpServer::start(dsh, ws);
+    let bash_true = json!({"name": "bash", "arguments": {"command": "true"}});
+    let view = json!({"name": "str_replace_editor",
+                      "arguments": {"command": "view", "path": ten.to_str().unwrap()}});
+    for (what, method, params, n) in [
+        ("ping", "ping", json!({}), 2000),
+        ("tools/call bash `true`", "tools/call", bash_true, 1000),
+        ("tools/call view of 10 lines", "tools/call", view, 2000),
+    ] {
+        let (over_stdio, over_http) = benches::median_pair(
+            n,
+            n / 10,
+            || {
+                let answer = stdio.request(method, params.clone());
+                assert!(answer.get("result").is_some(), "{answer}");
+            },
+            || {
+                let answer = http.request(method, params.clone());
+                assert!(answer.get("result").is_some(), "{answer}");
+            },
+        );
+        println!(
+            "MCP {what} over HTTP (one session, keep-alive): {:.1} µs, over stdio {:.1} µs: {:+.1} µs",
+            us(over_http),
+            us(over_stdio),
+            us(over_http) - us(over_stdio)
+        );
+    }
 }
 
 /// One pass of the figures; every thread and process it starts inherits the

@@ -901,7 +901,9 @@ async fn scale_sessions_over_http_and_stdio() {
         let mut raw = Raw::new(&server);
         tasks.spawn(async move {
             let _permit = semaphore.acquire_owned().await.unwrap();
+            let t = Instant::now();
             assert_eq!(raw.initialize().await.status, 200);
+            let opened = t.elapsed();
             let mut times = Vec::new();
             for c in 0..CALLS {
                 let t = Instant::now();
@@ -909,13 +911,17 @@ async fn scale_sessions_over_http_and_stdio() {
                 times.push(t.elapsed());
                 assert_eq!(answer.tool_text(), format!("{s}.{c}"));
             }
-            (raw, times)
+            (raw, opened, times)
         });
     }
     let mut times = Vec::new();
+    let mut first = Vec::new();
+    let mut opening = Vec::new();
     let mut raws = Vec::new();
     while let Some(done) = tasks.join_next().await {
-        let (raw, t) = done.unwrap();
+        let (raw, opened, t) = done.unwrap();
+        opening.push(opened);
+        first.push(t[0]);
         times.extend(t);
         raws.push(raw);
     }
@@ -929,6 +935,11 @@ async fn scale_sessions_over_http_and_stdio() {
         before / 1024,
         idle / 1024,
         (idle - before) / sessions as u64
+    );
+    eprintln!(
+        "HTTP: opening a session (initialize, initialized) p99 {:?}; a session's first call (its shell started) p99 {:?}",
+        p99(opening),
+        p99(first)
     );
     let per_session = (idle - before) / sessions as u64;
     assert!(

@@ -707,36 +707,54 @@ async fn origins_bodies_and_malformed_requests_are_refused() {
     assert_eq!(raw.bash(6, "echo fine").await.tool_text(), "fine");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn https_with_a_test_ca() {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let (_dir, ws) = workspace();
-    let pki = tempfile::tempdir().unwrap();
+/// A test CA in `dir` (`ca.pem`) and a certificate it signed for
+/// `localhost` (`cert.pem`, `key.pem`); the CA's PEM.
+fn test_pki(dir: &Path) -> String {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
+    };
+    // Names of their own: with rcgen's one default name for both, OpenSSL
+    // (the Python client's) takes the leaf for a self-signed certificate.
+    let name = |cn: &str| {
+        let mut name = DistinguishedName::new();
+        name.push(DnType::CommonName, cn);
+        name
+    };
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name = name("dsh-rs test CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let key = KeyPair::generate().unwrap();
-    let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params.distinguished_name = name("localhost");
     let issuer = Issuer::from_params(&ca_params, &ca_key);
     let cert = params.signed_by(&key, &issuer).unwrap();
-    std::fs::write(pki.path().join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(pki.path().join("key.pem"), key.serialize_pem()).unwrap();
-    let cert_path = pki.path().join("cert.pem");
-    let key_path = pki.path().join("key.pem");
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    ca.pem()
+}
 
-    let server = Server::start_as(
-        &ws,
-        &[
-            "--tls-cert",
-            cert_path.to_str().unwrap(),
-            "--tls-key",
-            key_path.to_str().unwrap(),
-        ],
-        "https://localhost",
-    )
-    .await;
-    let ca_pem = ca.pem();
+/// A server serving HTTPS with the certificate of [`test_pki`] in `pki`.
+async fn start_tls(ws: &Path, pki: &Path, extra: &[&str]) -> Server {
+    let (cert, key) = (pki.join("cert.pem"), pki.join("key.pem"));
+    let mut args = vec![
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Server::start_as(ws, &args, "https://localhost").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_a_test_ca() {
+    let (_dir, ws) = workspace();
+    let pki = tempfile::tempdir().unwrap();
+    let ca_pem = test_pki(pki.path());
+    let server = start_tls(&ws, pki.path(), &[]).await;
     let trusting = http_client(Some(&ca_pem));
     let health = trusting
         .get(format!("{}/healthz", server.base))
@@ -799,7 +817,10 @@ async fn listen_refuses_to_start_without_a_usable_token() {
 
 /// The Python MCP SDK's Streamable HTTP client (`tests/python/http_client.py`):
 /// both tools, a session's state kept and another's apart, a call it gave
-/// up on cancelled, DELETE on leaving and 404 after, 401 for a wrong token.
+/// up on cancelled, DELETE on leaving and 404 after, 401 for a wrong token,
+/// `/healthz`, 403 for a page's `Origin`, 413 past the body bound; then a
+/// second server over HTTPS with a test CA, holding one session at most
+/// (503 for another) and ending it when idle (404).
 /// The interpreter is `DSH_TEST_MCP_PYTHON` (a venv with `pip install mcp`;
 /// `.ci/run` makes one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -808,6 +829,14 @@ async fn python_sdk_client() {
     let python = std::env::var("DSH_TEST_MCP_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let (_dir, ws) = workspace();
     let server = Server::start(&ws, &[]).await;
+    let pki = tempfile::tempdir().unwrap();
+    test_pki(pki.path());
+    let limited = start_tls(
+        &ws,
+        pki.path(),
+        &["--max-sessions", "1", "--session-idle-secs", "2"],
+    )
+    .await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_client.py");
     let out = tokio::time::timeout(
         Duration::from_secs(180),
@@ -816,6 +845,8 @@ async fn python_sdk_client() {
             .arg(server.mcp())
             .arg(TOKEN)
             .arg(&ws)
+            .arg(limited.mcp())
+            .arg(pki.path().join("ca.pem"))
             .stdin(Stdio::null())
             .output(),
     )

@@ -1,19 +1,37 @@
 """The Python MCP SDK's Streamable HTTP client against `dsh-mcp --listen`.
 
 Run by tests/http.rs (`python_sdk_client`) with the server's URL, token and
-workspace as arguments; exits non-zero, with the reason, on the first
-failed check.
+workspace, then a second server's HTTPS URL (started with `--max-sessions 1
+--session-idle-secs 2`) and the test CA that signed its certificate, as
+arguments; exits non-zero, with the reason, on the first failed check.
 """
 
 import asyncio
+import ssl
 import sys
+import time
 
 import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-URL, TOKEN, WORKSPACE = sys.argv[1], sys.argv[2], sys.argv[3]
+URL, TOKEN, WORKSPACE, TLS_URL, CA = sys.argv[1:6]
+HEADERS = {
+    "MCP-Protocol-Version": "2025-06-18",
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -30,6 +48,54 @@ def client(token=TOKEN):
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     http.event_hooks["response"].append(remember_session)
     return streamable_http_client(URL, http_client=http)
+
+
+def tls_http():
+    """An HTTP client trusting the test CA only."""
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        verify=ssl.create_default_context(cafile=CA),
+        timeout=httpx2.Timeout(60),
+        event_hooks={"response": [remember_session]},
+    )
+
+
+async def over_tls():
+    """The second server, over HTTPS: the SDK's client through the test CA;
+    its one session refuses another (503), then expires when idle (404)."""
+    async with streamable_http_client(TLS_URL, http_client=tls_http()) as (read, write):
+        async with ClientSession(read, write) as a:
+            await a.initialize()
+            sid = SESSIONS[-1]
+            assert await bash(a, "echo over tls") == "over tls"
+            async with tls_http() as http:
+                refused = await http.post(TLS_URL, headers=HEADERS, json=INITIALIZE)
+                assert refused.status_code == 503, refused.status_code
+                assert "limit of 1 session" in refused.text, refused.text
+                # Idle for its 2 s, the session ends and frees its place:
+                # the event is a new session admitted (a request of the old
+                # one would be use, not idleness), looked for until a
+                # generous bound; then the old id gets 404.
+                deadline = time.monotonic() + 60
+                while True:
+                    again = await http.post(TLS_URL, headers=HEADERS, json=INITIALIZE)
+                    if again.status_code == 200:
+                        break
+                    assert again.status_code == 503, again.status_code
+                    assert time.monotonic() < deadline, "the idle session never expired"
+                    await asyncio.sleep(0.5)
+                ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+                gone = await http.post(
+                    TLS_URL, headers={**HEADERS, "Mcp-Session-Id": sid}, json=ping
+                )
+                assert gone.status_code == 404, gone.status_code
+    # A client that does not trust the test CA does not get in.
+    async with httpx2.AsyncClient() as untrusting:
+        try:
+            await untrusting.get(TLS_URL.replace("/mcp", "/healthz"))
+            raise AssertionError("a client without the test CA connected")
+        except httpx2.HTTPError:
+            pass
 
 
 def text(result):
@@ -99,6 +165,18 @@ async def main():
         assert gone.status_code == 404, gone.status_code
         bare = await http.post(URL, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert bare.status_code == 401, bare.status_code
+        # The probe: 200, nothing said, no token needed.
+        health = await http.get(URL.replace("/mcp", "/healthz"))
+        assert (health.status_code, health.text) == (200, ""), health
+        # A page's Origin: 403. A body past the bound (4 MiB): 413.
+        page = await http.post(
+            URL, headers={**AUTH, **HEADERS, "Origin": "https://evil.example"}, json=INITIALIZE
+        )
+        assert page.status_code == 403, page.status_code
+        big = await http.post(
+            URL, headers={**AUTH, **HEADERS}, content=b"{" + b" " * (5 << 20) + b"}"
+        )
+        assert big.status_code == 413, big.status_code
 
     # A wrong token cannot open a session.
     try:
@@ -110,6 +188,7 @@ async def main():
         raise
     except BaseException:
         pass
+    await over_tls()
     print("python sdk client: all checks passed")
 
 

@@ -113,3 +113,13 @@ impl SandboxError {
         }
     }
 }
+
+impl From<dsh_confine::Error> for SandboxError {
+    /// The confinement's setup error, as the sandbox's own (same text).
+    fn from(error: dsh_confine::Error) -> Self {
+        match error {
+            dsh_confine::Error::Setup { what, source } => SandboxError::Setup { what, source },
+            other => SandboxError::setup_from("the confinement", other),
+        }
+    }
+}

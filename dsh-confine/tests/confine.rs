@@ -2,6 +2,7 @@
 //! view, the socket supervisor, the opener. (The full escape suite runs
 //! through dsh-sandbox: `cargo test -p dsh-sandbox --test escape`.)
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used)]
 
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;

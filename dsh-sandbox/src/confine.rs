@@ -124,7 +124,8 @@ pub(crate) fn confine(
         .tmp_limits(tmp);
     if let Some(bwrap) = &policy.bubblewrap {
         let (argv, handoff, mut enforcement) =
-            dsh_confine::bubblewrap_command(bwrap, &confined, &shell.effective_argv())?;
+            dsh_confine::bubblewrap_command(bwrap, &confined, &shell.effective_argv())
+                .map_err(crate::error::from_confine)?;
         enforcement.limits = limits;
         shell.argv = Some(argv);
         shell.pre_exec.push(Arc::new(handoff));
@@ -133,7 +134,8 @@ pub(crate) fn confine(
         tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared (bubblewrap)");
         return Ok(enforcement);
     }
-    let (confinement, mut enforcement) = dsh_confine::Confinement::build(&confined)?;
+    let (confinement, mut enforcement) =
+        dsh_confine::Confinement::build(&confined).map_err(crate::error::from_confine)?;
     enforcement.limits = limits;
     if !enforcement.missing.is_empty() && !policy.degrade {
         return Err(SandboxError::NotEnforceable {

@@ -114,12 +114,12 @@ impl SandboxError {
     }
 }
 
-impl From<dsh_confine::Error> for SandboxError {
-    /// The confinement's setup error, as the sandbox's own (same text).
-    fn from(error: dsh_confine::Error) -> Self {
-        match error {
-            dsh_confine::Error::Setup { what, source } => SandboxError::Setup { what, source },
-            other => SandboxError::setup_from("the confinement", other),
-        }
+/// The confinement's setup error, as the sandbox's own (same text). Not a
+/// public `From`: `dsh-confine` stays out of this crate's API.
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
+pub(crate) fn from_confine(error: dsh_confine::Error) -> SandboxError {
+    match error {
+        dsh_confine::Error::Setup { what, source } => SandboxError::Setup { what, source },
+        other => SandboxError::setup_from("the confinement", other),
     }
 }

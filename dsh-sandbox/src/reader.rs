@@ -57,7 +57,7 @@ impl Files {
         let workspace = crate::confine::canonical_workspace(workspace)?;
         let policy = crate::confine::resolved(rules, workspace);
         Ok(Files {
-            opener: Opener::new(&policy)?,
+            opener: Opener::new(&policy).map_err(crate::error::from_confine)?,
         })
     }
 

@@ -2,8 +2,10 @@
 //! confinement (Linux namespaces, Landlock and seccomp, or bubblewrap; macOS
 //! Seatbelt) and the environment a confined shell keeps.
 
+#[cfg(target_os = "linux")]
+use std::path::Path;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 #[cfg(target_os = "linux")]
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use dsh_shell_persistent::ShellConfig;
 use crate::{Enforcement, SandboxError, SandboxPolicy, WriteRules};
 
 /// `workspace`, canonical (what [`dsh_confine::Policy`] takes).
-#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[cfg(target_os = "linux")]
 pub(crate) fn canonical_workspace(workspace: &Path) -> Result<PathBuf, SandboxError> {
     std::fs::canonicalize(workspace).map_err(|e| {
         SandboxError::setup_from(

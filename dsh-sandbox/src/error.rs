@@ -116,7 +116,7 @@ impl SandboxError {
 
 /// The confinement's setup error, as the sandbox's own (same text). Not a
 /// public `From`: `dsh-confine` stays out of this crate's API.
-#[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
+#[cfg(target_os = "linux")]
 pub(crate) fn from_confine(error: dsh_confine::Error) -> SandboxError {
     match error {
         dsh_confine::Error::Setup { what, source } => SandboxError::Setup { what, source },

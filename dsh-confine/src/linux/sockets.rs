@@ -1087,8 +1087,8 @@ impl<'g> Supervisor<'g> {
             return Ok(None);
         }
         // SAFETY: `sockaddr_storage` is larger than `sockaddr_un` and
-        // suitably aligned for it.
-        let un = unsafe { &mut *(raw as *mut libc::sockaddr_storage).cast::<libc::sockaddr_un>() };
+        // suitably aligned for it; only read here.
+        let un = unsafe { &*(raw as *const libc::sockaddr_storage).cast::<libc::sockaddr_un>() };
         let path_len = len - 2;
         if un.sun_path[0] == 0 {
             return if self.guard.host_network {

@@ -3,11 +3,38 @@
 //! Seatbelt) and the environment a confined shell keeps.
 
 #[cfg(target_os = "linux")]
+use std::path::Path;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+use std::path::PathBuf;
+#[cfg(target_os = "linux")]
 use std::sync::Arc;
 
 use dsh_shell_persistent::ShellConfig;
 
 use crate::{Enforcement, SandboxError, SandboxPolicy, WriteRules};
+
+/// `workspace`, canonical (what [`dsh_confine::Policy`] takes).
+#[cfg(target_os = "linux")]
+pub(crate) fn canonical_workspace(workspace: &Path) -> Result<PathBuf, SandboxError> {
+    std::fs::canonicalize(workspace).map_err(|e| {
+        SandboxError::setup_from(
+            format!("the workspace {} is not usable", workspace.display()),
+            e,
+        )
+    })
+}
+
+/// The resolved policy of `rules` over the canonical `workspace` (the
+/// shell's start directory too): what `dsh-confine` confines.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+pub(crate) fn resolved(rules: &WriteRules, workspace: PathBuf) -> dsh_confine::Policy {
+    dsh_confine::Policy::new(workspace)
+        .workspace_write(rules.mode == crate::SandboxMode::WorkspaceWrite)
+        .writable_roots(rules.roots.clone())
+        .protected(rules.protected.clone())
+        .hidden(rules.hidden.clone())
+        .tmp_writable(rules.tmp)
+}
 
 /// Variables a confined shell keeps from the host's environment; everything
 /// else (API keys, tokens, the host's own settings) stays out.
@@ -75,12 +102,7 @@ pub(crate) fn confine(
     policy: &SandboxPolicy,
     namespaces: bool,
 ) -> Result<Enforcement, SandboxError> {
-    let workspace = std::fs::canonicalize(&shell.start_dir).map_err(|e| {
-        SandboxError::setup_from(
-            format!("the workspace {} is not usable", shell.start_dir.display()),
-            e,
-        )
-    })?;
+    let workspace = canonical_workspace(&shell.start_dir)?;
     let unix_sockets: Vec<_> = policy
         .unix_sockets
         .iter()
@@ -88,10 +110,7 @@ pub(crate) fn confine(
         .collect();
     // With namespaces the shell has a private /tmp and /dev/shm, whose
     // tmpfs keeps the /tmp limits; the rest are the shell's spawn's to keep.
-    let tmp = crate::linux::TmpLimits {
-        size: shell.limits.tmp_size,
-        inodes: shell.limits.tmp_inodes,
-    };
+    let tmp = dsh_confine::TmpLimits::new(shell.limits.tmp_size, shell.limits.tmp_inodes);
     let limits = if namespaces {
         shell.limits.tmp_size = None;
         shell.limits.tmp_inodes = None;
@@ -100,19 +119,15 @@ pub(crate) fn confine(
     } else {
         shell.limits.check()?
     };
-    let spec = crate::linux::Spec {
-        rules,
-        workspace: &workspace,
-        cwd: &workspace,
-        network: policy.network,
-        namespaces,
-        unix_sockets: &unix_sockets,
-        files: false,
-        tmp,
-    };
+    let confined = resolved(rules, workspace)
+        .network(policy.network)
+        .namespaces(namespaces)
+        .unix_sockets(unix_sockets)
+        .tmp_limits(tmp);
     if let Some(bwrap) = &policy.bubblewrap {
         let (argv, handoff, mut enforcement) =
-            crate::linux::bubblewrap::command(bwrap, &spec, &shell.effective_argv())?;
+            dsh_confine::bubblewrap_command(bwrap, &confined, &shell.effective_argv())
+                .map_err(crate::error::from_confine)?;
         enforcement.limits = limits;
         shell.argv = Some(argv);
         shell.pre_exec.push(Arc::new(handoff));
@@ -121,7 +136,8 @@ pub(crate) fn confine(
         tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared (bubblewrap)");
         return Ok(enforcement);
     }
-    let (confinement, mut enforcement) = crate::linux::Confinement::build(&spec)?;
+    let (confinement, mut enforcement) =
+        dsh_confine::Confinement::build(&confined).map_err(crate::error::from_confine)?;
     enforcement.limits = limits;
     if !enforcement.missing.is_empty() && !policy.degrade {
         return Err(SandboxError::NotEnforceable {
@@ -141,7 +157,7 @@ pub(crate) fn confine(
 #[cfg(target_os = "linux")]
 fn with_tmp_limits(
     limits: &dsh_pty::ResourceLimits,
-    tmp: crate::linux::TmpLimits,
+    tmp: dsh_confine::TmpLimits,
     inodes_held: bool,
 ) -> Result<dsh_pty::LimitsReport, SandboxError> {
     use dsh_pty::{Held, Limit, LimitsError};
@@ -180,13 +196,13 @@ pub(crate) fn confine(
     policy: &SandboxPolicy,
     _namespaces: bool,
 ) -> Result<Enforcement, SandboxError> {
-    let profile = crate::seatbelt_profile(rules, policy.network);
-    let mut argv = vec!["/usr/bin/sandbox-exec".to_owned(), "-p".to_owned(), profile];
-    argv.extend(shell.effective_argv());
+    // The profile names no workspace: only the roots, `.git` and `/tmp`.
+    let confined = resolved(rules, shell.start_dir.clone()).network(policy.network);
+    let (argv, enforcement) = dsh_confine::seatbelt_command(&confined, &shell.effective_argv());
     shell.argv = Some(argv);
     shell.inherit_env = false;
     shell.env = confined_env(&shell.env);
-    Ok(Enforcement::seatbelt(policy.network))
+    Ok(enforcement)
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]

@@ -113,3 +113,13 @@ impl SandboxError {
         }
     }
 }
+
+/// The confinement's setup error, as the sandbox's own (same text). Not a
+/// public `From`: `dsh-confine` stays out of this crate's API.
+#[cfg(target_os = "linux")]
+pub(crate) fn from_confine(error: dsh_confine::Error) -> SandboxError {
+    match error {
+        dsh_confine::Error::Setup { what, source } => SandboxError::Setup { what, source },
+        other => SandboxError::setup_from("the confinement", other),
+    }
+}

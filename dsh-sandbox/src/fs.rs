@@ -116,7 +116,7 @@ enum Reader {
     #[default]
     Unknown,
     /// The confined helper.
-    Helper(Arc<crate::linux::files::Files>),
+    Helper(Arc<crate::reader::Files>),
     /// This process, with path checks: the helper cannot run here and the
     /// policy allows the weaker mode (`degrade`).
     Host,
@@ -193,7 +193,7 @@ impl Shared {
     /// The helper that reads in the restricted modes; `None` when this
     /// process reads (danger-full-access, or the weaker mode).
     #[cfg(target_os = "linux")]
-    fn helper(&self, path: &Path) -> Result<Option<Arc<crate::linux::files::Files>>, FsError> {
+    fn helper(&self, path: &Path) -> Result<Option<Arc<crate::reader::Files>>, FsError> {
         let rules = Arc::clone(&self.rules());
         if rules.mode == SandboxMode::DangerFullAccess {
             return Ok(None);
@@ -210,7 +210,7 @@ impl Shared {
                 "the sandbox could not start its confined file reader: {e}"
             )),
         };
-        let files = crate::linux::files::Files::new(&rules, &self.workspace)
+        let files = crate::reader::Files::new(&rules, &self.workspace)
             .map_err(|e| unusable(crate::contract::render_error(&e)))?;
         match files.ensure_started() {
             Ok(()) => {
@@ -309,7 +309,7 @@ fn confined<T>(
     // capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER... when the host runs as
     // root) are out of effect while it runs.
     #[cfg(target_os = "linux")]
-    let out = crate::linux::without_capabilities(|| f(rules));
+    let out = dsh_confine::without_capabilities(|| f(rules));
     #[cfg(not(target_os = "linux"))]
     let out = f(rules);
     match out {

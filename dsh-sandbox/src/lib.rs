@@ -167,9 +167,9 @@ mod error;
 mod escalation;
 mod fs;
 mod git;
-#[cfg(target_os = "linux")]
-mod linux;
 mod policy;
+#[cfg(target_os = "linux")]
+mod reader;
 mod request;
 mod seatbelt;
 mod tool;
@@ -177,10 +177,11 @@ mod tool;
 pub use approval::{Approval, Approver, EscalationRequest, FixedApprover};
 pub use config::{ModeChange, Persistence, SandboxConfig};
 pub use contract::{Denial, SandboxOutcome};
+#[cfg(target_os = "linux")]
+pub use dsh_confine::landlock_abi;
+pub use dsh_confine::{Enforcement, UnixSocketGuard};
 pub use error::SandboxError;
 pub use fs::SandboxFs;
-#[cfg(target_os = "linux")]
-pub use linux::landlock_abi;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};
 pub use request::SandboxRequest;
 pub use seatbelt::seatbelt_profile;
@@ -193,71 +194,3 @@ pub use tool::SandboxedShell;
 /// implements).
 pub use dsh_editor;
 pub use dsh_shell_persistent;
-
-/// What the operating system enforces for one mode.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Enforcement {
-    /// The kernel's Landlock ABI version (0 without Landlock or off Linux).
-    pub landlock_abi: i32,
-    /// The shell has its own user, mount, PID, IPC, UTS and cgroup
-    /// namespaces and a read-only view of the filesystem.
-    pub namespaces: bool,
-    /// Writes are confined to the writable roots.
-    pub filesystem: bool,
-    /// Landlock is applied as a layer (writes, and TCP in the weaker mode).
-    pub landlock: bool,
-    /// Landlock scopes signals and abstract Unix sockets to the sandbox (ABI 6+).
-    pub landlock_scopes: bool,
-    /// Every capability is dropped and cannot come back through `exec`.
-    pub capabilities_dropped: bool,
-    /// The seccomp filter is installed.
-    pub seccomp: bool,
-    /// No network: the shell's own network namespace (loopback only), or
-    /// in the weaker mode Landlock and seccomp denying sockets.
-    pub network_isolated: bool,
-    /// `.git` of the writable roots is read-only for the shell.
-    pub git_read_only: bool,
-    /// What keeps pathname Unix sockets outside the writable roots, the
-    /// private `/tmp` and the policy's allow list out of reach.
-    pub unix_sockets: UnixSocketGuard,
-    /// What was asked but could not be enforced (only with `degrade`).
-    pub missing: Vec<&'static str>,
-    /// How each resource limit of the shell's config is kept (see
-    /// [`dsh_pty::ResourceLimits`]): the cgroup, rlimits, the private
-    /// `/tmp`'s tmpfs, or not at all (only with best-effort limits).
-    pub limits: dsh_pty::LimitsReport,
-}
-
-/// What confines the Unix sockets a sandboxed process reaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum UnixSocketGuard {
-    /// Nothing: every socket the caller's uid may connect to is reachable
-    /// (danger-full-access, bubblewrap, the weaker mode before Landlock ABI 9).
-    #[default]
-    Unguarded,
-    /// The sandbox's supervisor makes every socket-address call for the
-    /// sandbox (seccomp user notification): any kernel with namespaces.
-    Supervisor,
-    /// Landlock's `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` (ABI 9, Linux 7.1).
-    Landlock,
-}
-
-impl Enforcement {
-    /// Nothing enforced (danger-full-access).
-    pub fn none() -> Self {
-        Enforcement::default()
-    }
-
-    /// What a Seatbelt profile enforces.
-    #[cfg(target_os = "macos")]
-    pub(crate) fn seatbelt(network: bool) -> Self {
-        Enforcement {
-            filesystem: true,
-            network_isolated: !network,
-            git_read_only: true,
-            ..Enforcement::default()
-        }
-    }
-}

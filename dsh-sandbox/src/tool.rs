@@ -151,10 +151,9 @@ impl SandboxedShell {
     /// this reports the weaker mode.
     pub fn enforcement(&self, mode: SandboxMode) -> Result<Enforcement, SandboxError> {
         if mode == SandboxMode::DangerFullAccess {
-            return Ok(Enforcement {
-                limits: self.config.shell.limits.check()?,
-                ..Enforcement::none()
-            });
+            let mut enforcement = Enforcement::none();
+            enforcement.limits = self.config.shell.limits.check()?;
+            return Ok(enforcement);
         }
         let mut shell = self.config.shell.clone();
         let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);

@@ -4,9 +4,17 @@
 //! prepared before the fork (C strings, plain integers) and never allocates,
 //! locks or logs. The mount-API constants that `libc` does not carry for
 //! glibc targets are defined here from `<linux/mount.h>`.
+//!
+//! One convention: a descriptor this code opens is returned as an
+//! [`OwnedFd`] (closed when dropped), one it only uses is taken as a
+//! [`BorrowedFd`]; buffers are slices; the `unsafe` blocks are here, each
+//! with what makes it sound, and every function is safe to call. Raw
+//! numbers remain only where the kernel deals in them: a descriptor number
+//! sent to another process, and [`close_all_except`]'s list.
 
 use std::ffi::CStr;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use libc::{c_int, c_long, c_uint};
 
@@ -53,58 +61,105 @@ pub(crate) fn check_int(rc: c_int) -> io::Result<c_int> {
     check(rc.into()).map(|_| rc)
 }
 
+/// Owns `fd`, a descriptor a system call just returned (`rc >= 0`).
+fn owned(rc: c_long) -> io::Result<OwnedFd> {
+    let fd = check(rc)? as c_int;
+    // SAFETY: the kernel just opened `fd` for this process, and nothing
+    // else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `unshare(2)`.
+pub(crate) fn unshare(flags: c_int) -> io::Result<()> {
+    // SAFETY: a plain system call.
+    check_int(unsafe { libc::unshare(flags) })?;
+    Ok(())
+}
+
+/// `fork(2)`: the child's pid in the parent, 0 in the child. Only after
+/// a `fork` already (a single-threaded child), where the child makes raw
+/// system calls only.
+pub(crate) fn fork() -> io::Result<libc::pid_t> {
+    // SAFETY: the caller runs single-threaded, after `fork`, and the
+    // children only make raw system calls.
+    let pid = check_int(unsafe { libc::fork() })?;
+    Ok(pid)
+}
+
+/// `PR_SET_PDEATHSIG` to `SIGKILL`: this process dies with its parent.
+pub(crate) fn die_with_parent() {
+    // SAFETY: a plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+}
+
+/// `PR_SET_DUMPABLE` to 0: no core dump, no `ptrace` by the same uid.
+pub(crate) fn not_dumpable() {
+    // SAFETY: a plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+}
+
+/// `kill(2)`; an error (the process is gone) is ignored.
+pub(crate) fn kill(pid: libc::pid_t, signal: c_int) {
+    // SAFETY: a plain system call.
+    unsafe { libc::kill(pid, signal) };
+}
+
+/// `_exit(2)`.
+pub(crate) fn exit(code: c_int) -> ! {
+    // SAFETY: ends the process without running anything of the parent's.
+    unsafe { libc::_exit(code) }
+}
+
+/// One `read(2)` into `buf`: the bytes read, or -1.
+pub(crate) fn read_once(fd: BorrowedFd<'_>, buf: &mut [u8]) -> isize {
+    // SAFETY: reading into `buf`, of its length.
+    unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+}
+
 /// Writes `data` to the file at `path` (one `write`).
 pub(crate) fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
-    // SAFETY: `path` is NUL-terminated; open/write/close are plain syscalls.
-    unsafe {
-        let fd = check_int(libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
-        let n = libc::write(fd, data.as_ptr().cast(), data.len());
-        let err = io::Error::last_os_error();
-        libc::close(fd);
-        if n < 0 {
-            return Err(err);
-        }
+    let file = open(path, libc::O_WRONLY | libc::O_CLOEXEC)?;
+    // SAFETY: writing from `data`, of its length, to our descriptor.
+    let n = unsafe { libc::write(file.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `open(2)` of `path` with `flags` (no mode: nothing is created).
+pub(crate) fn open(path: &CStr, flags: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `path` is NUL-terminated.
+    owned(unsafe { libc::open(path.as_ptr(), flags) }.into())
 }
 
 /// A detached copy of the mount tree at `path` (`open_tree(2)` with
 /// `OPEN_TREE_CLONE`, recursive); `follow: false` clones a symbolic link or
 /// file itself.
-pub(crate) fn clone_tree(path: &CStr, follow: bool) -> io::Result<c_int> {
+pub(crate) fn clone_tree(path: &CStr, follow: bool) -> io::Result<OwnedFd> {
     let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as c_uint | libc::AT_RECURSIVE as c_uint;
     if !follow {
         flags |= libc::AT_SYMLINK_NOFOLLOW as c_uint;
     }
     // SAFETY: a plain syscall on a NUL-terminated path.
-    let fd =
-        check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })?;
-    Ok(fd as c_int)
+    owned(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })
 }
 
 /// Attaches the detached tree `fd` at `target` (`move_mount(2)`); `target`
 /// itself is not followed if it is a symbolic link.
-pub(crate) fn attach(fd: c_int, target: &CStr) -> io::Result<()> {
-    // SAFETY: plain syscalls on a descriptor we own and a NUL-terminated path.
-    unsafe {
-        let to = check_int(libc::open(
-            target.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        ))?;
-        let rc = libc::syscall(
+pub(crate) fn attach(tree: BorrowedFd<'_>, target: &CStr) -> io::Result<()> {
+    let to = open(target, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)?;
+    // SAFETY: a plain syscall on two descriptors and empty C strings.
+    check(unsafe {
+        libc::syscall(
             libc::SYS_move_mount,
-            fd,
+            tree.as_raw_fd(),
             c"".as_ptr(),
-            to,
+            to.as_raw_fd(),
             c"".as_ptr(),
             MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        );
-        let err = io::Error::last_os_error();
-        libc::close(to);
-        if rc < 0 {
-            return Err(err);
-        }
-    }
+        )
+    })?;
     Ok(())
 }
 
@@ -194,14 +249,17 @@ pub(crate) fn mkdir(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
 /// Creates an empty file (a mount point for a device node).
 pub(crate) fn touch(path: &CStr) -> io::Result<()> {
     // SAFETY: a NUL-terminated path; the descriptor is closed at once.
-    unsafe {
-        let fd = check_int(libc::open(
-            path.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-            0o644 as c_uint,
-        ))?;
-        libc::close(fd);
-    }
+    let file = owned(
+        unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o644 as c_uint,
+            )
+        }
+        .into(),
+    )?;
+    drop(file);
     Ok(())
 }
 
@@ -336,41 +394,33 @@ pub(crate) fn no_new_privs() -> io::Result<()> {
 
 /// Adds a Landlock rule granting `access` beneath `path` to `ruleset`.
 /// A path that does not exist is skipped.
-pub(crate) fn landlock_allow(ruleset: c_int, path: &CStr, access: u64) -> io::Result<()> {
-    // SAFETY: plain syscalls; `attr` lives on this frame.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-        if fd < 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::ENOENT) {
-                return Ok(());
-            }
-            return Err(err);
-        }
-        let attr = PathBeneath {
-            allowed_access: access,
-            parent_fd: fd,
-        };
-        let rc = libc::syscall(
+pub(crate) fn landlock_allow(ruleset: BorrowedFd<'_>, path: &CStr, access: u64) -> io::Result<()> {
+    let beneath = match open(path, libc::O_PATH | libc::O_CLOEXEC) {
+        Ok(fd) => fd,
+        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    let attr = PathBeneath {
+        allowed_access: access,
+        parent_fd: beneath.as_raw_fd(),
+    };
+    // SAFETY: a plain syscall; `attr` lives on this frame.
+    check(unsafe {
+        libc::syscall(
             libc::SYS_landlock_add_rule,
-            ruleset,
+            ruleset.as_raw_fd(),
             1u32, // LANDLOCK_RULE_PATH_BENEATH
             &attr as *const PathBeneath,
             0u32,
-        );
-        let err = io::Error::last_os_error();
-        libc::close(fd);
-        if rc < 0 {
-            return Err(err);
-        }
-    }
+        )
+    })?;
     Ok(())
 }
 
 /// `landlock_restrict_self(2)`.
-pub(crate) fn landlock_restrict(ruleset: c_int) -> io::Result<()> {
+pub(crate) fn landlock_restrict(ruleset: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: a plain syscall.
-    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) })?;
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) })?;
     Ok(())
 }
 
@@ -400,14 +450,14 @@ pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
 /// signal ends the wait, so a handled signal can never make the caller
 /// restart a call the supervisor is making. Older kernels refuse the flag
 /// (`EINVAL`) and get the filter without it.
-pub(crate) fn seccomp_listener(program: &[libc::sock_filter]) -> io::Result<c_int> {
+pub(crate) fn seccomp_listener(program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     let prog = libc::sock_fprog {
         len: program.len() as libc::c_ushort,
         filter: program.as_ptr() as *mut libc::sock_filter,
     };
     let install = |flags: libc::c_ulong| {
-        // SAFETY: as in `seccomp_install`.
-        check(unsafe {
+        // SAFETY: as in `seccomp_install`; the listener is ours.
+        owned(unsafe {
             libc::syscall(
                 libc::SYS_seccomp,
                 libc::SECCOMP_SET_MODE_FILTER,
@@ -424,7 +474,7 @@ pub(crate) fn seccomp_listener(program: &[libc::sock_filter]) -> io::Result<c_in
         }
         other => other?,
     };
-    Ok(fd as c_int)
+    Ok(fd)
 }
 
 /// One word of a capability set (`__user_cap_data_struct`).
@@ -485,24 +535,24 @@ pub(crate) fn keep_only_capability(cap: u32) -> io::Result<()> {
 }
 
 /// `pidfd_open(pid, 0)`.
-pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<c_int> {
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: a plain system call.
-    Ok(check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })? as c_int)
+    owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })
 }
 
-/// `pidfd_getfd(pidfd, fd, 0)`.
-pub(crate) fn pidfd_getfd(pidfd: c_int, fd: c_int) -> io::Result<c_int> {
+/// `pidfd_getfd(pidfd, fd, 0)`: our copy of descriptor number `fd` of
+/// the process of `pidfd`.
+pub(crate) fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: c_int) -> io::Result<OwnedFd> {
     // SAFETY: a plain system call.
-    Ok(check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0u32) })? as c_int)
+    owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0u32) })
 }
 
 /// Reads exactly `buf.len()` bytes (retrying on `EINTR`); `false` at
 /// end-of-file or on an error.
-pub(crate) fn read_exact(fd: c_int, buf: &mut [u8]) -> bool {
+pub(crate) fn read_exact(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
     let mut got = 0;
     while got < buf.len() {
-        // SAFETY: reading into the unfilled part of `buf`.
-        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        let n = read_once(fd, &mut buf[got..]);
         if n > 0 {
             got += n as usize;
         } else if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
@@ -515,9 +565,9 @@ pub(crate) fn read_exact(fd: c_int, buf: &mut [u8]) -> bool {
 }
 
 /// Writes all of `buf` (one small write to a pipe).
-pub(crate) fn write_all(fd: c_int, buf: &[u8]) -> io::Result<()> {
-    // SAFETY: writing from `buf`.
-    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+pub(crate) fn write_all(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<()> {
+    // SAFETY: writing from `buf`, of its length.
+    let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -528,57 +578,49 @@ pub(crate) fn write_all(fd: c_int, buf: &[u8]) -> io::Result<()> {
 }
 
 /// Opens `path` as an `O_PATH` directory descriptor (close-on-exec).
-pub(crate) fn open_dir_path(path: &CStr) -> io::Result<c_int> {
-    // SAFETY: `path` is NUL-terminated.
-    check_int(unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    })
+pub(crate) fn open_dir_path(path: &CStr) -> io::Result<OwnedFd> {
+    open(path, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
 }
 
 /// Brings the loopback interface of this network namespace up.
 pub(crate) fn loopback_up() -> io::Result<()> {
-    // SAFETY: a socket used for two ioctls on a zeroed `ifreq` on this frame.
+    // SAFETY: a plain system call; the socket is ours.
+    let sock = owned(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }.into(),
+    )?;
+    let fd = sock.as_raw_fd();
+    // SAFETY: two ioctls on our socket and a zeroed `ifreq` on this frame.
     unsafe {
-        let sock = check_int(libc::socket(
-            libc::AF_INET,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        ))?;
         let mut req: libc::ifreq = std::mem::zeroed();
         for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
             *dst = *src as libc::c_char;
         }
-        let mut rc = libc::ioctl(sock, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req);
+        let mut rc = libc::ioctl(fd, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req);
         if rc == 0 {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            rc = libc::ioctl(sock, libc::SIOCSIFFLAGS as libc::Ioctl, &req);
+            rc = libc::ioctl(fd, libc::SIOCSIFFLAGS as libc::Ioctl, &req);
         }
-        let err = io::Error::last_os_error();
-        libc::close(sock);
         if rc < 0 {
-            return Err(err);
+            return Err(io::Error::last_os_error());
         }
     }
     Ok(())
 }
 
 /// `pipe2(O_CLOEXEC)`: `(read end, write end)`.
-pub(crate) fn pipe() -> io::Result<(c_int, c_int)> {
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as c_int; 2];
     // SAFETY: `fds` has room for the two descriptors.
     check_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    Ok((fds[0], fds[1]))
+    // SAFETY: both were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Reads and discards until end-of-file (or an error other than `EINTR`).
-pub(crate) fn drain(fd: c_int) {
+pub(crate) fn drain(fd: BorrowedFd<'_>) {
     let mut buf = [0u8; 16];
     loop {
-        // SAFETY: `buf` is a local buffer of the given size.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let n = read_once(fd, &mut buf);
         if n > 0 || (n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)) {
             continue;
         }

@@ -3,14 +3,14 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, Scope};
 
 use super::sys;
-use crate::SandboxError;
+use crate::Error;
 
 /// What a rule grants beneath its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +37,10 @@ pub(crate) struct Plan {
 }
 
 /// The Landlock ABI version of the running kernel (0 when unsupported).
+///
+/// ```
+/// assert!(dsh_confine::landlock_abi() >= 0);
+/// ```
 pub fn landlock_abi() -> i32 {
     // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a null attribute is the
     // documented way to ask for the ABI version; it touches no memory.
@@ -51,8 +55,8 @@ pub fn landlock_abi() -> i32 {
     i32::try_from(v).unwrap_or(0).max(0)
 }
 
-fn error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SandboxError {
-    SandboxError::setup_from("Landlock", e)
+fn error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+    Error::setup_from("Landlock", e)
 }
 
 /// A ruleset handling every write right of `abi` (and TCP when
@@ -63,7 +67,7 @@ pub(crate) fn plan(
     abi: i32,
     rules: &[(PathBuf, Grant)],
     deny_tcp: bool,
-) -> Result<Option<Plan>, SandboxError> {
+) -> Result<Option<Plan>, Error> {
     if abi < 3 {
         return Ok(None);
     }
@@ -98,7 +102,7 @@ pub(crate) fn plan(
             Ok((c_path(path)?, bits))
         })
         .filter(|rule| !matches!(rule, Ok((_, 0))))
-        .collect::<Result<_, SandboxError>>()?;
+        .collect::<Result<_, Error>>()?;
     Ok(Some(Plan {
         ruleset,
         rules,
@@ -108,16 +112,16 @@ pub(crate) fn plan(
     }))
 }
 
-fn c_path(path: &Path) -> Result<CString, SandboxError> {
+fn c_path(path: &Path) -> Result<CString, Error> {
     CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| SandboxError::setup(format!("path with a NUL byte: {}", path.display())))
+        .map_err(|_| Error::setup(format!("path with a NUL byte: {}", path.display())))
 }
 
 impl Plan {
     /// Adds the rules (paths of the current view) and restricts this
     /// process. Async-signal-safe; needs `no_new_privs` first.
     pub(crate) fn enforce(&self) -> io::Result<()> {
-        let fd = self.ruleset.as_raw_fd();
+        let fd = self.ruleset.as_fd();
         for (path, access) in &self.rules {
             sys::landlock_allow(fd, path, *access)?;
         }

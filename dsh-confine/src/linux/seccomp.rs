@@ -25,7 +25,7 @@ use seccompiler::{
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
-use crate::SandboxError;
+use crate::Error;
 
 /// `fchmodat2(2)` (Linux 6.6), not yet in every `libc` release.
 const SYS_FCHMODAT2: i64 = 452;
@@ -42,26 +42,26 @@ pub(crate) struct Filters {
     pub(crate) programs: Vec<Vec<libc::sock_filter>>,
 }
 
-fn error(e: impl std::error::Error + Send + Sync + 'static) -> SandboxError {
-    SandboxError::setup_from("seccomp", e)
+fn error(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::setup_from("seccomp", e)
 }
 
-fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<Cond, SandboxError> {
+fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<Cond, Error> {
     Cond::new(arg, len, op, value).map_err(error)
 }
 
-fn rule(conds: Vec<Cond>) -> Result<SeccompRule, SandboxError> {
+fn rule(conds: Vec<Cond>) -> Result<SeccompRule, Error> {
     SeccompRule::new(conds).map_err(error)
 }
 
-fn arch() -> Result<TargetArch, SandboxError> {
+fn arch() -> Result<TargetArch, Error> {
     std::env::consts::ARCH.try_into().map_err(error)
 }
 
 fn compile(
     rules: Vec<(i64, Vec<SeccompRule>)>,
     errno: i32,
-) -> Result<Vec<libc::sock_filter>, SandboxError> {
+) -> Result<Vec<libc::sock_filter>, Error> {
     compile_with(
         rules,
         SeccompAction::Allow,
@@ -73,13 +73,13 @@ fn compile(
 /// conditions; none: any arguments) and kills the process at any other.
 pub(crate) fn allow_only(
     rules: Vec<(i64, Vec<SeccompRule>)>,
-) -> Result<Vec<libc::sock_filter>, SandboxError> {
+) -> Result<Vec<libc::sock_filter>, Error> {
     compile_with(rules, SeccompAction::KillProcess, SeccompAction::Allow)
 }
 
 /// Rules that match when argument `arg`, as a 32-bit value, is one of
 /// `values`.
-pub(crate) fn arg_is(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, SandboxError> {
+pub(crate) fn arg_is(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, Error> {
     values
         .iter()
         .map(|v| rule(vec![cond(arg, Len::Dword, Op::Eq, *v)?]))
@@ -88,7 +88,7 @@ pub(crate) fn arg_is(arg: u8, values: &[u64]) -> Result<Vec<SeccompRule>, Sandbo
 
 /// Rules that match when argument `arg`, as a 32-bit value, has none of
 /// the bits of `mask`.
-pub(crate) fn flags_clear(arg: u8, mask: u64) -> Result<Vec<SeccompRule>, SandboxError> {
+pub(crate) fn flags_clear(arg: u8, mask: u64) -> Result<Vec<SeccompRule>, Error> {
     Ok(vec![rule(vec![cond(
         arg,
         Len::Dword,
@@ -101,7 +101,7 @@ fn compile_with(
     rules: Vec<(i64, Vec<SeccompRule>)>,
     mismatch: SeccompAction,
     matched: SeccompAction,
-) -> Result<Vec<libc::sock_filter>, SandboxError> {
+) -> Result<Vec<libc::sock_filter>, Error> {
     let filter = SeccompFilter::new(rules.into_iter().collect(), mismatch, matched, arch()?)
         .map_err(error)?;
     let program: BpfProgram = filter
@@ -118,21 +118,22 @@ fn compile_with(
         .collect())
 }
 
-/// The filters for a shell in namespaces (`namespaces: true`: its own
-/// network namespace when the network is off, so `AF_INET` is harmless) or
-/// in the weaker mode without them (`namespaces: false`, where the network
-/// being off means no socket but `AF_UNIX`).
-pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, SandboxError> {
-    let always = |_: ()| -> Result<Vec<SeccompRule>, SandboxError> { Ok(Vec::new()) };
-    let family_is_not = |families: &[i32]| -> Result<Vec<SeccompRule>, SandboxError> {
-        let conds = families
-            .iter()
-            .map(|f| cond(0, Len::Dword, Op::Ne, *f as u64))
-            .collect::<Result<_, _>>()?;
-        Ok(vec![rule(conds)?])
-    };
-    let inet_only = namespaces || network;
-    let mut socket = if inet_only {
+type Rules = Vec<SeccompRule>;
+
+/// Rules that match when argument 0, the socket family, is none of
+/// `families`.
+fn family_is_not(families: &[i32]) -> Result<Rules, Error> {
+    let conds = families
+        .iter()
+        .map(|f| cond(0, Len::Dword, Op::Ne, *f as u64))
+        .collect::<Result<_, _>>()?;
+    Ok(vec![rule(conds)?])
+}
+
+/// `socket`: a family but Unix and IP (`inet`; else but Unix), or a raw or
+/// packet socket.
+fn socket_rules(inet: bool) -> Result<Rules, Error> {
+    let mut socket = if inet {
         family_is_not(&[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6])?
     } else {
         family_is_not(&[libc::AF_UNIX])?
@@ -146,6 +147,11 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
             kind as u64,
         )?])?);
     }
+    Ok(socket)
+}
+
+/// `clone` with a namespace flag.
+fn clone_rules() -> Result<Rules, Error> {
     let ns_flags = [
         libc::CLONE_NEWNS,
         libc::CLONE_NEWUSER,
@@ -155,7 +161,7 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
         libc::CLONE_NEWUTS,
         libc::CLONE_NEWCGROUP,
     ];
-    let clone = ns_flags
+    ns_flags
         .iter()
         .map(|f| {
             rule(vec![cond(
@@ -165,69 +171,106 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
                 *f as u64,
             )?])
         })
-        .collect::<Result<_, _>>()?;
-    // pid 1 is the sandbox's init and pid 2 its shell, in their namespace.
-    let own_pids = |arg: u8, extra: Option<(u8, u64)>| -> Result<Vec<SeccompRule>, SandboxError> {
-        [1u64, 2]
-            .iter()
-            .map(|pid| {
-                let mut conds = vec![cond(arg, Len::Dword, Op::Eq, *pid)?];
-                if let Some((a, v)) = extra {
-                    conds.push(cond(a, Len::Dword, Op::Eq, v)?);
-                }
-                rule(conds)
-            })
-            .collect()
-    };
-    let mut ptrace = own_pids(1, Some((0, libc::PTRACE_ATTACH as u64)))?;
-    ptrace.extend(own_pids(1, Some((0, libc::PTRACE_SEIZE as u64)))?);
-    let device_node = |arg: u8| -> Result<Vec<SeccompRule>, SandboxError> {
-        [libc::S_IFCHR, libc::S_IFBLK]
-            .iter()
-            .map(|kind| {
-                rule(vec![cond(
-                    arg,
-                    Len::Dword,
-                    Op::MaskedEq(libc::S_IFMT as u64),
-                    *kind as u64,
-                )?])
-            })
-            .collect()
-    };
+        .collect()
+}
 
-    // A set-user-ID or set-group-ID bit in the mode argument `arg` (with
-    // `flags_arg`: only when that argument creates a file, `O_CREAT` or
-    // `O_TMPFILE`, the way `open` reads its mode only then).
-    let set_id = |arg: u8, flags_arg: Option<u8>| -> Result<Vec<SeccompRule>, SandboxError> {
-        let mut out = Vec::new();
-        for bit in [libc::S_ISUID, libc::S_ISGID] {
-            let mode = cond(arg, Len::Dword, Op::MaskedEq(bit as u64), bit as u64)?;
-            match flags_arg {
-                None => out.push(rule(vec![mode])?),
-                Some(flags) => {
-                    for create in [libc::O_CREAT as u64, O_TMPFILE_BIT] {
-                        if create != 0 {
-                            let creates = cond(flags, Len::Dword, Op::MaskedEq(create), create)?;
-                            out.push(rule(vec![mode.clone(), creates])?);
-                        }
+/// Argument `arg` is pid 1 (the sandbox's init) or 2 (its shell), in
+/// their namespace (and argument `extra.0` is `extra.1`).
+fn own_pids(arg: u8, extra: Option<(u8, u64)>) -> Result<Rules, Error> {
+    [1u64, 2]
+        .iter()
+        .map(|pid| {
+            let mut conds = vec![cond(arg, Len::Dword, Op::Eq, *pid)?];
+            if let Some((a, v)) = extra {
+                conds.push(cond(a, Len::Dword, Op::Eq, v)?);
+            }
+            rule(conds)
+        })
+        .collect()
+}
+
+/// The mode argument `arg` makes a character or block device.
+fn device_node(arg: u8) -> Result<Rules, Error> {
+    [libc::S_IFCHR, libc::S_IFBLK]
+        .iter()
+        .map(|kind| {
+            rule(vec![cond(
+                arg,
+                Len::Dword,
+                Op::MaskedEq(libc::S_IFMT as u64),
+                *kind as u64,
+            )?])
+        })
+        .collect()
+}
+
+/// A set-user-ID or set-group-ID bit in the mode argument `arg` (with
+/// `flags_arg`: only when that argument creates a file, `O_CREAT` or
+/// `O_TMPFILE`, the way `open` reads its mode only then).
+fn set_id(arg: u8, flags_arg: Option<u8>) -> Result<Rules, Error> {
+    let mut out = Vec::new();
+    for bit in [libc::S_ISUID, libc::S_ISGID] {
+        let mode = cond(arg, Len::Dword, Op::MaskedEq(bit as u64), bit as u64)?;
+        match flags_arg {
+            None => out.push(rule(vec![mode])?),
+            Some(flags) => {
+                for create in [libc::O_CREAT as u64, O_TMPFILE_BIT] {
+                    if create != 0 {
+                        let creates = cond(flags, Len::Dword, Op::MaskedEq(create), create)?;
+                        out.push(rule(vec![mode.clone(), creates])?);
                     }
                 }
             }
         }
-        Ok(out)
-    };
+    }
+    Ok(out)
+}
 
-    let mut rules: Vec<(i64, Vec<SeccompRule>)> = vec![
+/// System calls denied whatever their arguments.
+const DENIED: [i64; 25] = [
+    libc::SYS_open_by_handle_at,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    // fanotify reports the file events of a whole filesystem or mount
+    // (unprivileged since Linux 5.13): the host's and other tenants'.
+    libc::SYS_fanotify_init,
+    libc::SYS_userfaultfd,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+];
+
+/// What fails with `EPERM` (see the module docs): the calls of [`DENIED`]
+/// and those with the arguments these rules match.
+fn eperm_rules(inet: bool) -> Result<Vec<(i64, Rules)>, Error> {
+    let mut ptrace = own_pids(1, Some((0, libc::PTRACE_ATTACH as u64)))?;
+    ptrace.extend(own_pids(1, Some((0, libc::PTRACE_SEIZE as u64)))?);
+    let mut mknodat = device_node(2)?;
+    mknodat.extend(set_id(2, None)?);
+    let mut rules: Vec<(i64, Rules)> = vec![
         // Nothing planted for the host: no mode with a set-id bit.
         (libc::SYS_fchmod, set_id(1, None)?),
         (libc::SYS_fchmodat, set_id(2, None)?),
         (SYS_FCHMODAT2, set_id(2, None)?),
         (libc::SYS_openat, set_id(3, Some(2))?),
-        (libc::SYS_mknodat, {
-            let mut r = device_node(2)?;
-            r.extend(set_id(2, None)?);
-            r
-        }),
+        (libc::SYS_mknodat, mknodat),
         // Leases would let the sandbox hold back a host writer.
         (
             libc::SYS_fcntl,
@@ -238,9 +281,9 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
                 libc::F_SETLEASE as u64,
             )?])?],
         ),
-        (libc::SYS_socket, socket),
+        (libc::SYS_socket, socket_rules(inet)?),
         (libc::SYS_socketpair, family_is_not(&[libc::AF_UNIX])?),
-        (libc::SYS_clone, clone),
+        (libc::SYS_clone, clone_rules()?),
         (libc::SYS_ptrace, ptrace),
         (libc::SYS_process_vm_readv, own_pids(0, None)?),
         (libc::SYS_process_vm_writev, own_pids(0, None)?),
@@ -262,38 +305,16 @@ pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Sandbo
         rules.push((libc::SYS_open, set_id(2, Some(1))?));
         rules.push((libc::SYS_creat, set_id(1, None)?));
     }
-    for nr in [
-        libc::SYS_open_by_handle_at,
-        libc::SYS_name_to_handle_at,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_bpf,
-        libc::SYS_perf_event_open,
-        // fanotify reports the file events of a whole filesystem or mount
-        // (unprivileged since Linux 5.13): the host's and other tenants'.
-        libc::SYS_fanotify_init,
-        libc::SYS_userfaultfd,
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_unshare,
-        libc::SYS_setns,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_chroot,
-        libc::SYS_open_tree,
-        libc::SYS_move_mount,
-        libc::SYS_fsopen,
-        libc::SYS_fsconfig,
-        libc::SYS_fsmount,
-        libc::SYS_fspick,
-        libc::SYS_mount_setattr,
-    ] {
-        rules.push((nr, always(())?));
-    }
-    let eperm = compile(rules, libc::EPERM)?;
+    rules.extend(DENIED.iter().map(|nr| (*nr, Vec::new())));
+    Ok(rules)
+}
+
+/// The filters for a shell in namespaces (`namespaces: true`: its own
+/// network namespace when the network is off, so `AF_INET` is harmless) or
+/// in the weaker mode without them (`namespaces: false`, where the network
+/// being off means no socket but `AF_UNIX`).
+pub(crate) fn filters(namespaces: bool, network: bool) -> Result<Filters, Error> {
+    let eperm = compile(eperm_rules(namespaces || network)?, libc::EPERM)?;
     // `clone3` and `openat2` carry their flags and mode in a structure
     // seccomp cannot read; without them the C library uses `clone` and
     // `openat`.

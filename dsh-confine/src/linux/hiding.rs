@@ -83,7 +83,7 @@ fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
-/// The plan for `hidden` (see [`crate::WriteRules::hidden`]) around `roots`
+/// The plan for `hidden` (see [`crate::Policy::hidden`]) around `roots`
 /// (the paths attached on top), with overlays when `by_name`, with the
 /// host's mount points `mounts`; hidden paths under `private` (trees the
 /// view replaces with its own) are not in the view.
@@ -106,119 +106,137 @@ pub(crate) fn plan(
     let mut named: Vec<(PathBuf, &PathBuf)> = Vec::new();
     for h in hidden {
         let meta = std::fs::symlink_metadata(h).ok();
-        let exists = meta.as_ref().is_some_and(|m| !m.is_symlink());
+        if meta.as_ref().is_some_and(|m| !m.is_symlink()) {
+            out.pinned.push(h.clone());
+        }
         let base = h.ancestors().skip(1).find(|a| is_real_dir(a));
-        match base {
-            Some(base) if by_name && !in_root(h) && base != Path::new("/") => {
-                if exists {
-                    out.pinned.push(h.clone());
-                }
-                named.push((base.to_owned(), h));
-            }
-            _ => {
-                if exists {
-                    out.pinned.push(h.clone());
-                }
-            }
-        }
-    }
-    // Merge each base into an outer one on the same filesystem: no host
-    // mount point between them.
-    let mut bases: Vec<PathBuf> = named.iter().map(|(b, _)| b.clone()).collect();
-    bases.sort_by_key(|b| b.as_os_str().len());
-    bases.dedup();
-    let mut tops: Vec<PathBuf> = Vec::new();
-    for b in &bases {
-        let outer = tops.iter().any(|t| {
-            b.starts_with(t)
-                && !mounts
-                    .iter()
-                    .any(|m| m.starts_with(t) && m != t && b.starts_with(m))
-        });
-        if !outer {
-            tops.push(b.clone());
-        }
-    }
-    let top_of = |b: &Path| -> Option<PathBuf> {
-        tops.iter()
-            .filter(|t| {
-                b.starts_with(t)
-                    && !mounts
-                        .iter()
-                        .any(|m| m.starts_with(t) && m != *t && b.starts_with(m))
-            })
-            .max_by_key(|t| t.as_os_str().len())
-            .cloned()
-    };
-    let mut groups: BTreeMap<PathBuf, Vec<&PathBuf>> = BTreeMap::new();
-    for (base, h) in &named {
-        if let Some(top) = top_of(base) {
-            groups.entry(top).or_default().push(h);
+        if let Some(base) = base
+            && by_name
+            && !in_root(h)
+            && base != Path::new("/")
+        {
+            named.push((base.to_owned(), h));
         }
     }
     // SAFETY: getters without preconditions.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    for (base, entries) in groups {
+    for (base, entries) in group_by_filesystem(&named, mounts) {
         let Ok(base_meta) = std::fs::metadata(&base) else {
             continue;
         };
-        let mut layer: BTreeMap<PathBuf, LayerEntry> = BTreeMap::new();
-        'entry: for h in &entries {
-            let Ok(rel) = h.strip_prefix(&base) else {
-                continue;
-            };
-            let parts: Vec<_> = rel.components().collect();
-            let mut at = PathBuf::new();
-            let mut dirs = Vec::new();
-            for (i, part) in parts.iter().enumerate() {
-                at.push(part);
-                let host = base.join(&at);
-                if i + 1 == parts.len() {
-                    // What exists is pinned over the overlay's entry.
-                    let pinned = std::fs::symlink_metadata(&host).is_ok_and(|m| !m.is_symlink());
-                    if !pinned {
-                        layer.extend(dirs.drain(..));
-                        layer.insert(at.clone(), LayerEntry::Whiteout);
-                    }
-                    break;
-                }
-                let dir = match std::fs::symlink_metadata(&host) {
-                    Ok(m) if m.is_dir() => owner(&m),
-                    // Nothing can be beneath a file or a link's own name.
-                    Ok(_) => continue 'entry,
-                    Err(_) => Owner {
-                        mode: 0o755,
-                        uid: euid,
-                        gid: egid,
-                    },
-                };
-                dirs.push((at.clone(), LayerEntry::Dir(dir)));
-            }
-        }
-        let held: Vec<&&PathBuf> = entries.iter().collect();
-        let mut submounts: Vec<PathBuf> = mounts
-            .iter()
-            .filter(|m| m.starts_with(&base) && **m != base)
-            .filter(|m| !held.iter().any(|h| m.starts_with(h)))
-            .filter(|m| !in_root(m))
-            .cloned()
-            .collect();
-        submounts.sort_by_key(|m| m.as_os_str().len());
-        let mut outermost: Vec<PathBuf> = Vec::new();
-        for m in submounts {
-            if !outermost.iter().any(|o| m.starts_with(o)) {
-                outermost.push(m);
-            }
-        }
+        let layer = layer(&base, &entries, (euid, egid));
+        let submounts = submounts(&base, &entries, mounts, &in_root);
         out.overlays.push(Overlay {
             base,
             root: owner(&base_meta),
-            layer: layer.into_iter().collect(),
-            submounts: outermost,
+            layer,
+            submounts,
         });
     }
     out.overlays.sort_by_key(|o| o.base.as_os_str().len());
     out
+}
+
+/// The hidden names of `named` (with the directory that holds each),
+/// grouped under one base per filesystem: each base merged into an outer
+/// one with no host mount point of `mounts` between them.
+fn group_by_filesystem<'h>(
+    named: &[(PathBuf, &'h PathBuf)],
+    mounts: &[PathBuf],
+) -> BTreeMap<PathBuf, Vec<&'h PathBuf>> {
+    let mut bases: Vec<PathBuf> = named.iter().map(|(b, _)| b.clone()).collect();
+    bases.sort_by_key(|b| b.as_os_str().len());
+    bases.dedup();
+    // `b` lies in `t`'s filesystem: no mount point between them.
+    let within = |b: &Path, t: &Path| {
+        b.starts_with(t)
+            && !mounts
+                .iter()
+                .any(|m| m.starts_with(t) && m != t && b.starts_with(m))
+    };
+    let mut tops: Vec<PathBuf> = Vec::new();
+    for b in &bases {
+        if !tops.iter().any(|t| within(b, t)) {
+            tops.push(b.clone());
+        }
+    }
+    let mut groups: BTreeMap<PathBuf, Vec<&PathBuf>> = BTreeMap::new();
+    for (base, h) in named {
+        let top = tops
+            .iter()
+            .filter(|t| within(base, t))
+            .max_by_key(|t| t.as_os_str().len());
+        if let Some(top) = top {
+            groups.entry(top.clone()).or_default().push(h);
+        }
+    }
+    groups
+}
+
+/// The layer of the overlay at `base` for the hidden `entries` beneath
+/// it: a whiteout for each name absent now, and the directories on the way
+/// (with their host directory's mode and owner, else `ids`'), parents
+/// first.
+fn layer(base: &Path, entries: &[&PathBuf], ids: (u32, u32)) -> Vec<(PathBuf, LayerEntry)> {
+    let mut layer: BTreeMap<PathBuf, LayerEntry> = BTreeMap::new();
+    'entry: for h in entries {
+        let Ok(rel) = h.strip_prefix(base) else {
+            continue;
+        };
+        let parts: Vec<_> = rel.components().collect();
+        let mut at = PathBuf::new();
+        let mut dirs = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            at.push(part);
+            let host = base.join(&at);
+            if i + 1 == parts.len() {
+                // What exists is pinned over the overlay's entry.
+                let pinned = std::fs::symlink_metadata(&host).is_ok_and(|m| !m.is_symlink());
+                if !pinned {
+                    layer.extend(dirs.drain(..));
+                    layer.insert(at.clone(), LayerEntry::Whiteout);
+                }
+                break;
+            }
+            let dir = match std::fs::symlink_metadata(&host) {
+                Ok(m) if m.is_dir() => owner(&m),
+                // Nothing can be beneath a file or a link's own name.
+                Ok(_) => continue 'entry,
+                Err(_) => Owner {
+                    mode: 0o755,
+                    uid: ids.0,
+                    gid: ids.1,
+                },
+            };
+            dirs.push((at.clone(), LayerEntry::Dir(dir)));
+        }
+    }
+    layer.into_iter().collect()
+}
+
+/// The host's mounts beneath `base` to attach again over its overlay: the
+/// outermost ones, but those in a hidden entry or a root.
+fn submounts(
+    base: &Path,
+    entries: &[&PathBuf],
+    mounts: &[PathBuf],
+    in_root: &dyn Fn(&Path) -> bool,
+) -> Vec<PathBuf> {
+    let mut submounts: Vec<PathBuf> = mounts
+        .iter()
+        .filter(|m| m.starts_with(base) && **m != base)
+        .filter(|m| !entries.iter().any(|h| m.starts_with(h)))
+        .filter(|m| !in_root(m))
+        .cloned()
+        .collect();
+    submounts.sort_by_key(|m| m.as_os_str().len());
+    let mut outermost: Vec<PathBuf> = Vec::new();
+    for m in submounts {
+        if !outermost.iter().any(|o| m.starts_with(o)) {
+            outermost.push(m);
+        }
+    }
+    outermost
 }
 
 /// The mount points of this process's mount namespace

@@ -112,7 +112,9 @@
 //! `poll`/`ppoll`, `ioctl` with the three notification requests only,
 //! `clock_gettime`, `openat` (reading and `O_PATH` only), `read`, `close`, `fstat`/`newfstatat`/`statx`,
 //! `readlinkat`, `fchdir`, `pidfd_open`, `pidfd_getfd`, `process_vm_readv`,
-//! `process_vm_writev`, `fcntl` (`F_GETFL`/`F_SETFL` only), `getsockopt`,
+//! `process_vm_writev`, `fcntl` (`F_GETFL`/`F_SETFL`, and `F_GETFD`, with
+//! which the standard library's `OwnedFd` checks in debug builds that a
+//! descriptor it closes is open), `getsockopt`,
 //! `connect`, `sendmsg`, `bind`, `getpid`, `tgkill` (`SIGPIPE` only),
 //! `wait4`, `rt_sigaction`, `rt_sigprocmask`, `rt_sigreturn`,
 //! `restart_syscall`, `kill`, `exit`, `exit_group`; any other system call
@@ -141,13 +143,14 @@
 //! (its buffers, its table and its poll set), and no allocation.
 
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use libc::{c_int, c_long, c_void};
 
 use super::{seccomp, sys};
-use crate::SandboxError;
+use crate::Error;
 
 /// What the supervisor lets a confined process reach, prepared in the
 /// parent.
@@ -193,7 +196,7 @@ impl Guard {
         allowed: &[PathBuf],
         denied: &[PathBuf],
         host_network: bool,
-    ) -> Result<Guard, SandboxError> {
+    ) -> Result<Guard, Error> {
         let bytes = |paths: &[PathBuf]| -> Vec<Vec<u8>> {
             paths
                 .iter()
@@ -213,7 +216,7 @@ impl Guard {
     }
 
     /// Init: installs the filter and returns its listener.
-    pub(crate) fn install(&self) -> io::Result<c_int> {
+    pub(crate) fn install(&self) -> io::Result<OwnedFd> {
         sys::seccomp_listener(&self.program)
     }
 
@@ -238,7 +241,7 @@ const OPEN_WRITES: u64 = (libc::O_ACCMODE
 /// make, and nothing else (any other kills it, and with it the sandbox).
 // The ioctl request type is `c_ulong` with glibc, `c_int` with musl.
 #[allow(clippy::unnecessary_cast)]
-fn supervisor_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
+fn supervisor_program() -> Result<Vec<libc::sock_filter>, Error> {
     let any = Vec::new;
     let mut calls: Vec<(i64, Vec<seccompiler::SeccompRule>)> = vec![
         // Its loop.
@@ -273,7 +276,16 @@ fn supervisor_program() -> Result<Vec<libc::sock_filter>, SandboxError> {
         // The calls it makes.
         (
             libc::SYS_fcntl,
-            seccomp::arg_is(1, &[libc::F_GETFL as u64, libc::F_SETFL as u64])?,
+            // `F_GETFD`: `OwnedFd`'s drop checks the descriptor with it
+            // in debug builds.
+            seccomp::arg_is(
+                1,
+                &[
+                    libc::F_GETFL as u64,
+                    libc::F_SETFL as u64,
+                    libc::F_GETFD as u64,
+                ],
+            )?,
         ),
         (libc::SYS_getsockopt, any()),
         (libc::SYS_connect, any()),
@@ -405,24 +417,31 @@ fn proc_path<'b>(buf: &'b mut [u8; 64], prefix: &[u8], n: u64, rest: &[u8]) -> &
     &buf[..=len]
 }
 
-/// A descriptor closed when dropped.
-struct Fd(c_int);
+/// Owns the descriptor a system call returned (`Err(errno)` for a
+/// negative return).
+fn owned(rc: c_long) -> Result<OwnedFd, i32> {
+    let fd = ok(rc)? as c_int;
+    // SAFETY: the kernel just opened `fd` for this process, and nothing
+    // else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
 
-impl Fd {
-    /// The descriptor, no longer closed on drop.
-    fn into_raw(self) -> c_int {
-        let fd = self.0;
-        std::mem::forget(self);
-        fd
+/// The bytes of `value`, for a copy from another process to fill.
+///
+/// # Safety
+///
+/// Every bit pattern must be a valid `T` (plain C data: integers, raw
+/// pointers, arrays of them).
+unsafe fn plain_bytes<T>(value: &mut T) -> &mut [u8] {
+    // SAFETY: `value` is `size_of::<T>()` bytes, borrowed for the slice's
+    // life; the caller vouches that any bytes written make a valid `T`.
+    unsafe {
+        std::slice::from_raw_parts_mut((value as *mut T).cast::<u8>(), std::mem::size_of::<T>())
     }
 }
 
-impl Drop for Fd {
-    fn drop(&mut self) {
-        close(self.0);
-    }
-}
-
+/// A row's descriptor (`-1`: none), closed; for rows of the table, which
+/// hold plain numbers (see [`Op`]).
 fn close(fd: c_int) {
     if fd >= 0 {
         // SAFETY: closing a descriptor this code opened.
@@ -454,6 +473,11 @@ struct Caller {
 /// One notification being answered: a row of the supervisor's table. A
 /// call that would block stays here until it can go on, its time (the
 /// socket's `SO_SNDTIMEO`) is up, or its caller is gone.
+///
+/// A row is plain data in the supervisor's mapping (written there after
+/// the fork, no allocation), so it holds its descriptors as numbers
+/// (`-1`: none), owned by the row and closed by [`Op::release`] and
+/// [`Op::next_message`].
 #[derive(Clone, Copy)]
 struct Op {
     used: bool,
@@ -537,9 +561,9 @@ const MAPPED: usize = POLL_AT + (2 + 2 * MAX_PENDING) * std::mem::size_of::<libc
 /// The supervisor's side: serves notifications until init exits.
 pub(crate) struct Supervisor<'g> {
     guard: &'g Guard,
-    listener: c_int,
+    listener: OwnedFd,
     /// The host's `/proc`, opened before the view replaced it.
-    proc_dir: c_int,
+    proc_dir: BorrowedFd<'g>,
     buf: *mut u8,
 }
 
@@ -547,7 +571,11 @@ impl<'g> Supervisor<'g> {
     /// Prepares the supervisor: its buffer and table, its working directory
     /// (the host's `/proc`, for `self/fd/N` addresses) and its
     /// capabilities.
-    pub(crate) fn new(guard: &'g Guard, listener: c_int, proc_dir: c_int) -> io::Result<Self> {
+    pub(crate) fn new(
+        guard: &'g Guard,
+        listener: OwnedFd,
+        proc_dir: BorrowedFd<'g>,
+    ) -> io::Result<Self> {
         // SAFETY: an anonymous private mapping; checked below.
         let buf = unsafe {
             libc::mmap(
@@ -596,7 +624,7 @@ impl<'g> Supervisor<'g> {
         }
         // SAFETY: plain system calls.
         unsafe {
-            sys::check_int(libc::fchdir(proc_dir))?;
+            sys::check_int(libc::fchdir(proc_dir.as_raw_fd()))?;
             // A send on a closed connection must not end the supervisor; the
             // caller gets its SIGPIPE from `answer`.
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
@@ -612,7 +640,7 @@ impl<'g> Supervisor<'g> {
 
     /// The listener this supervisor answers.
     pub(crate) fn listener(&self) -> c_int {
-        self.listener
+        self.listener.as_raw_fd()
     }
 
     /// Confines the supervisor to the system calls it makes from here on
@@ -645,54 +673,67 @@ impl<'g> Supervisor<'g> {
         }
     }
 
+    /// Fills the poll set for the rows in use (their sockets when they
+    /// wait for room, their callers), the listener (while `listening` and
+    /// a row is free) and init: `(rows to poll, poll timeout in ms)`.
+    fn arm(&self, init_pidfd: BorrowedFd<'_>, listening: bool) -> (usize, c_int) {
+        let mut high = 0;
+        let mut free = false;
+        let mut timeout: c_int = -1;
+        let at = now();
+        let fds = self.poll_set();
+        for i in 0..MAX_PENDING {
+            let op = *self.row(i);
+            let (sock, caller) = if op.used {
+                high = i + 1;
+                let tick = if op.writable { SWEEP_MS } else { RETRY_MS };
+                let mut wait = tick;
+                if op.deadline != u64::MAX {
+                    let left = op.deadline.saturating_sub(at) / 1_000_000 + 1;
+                    wait = wait.min(left.min(c_int::MAX as u64) as c_int);
+                }
+                timeout = if timeout < 0 { wait } else { timeout.min(wait) };
+                (if op.writable { op.sock } else { -1 }, op.caller.pidfd)
+            } else {
+                free = true;
+                (-1, -1)
+            };
+            fds[2 + 2 * i] = libc::pollfd {
+                fd: sock,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            fds[3 + 2 * i] = libc::pollfd {
+                fd: caller,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+        }
+        fds[0] = libc::pollfd {
+            fd: if listening && free {
+                self.listener.as_raw_fd()
+            } else {
+                -1
+            },
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        fds[1] = libc::pollfd {
+            fd: init_pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        (high, timeout)
+    }
+
     /// Serves notifications until `init_pidfd` says init exited.
-    pub(crate) fn serve(&self, init_pidfd: c_int) {
+    pub(crate) fn serve(&self, init_pidfd: BorrowedFd<'_>) {
         let mut listening = true;
         loop {
             // The rows in use, what they wait for, and how long to wait.
-            let mut high = 0;
-            let mut free = false;
-            let mut timeout: c_int = -1;
-            let at = now();
+            let (high, timeout) = self.arm(init_pidfd, listening);
             {
                 let fds = self.poll_set();
-                for i in 0..MAX_PENDING {
-                    let op = *self.row(i);
-                    let (sock, caller) = if op.used {
-                        high = i + 1;
-                        let tick = if op.writable { SWEEP_MS } else { RETRY_MS };
-                        let mut wait = tick;
-                        if op.deadline != u64::MAX {
-                            let left = op.deadline.saturating_sub(at) / 1_000_000 + 1;
-                            wait = wait.min(left.min(c_int::MAX as u64) as c_int);
-                        }
-                        timeout = if timeout < 0 { wait } else { timeout.min(wait) };
-                        (if op.writable { op.sock } else { -1 }, op.caller.pidfd)
-                    } else {
-                        free = true;
-                        (-1, -1)
-                    };
-                    fds[2 + 2 * i] = libc::pollfd {
-                        fd: sock,
-                        events: libc::POLLOUT,
-                        revents: 0,
-                    };
-                    fds[3 + 2 * i] = libc::pollfd {
-                        fd: caller,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                }
-                fds[0] = libc::pollfd {
-                    fd: if listening && free { self.listener } else { -1 },
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                fds[1] = libc::pollfd {
-                    fd: init_pidfd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
                 // SAFETY: `fds` has at least `2 + 2 * high` entries.
                 let n = unsafe {
                     libc::poll(fds.as_mut_ptr(), (2 + 2 * high) as libc::nfds_t, timeout)
@@ -704,35 +745,41 @@ impl<'g> Supervisor<'g> {
                     return;
                 }
             }
+            self.go_on(high);
             let fds = self.poll_set();
-            // Calls under way: their callers first, then their sockets.
-            for i in 0..high {
-                let op = self.row(i);
-                if !op.used {
-                    continue;
-                }
-                let gone = fds[3 + 2 * i].revents != 0 || !self.valid(op.caller.id);
-                if gone {
-                    // Killed or interrupted: the call is abandoned.
-                    op.release();
-                    continue;
-                }
-                let woken = fds[2 + 2 * i].revents != 0;
-                if woken || !op.writable || op.timed_out() {
-                    match self.progress(op, woken) {
-                        Step::Wait => {}
-                        Step::Answer(result) => {
-                            self.answer(op, result);
-                            op.release();
-                        }
-                    }
-                }
-            }
             if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
                 // No process is left under the filter: only init's end.
                 listening = false;
             } else if fds[0].revents & libc::POLLIN != 0 {
                 self.receive();
+            }
+        }
+    }
+
+    /// After a poll: the calls under way in the first `high` rows, their
+    /// callers first (gone: abandoned), then their sockets.
+    fn go_on(&self, high: usize) {
+        let fds = self.poll_set();
+        for i in 0..high {
+            let op = self.row(i);
+            if !op.used {
+                continue;
+            }
+            let gone = fds[3 + 2 * i].revents != 0 || !self.valid(op.caller.id);
+            if gone {
+                // Killed or interrupted: the call is abandoned.
+                op.release();
+                continue;
+            }
+            let woken = fds[2 + 2 * i].revents != 0;
+            if woken || !op.writable || op.timed_out() {
+                match self.progress(op, woken) {
+                    Step::Wait => {}
+                    Step::Answer(result) => {
+                        self.answer(op, result);
+                        op.release();
+                    }
+                }
             }
         }
     }
@@ -747,7 +794,14 @@ impl<'g> Supervisor<'g> {
         // ioctl fills.
         let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        if unsafe { libc::ioctl(self.listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif) } < 0 {
+        if unsafe {
+            libc::ioctl(
+                self.listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut notif,
+            )
+        } < 0
+        {
             return;
         }
         let op = self.row(slot);
@@ -810,18 +864,24 @@ impl<'g> Supervisor<'g> {
         };
         // SAFETY: `resp` lives on this frame. ENOENT: the caller is gone
         // or was interrupted; nothing to do.
-        unsafe { libc::ioctl(self.listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+        unsafe {
+            libc::ioctl(
+                self.listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &resp,
+            )
+        };
     }
 
     fn valid(&self, id: u64) -> bool {
         // SAFETY: `id` lives on this frame.
-        unsafe { libc::ioctl(self.listener, NOTIF_ID_VALID, &id) == 0 }
+        unsafe { libc::ioctl(self.listener.as_raw_fd(), NOTIF_ID_VALID, &id) == 0 }
     }
 
     /// The first attempt at the call in `op`.
     fn start(&self, op: &mut Op) -> Result<Step, i32> {
         self.caller(op)?;
-        op.sock = self.fetch(&op.caller, op.args[0] as c_int)?.into_raw();
+        op.sock = self.fetch(&op.caller, op.args[0] as c_int)?.into_raw_fd();
         let nr = op.nr;
         if nr == libc::SYS_bind {
             return Ok(Step::Answer(self.bind(op)));
@@ -877,18 +937,18 @@ impl<'g> Supervisor<'g> {
         let mut path = [0u8; 64];
         let path = proc_path(&mut path, b"", u64::from(tid), b"/status");
         // SAFETY: NUL-terminated path on this frame.
-        let fd = Fd(ok(unsafe {
-            libc::openat(
-                self.proc_dir,
-                path.as_ptr().cast(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            )
-        }
-        .into())? as c_int);
+        let fd = owned(
+            unsafe {
+                libc::openat(
+                    self.proc_dir.as_raw_fd(),
+                    path.as_ptr().cast(),
+                    libc::O_RDONLY | libc::O_CLOEXEC,
+                )
+            }
+            .into(),
+        )?;
         let mut text = [0u8; 2048];
-        // SAFETY: reading into a buffer on this frame.
-        let n = ok(unsafe { libc::read(fd.0, text.as_mut_ptr().cast(), text.len()) } as c_long)?
-            as usize;
+        let n = ok(sys::read_once(fd.as_fd(), &mut text) as c_long)? as usize;
         let text = &text[..n];
         let key = b"\nTgid:";
         let at = text
@@ -911,30 +971,24 @@ impl<'g> Supervisor<'g> {
     }
 
     /// The caller's descriptor `fd`, as a descriptor of ours.
-    fn fetch(&self, call: &Caller, fd: c_int) -> Result<Fd, i32> {
+    fn fetch(&self, call: &Caller, fd: c_int) -> Result<OwnedFd, i32> {
         // SAFETY: a plain system call.
-        let got = ok(unsafe { libc::syscall(libc::SYS_pidfd_getfd, call.pidfd, fd, 0u32) })?;
-        Ok(Fd(got as c_int))
+        owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, call.pidfd, fd, 0u32) })
     }
 
-    /// Copies the caller's memory described by `remote` to `local` (`len`
-    /// bytes in all), and checks that the notification is still valid (so
-    /// that the thread read was the caller, not a reused id).
-    fn read_vec(
-        &self,
-        call: &Caller,
-        remote: &[libc::iovec],
-        local: *mut u8,
-        len: usize,
-    ) -> Result<(), i32> {
+    /// Fills `local` from the caller's memory described by `remote` (as
+    /// many bytes in all), and checks that the notification is still valid
+    /// (so that the thread read was the caller, not a reused id).
+    fn read_vec(&self, call: &Caller, remote: &[libc::iovec], local: &mut [u8]) -> Result<(), i32> {
+        let len = local.len();
         if len == 0 {
             return Ok(());
         }
         let l = libc::iovec {
-            iov_base: local.cast(),
+            iov_base: local.as_mut_ptr().cast(),
             iov_len: len,
         };
-        // SAFETY: `local` has room for `len` bytes (callers' buffers).
+        // SAFETY: the kernel writes at most `len` bytes, `local`'s length.
         let n = unsafe {
             libc::process_vm_readv(
                 call.tid as libc::pid_t,
@@ -954,13 +1008,13 @@ impl<'g> Supervisor<'g> {
         Ok(())
     }
 
-    /// Copies `len` bytes of the caller's memory at `remote` to `local`.
-    fn read(&self, call: &Caller, remote: u64, local: *mut u8, len: usize) -> Result<(), i32> {
+    /// Fills `local` from the caller's memory at `remote`.
+    fn read(&self, call: &Caller, remote: u64, local: &mut [u8]) -> Result<(), i32> {
         let r = libc::iovec {
             iov_base: remote as *mut c_void,
-            iov_len: len,
+            iov_len: local.len(),
         };
-        self.read_vec(call, &[r], local, len)
+        self.read_vec(call, &[r], local)
     }
 
     fn socket_int(sock: c_int, option: c_int) -> Result<c_int, i32> {
@@ -1020,11 +1074,12 @@ impl<'g> Supervisor<'g> {
         len: usize,
         raw: &mut libc::sockaddr_storage,
         binding: bool,
-    ) -> Result<Option<Fd>, i32> {
+    ) -> Result<Option<OwnedFd>, i32> {
         if len > std::mem::size_of::<libc::sockaddr_storage>() {
             return Err(libc::EINVAL);
         }
-        self.read(call, addr, (raw as *mut libc::sockaddr_storage).cast(), len)?;
+        // SAFETY: `sockaddr_storage` is plain C data.
+        self.read(call, addr, &mut unsafe { plain_bytes(raw) }[..len])?;
         if Self::socket_int(sock, libc::SO_DOMAIN)? != libc::AF_UNIX
             || len <= 2
             || c_int::from(raw.ss_family) != libc::AF_UNIX
@@ -1032,8 +1087,8 @@ impl<'g> Supervisor<'g> {
             return Ok(None);
         }
         // SAFETY: `sockaddr_storage` is larger than `sockaddr_un` and
-        // suitably aligned for it.
-        let un = unsafe { &mut *(raw as *mut libc::sockaddr_storage).cast::<libc::sockaddr_un>() };
+        // suitably aligned for it; only read here.
+        let un = unsafe { &*(raw as *const libc::sockaddr_storage).cast::<libc::sockaddr_un>() };
         let path_len = len - 2;
         if un.sun_path[0] == 0 {
             return if self.guard.host_network {
@@ -1055,37 +1110,33 @@ impl<'g> Supervisor<'g> {
 
     /// Resolves the NUL-terminated `path` as the caller would, and checks
     /// that it names a socket where the sandbox may reach one.
-    fn resolve(&self, call: &Caller, path: &[u8; 110]) -> Result<Fd, i32> {
-        let mut buf = [0u8; 64];
-        let cwd_path = proc_path(&mut buf, b"", u64::from(call.tid), b"/cwd");
-        // SAFETY: NUL-terminated paths on this frame.
-        let cwd = Fd(ok(unsafe {
-            libc::openat(
-                self.proc_dir,
-                cwd_path.as_ptr().cast(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        }
-        .into())? as c_int);
-        // SAFETY: as above; `path` is NUL-terminated (110 > 108).
-        let target = Fd(ok(unsafe {
-            libc::openat(cwd.0, path.as_ptr().cast(), libc::O_PATH | libc::O_CLOEXEC)
-        }
-        .into())? as c_int);
+    fn resolve(&self, call: &Caller, path: &[u8; 110]) -> Result<OwnedFd, i32> {
+        let cwd = self.caller_cwd(call)?;
+        // SAFETY: a NUL-terminated path (110 > 108) on this frame.
+        let target = owned(
+            unsafe {
+                libc::openat(
+                    cwd.as_raw_fd(),
+                    path.as_ptr().cast(),
+                    libc::O_PATH | libc::O_CLOEXEC,
+                )
+            }
+            .into(),
+        )?;
         // SAFETY: `st` is written by the kernel.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        ok(unsafe { libc::fstat(target.0, &mut st) }.into())?;
+        ok(unsafe { libc::fstat(target.as_raw_fd(), &mut st) }.into())?;
         if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
             return Err(libc::ECONNREFUSED);
         }
         let mut link = [0u8; 64];
-        let link = proc_path(&mut link, b"self/fd/", target.0 as u64, b"");
+        let link = proc_path(&mut link, b"self/fd/", target.as_raw_fd() as u64, b"");
         let mut real = [0u8; 4096];
         // SAFETY: buffers on this frame.
         let n = ok(unsafe {
             libc::readlinkat(
-                self.proc_dir,
+                self.proc_dir.as_raw_fd(),
                 link.as_ptr().cast(),
                 real.as_mut_ptr().cast(),
                 real.len(),
@@ -1095,6 +1146,23 @@ impl<'g> Supervisor<'g> {
             return Err(libc::EACCES);
         }
         Ok(target)
+    }
+
+    /// The caller's working directory (`O_PATH`), from the host's `/proc`.
+    fn caller_cwd(&self, call: &Caller) -> Result<OwnedFd, i32> {
+        let mut buf = [0u8; 64];
+        let cwd_path = proc_path(&mut buf, b"", u64::from(call.tid), b"/cwd");
+        // SAFETY: a NUL-terminated path on this frame.
+        owned(
+            unsafe {
+                libc::openat(
+                    self.proc_dir.as_raw_fd(),
+                    cwd_path.as_ptr().cast(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            }
+            .into(),
+        )
     }
 
     /// `self/fd/N` as a Unix address; its length.
@@ -1116,7 +1184,7 @@ impl<'g> Supervisor<'g> {
         }
         if addr != 0 && len > 0 {
             let target = self.address(&op.caller, op.sock, addr, len, &mut op.raw, false)?;
-            op.target = target.map_or(-1, Fd::into_raw);
+            op.target = target.map_or(-1, IntoRawFd::into_raw_fd);
             op.raw_len = len;
         } else {
             op.raw_len = 0;
@@ -1221,37 +1289,37 @@ impl<'g> Supervisor<'g> {
         let len = op.args[2] as usize;
         self.address(&op.caller, op.sock, op.args[1], len, &mut raw, true)?;
         // A relative pathname is the caller's: bind from its directory.
-        let mut buf = [0u8; 64];
-        let cwd_path = proc_path(&mut buf, b"", u64::from(op.caller.tid), b"/cwd");
+        let cwd = self.caller_cwd(&op.caller)?;
         // SAFETY: plain system calls on buffers of this frame; the working
         // directory is set back before returning.
         unsafe {
-            let cwd = Fd(ok(libc::openat(
-                self.proc_dir,
-                cwd_path.as_ptr().cast(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-            .into())? as c_int);
-            ok(libc::fchdir(cwd.0).into())?;
+            ok(libc::fchdir(cwd.as_raw_fd()).into())?;
             let rc = libc::bind(
                 op.sock,
                 (&raw as *const libc::sockaddr_storage).cast(),
                 len as libc::socklen_t,
             );
             let err = errno();
-            libc::fchdir(self.proc_dir);
+            libc::fchdir(self.proc_dir.as_raw_fd());
             if rc < 0 { Err(err) } else { Ok(0) }
         }
     }
 
     /// The data buffer, the control buffer and the iovec buffer.
-    fn buffers(&self) -> (*mut u8, *mut u8, *mut libc::iovec) {
-        // SAFETY: offsets within the mapping made in `new`.
+    #[allow(clippy::mut_from_ref)]
+    fn buffers(&self) -> (&mut [u8], &mut [u8], &mut [libc::iovec]) {
+        // SAFETY: three disjoint regions of the mapping made in `new` (the
+        // iovecs at a multiple of 16, zero-filled by the kernel: valid
+        // iovecs); the supervisor is one thread, and `send_part`, their
+        // one user, holds them for one call only.
         unsafe {
             (
-                self.buf,
-                self.buf.add(DATA_CAP),
-                self.buf.add(DATA_CAP + CONTROL_CAP).cast(),
+                std::slice::from_raw_parts_mut(self.buf, DATA_CAP),
+                std::slice::from_raw_parts_mut(self.buf.add(DATA_CAP), CONTROL_CAP),
+                std::slice::from_raw_parts_mut(
+                    self.buf.add(DATA_CAP + CONTROL_CAP).cast::<libc::iovec>(),
+                    MAX_IOV,
+                ),
             )
         }
     }
@@ -1341,43 +1409,58 @@ impl<'g> Supervisor<'g> {
         unsafe { libc::process_vm_writev(op.caller.tid as libc::pid_t, &local, 1, &remote, 1, 0) };
     }
 
+    /// `op`'s current message header into `hdr` (`sendto`: made from its
+    /// arguments), its address taken, its vectors read into `iovs`: how
+    /// many there are.
+    // `msg_iovlen` is `size_t` with glibc, `c_int` with musl.
+    #[allow(clippy::unnecessary_cast)]
+    fn message_header(
+        &self,
+        op: &mut Op,
+        hdr: &mut libc::msghdr,
+        iovs: &mut [libc::iovec],
+    ) -> Result<usize, i32> {
+        if op.nr == libc::SYS_sendto {
+            let [_, buf, len, _, addr, addr_len] = op.args;
+            self.take_address(op, addr, addr_len as usize)?;
+            iovs[0] = libc::iovec {
+                iov_base: buf as *mut c_void,
+                iov_len: len as usize,
+            };
+            hdr.msg_iovlen = 1;
+            return Ok(1);
+        }
+        let at = if op.nr == libc::SYS_sendmmsg {
+            op.args[1] + op.done as u64 * std::mem::size_of::<libc::mmsghdr>() as u64
+        } else {
+            op.args[1]
+        };
+        // SAFETY: `msghdr` is plain C data.
+        self.read(&op.caller, at, unsafe { plain_bytes(hdr) })?;
+        self.take_address(op, hdr.msg_name as u64, hdr.msg_namelen as usize)?;
+        let count = hdr.msg_iovlen as usize;
+        if count > MAX_IOV {
+            return Err(libc::EMSGSIZE);
+        }
+        let iovs = &mut iovs[..count];
+        // SAFETY: `iovec` is plain C data; the slice covers `count` of them.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                iovs.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(iovs),
+            )
+        };
+        self.read(&op.caller, hdr.msg_iov as u64, bytes)?;
+        Ok(count)
+    }
+
     /// One `sendmsg` (with `MSG_DONTWAIT`) of what is left of `op`'s
     /// current message: `(bytes sent, the message's length)`.
     fn send_part(&self, op: &mut Op) -> Result<(usize, usize), i32> {
         let (data, control, iovs) = self.buffers();
-        // The caller's message header (`sendto`: made from its arguments).
         // SAFETY: zeroed plain data.
         let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        if op.nr == libc::SYS_sendto {
-            let [_, buf, len, _, addr, addr_len] = op.args;
-            self.take_address(op, addr, addr_len as usize)?;
-            // SAFETY: the iovec buffer has room for `MAX_IOV` entries.
-            unsafe {
-                iovs.write(libc::iovec {
-                    iov_base: buf as *mut c_void,
-                    iov_len: len as usize,
-                })
-            };
-            hdr.msg_iovlen = 1;
-        } else {
-            let at = if op.nr == libc::SYS_sendmmsg {
-                op.args[1] + op.done as u64 * std::mem::size_of::<libc::mmsghdr>() as u64
-            } else {
-                op.args[1]
-            };
-            self.read(
-                &op.caller,
-                at,
-                (&mut hdr as *mut libc::msghdr).cast(),
-                std::mem::size_of::<libc::msghdr>(),
-            )?;
-            self.take_address(op, hdr.msg_name as u64, hdr.msg_namelen as usize)?;
-            let count = hdr.msg_iovlen as usize;
-            if count > MAX_IOV {
-                return Err(libc::EMSGSIZE);
-            }
-            self.read(&op.caller, hdr.msg_iov as u64, iovs.cast(), count * 16)?;
-        }
+        let count = self.message_header(op, &mut hdr, iovs)?;
         // The address, as read once for this message.
         // SAFETY: zeroed plain data.
         let mut un: libc::sockaddr_un = unsafe { std::mem::zeroed() };
@@ -1393,9 +1476,7 @@ impl<'g> Supervisor<'g> {
         }
 
         // The data left, gathered into one buffer.
-        let count = hdr.msg_iovlen as usize;
-        // SAFETY: `count` iovecs were just written there.
-        let remote = unsafe { std::slice::from_raw_parts_mut(iovs, count) };
+        let remote = &mut iovs[..count];
         let mut total = 0usize;
         for iov in remote.iter() {
             total = total.saturating_add(iov.iov_len);
@@ -1408,54 +1489,29 @@ impl<'g> Supervisor<'g> {
         } else {
             return Err(libc::EMSGSIZE);
         };
-        // The caller's vectors, past what was sent and trimmed to what is
-        // sent now.
-        let mut skip = op.sent;
-        let mut first = 0;
-        let mut used = 0;
-        let mut want = wanted;
-        for (i, iov) in remote.iter_mut().enumerate() {
-            if skip >= iov.iov_len {
-                skip -= iov.iov_len;
-                first = i + 1;
-                continue;
-            }
-            if want == 0 {
-                break;
-            }
-            iov.iov_base = (iov.iov_base as u64 + skip as u64) as *mut c_void;
-            iov.iov_len = (iov.iov_len - skip).min(want);
-            skip = 0;
-            want -= iov.iov_len;
-            used = i + 1;
-        }
+        let used = trim(remote, op.sent, wanted);
         if wanted > 0 {
-            self.read_vec(&op.caller, &remote[first..used.max(first)], data, wanted)?;
+            self.read_vec(&op.caller, &remote[used], &mut data[..wanted])?;
         }
         let mut one = libc::iovec {
-            iov_base: data.cast(),
+            iov_base: data.as_mut_ptr().cast(),
             iov_len: wanted,
         };
         hdr.msg_iov = &mut one;
         hdr.msg_iovlen = 1;
 
         // Control messages go with the message's first byte; descriptors
-        // are the caller's, fetched here.
+        // are the caller's, fetched here (closed when `passed` is dropped).
         let control_len = hdr.msg_controllen as usize;
-        let mut passed = [-1 as c_int; MAX_FDS];
-        let mut npassed = 0;
+        let mut passed: [Option<OwnedFd>; MAX_FDS] = [const { None }; MAX_FDS];
         if op.sent == 0 && !hdr.msg_control.is_null() && control_len > 0 {
             if control_len > CONTROL_CAP {
                 return Err(libc::ENOBUFS);
             }
-            self.read(&op.caller, hdr.msg_control as u64, control, control_len)?;
-            let result =
-                self.translate_control(&op.caller, control, control_len, &mut passed, &mut npassed);
-            if let Err(e) = result {
-                close_all(&passed[..npassed]);
-                return Err(e);
-            }
-            hdr.msg_control = control.cast();
+            let control = &mut control[..control_len];
+            self.read(&op.caller, hdr.msg_control as u64, control)?;
+            self.translate_control(&op.caller, control, &mut passed)?;
+            hdr.msg_control = control.as_mut_ptr().cast();
         } else {
             hdr.msg_control = std::ptr::null_mut();
             hdr.msg_controllen = 0;
@@ -1464,7 +1520,7 @@ impl<'g> Supervisor<'g> {
         // mapping.
         let rc = unsafe { libc::sendmsg(op.sock, &hdr, op.flags | libc::MSG_DONTWAIT) };
         let err = errno();
-        close_all(&passed[..npassed]);
+        drop(passed);
         if rc < 0 {
             Err(err)
         } else {
@@ -1472,24 +1528,26 @@ impl<'g> Supervisor<'g> {
         }
     }
 
-    /// Replaces the caller's descriptors in `SCM_RIGHTS` messages by ours,
-    /// and the pid in `SCM_CREDENTIALS` by the supervisor's (the kernel
-    /// checks it against the sender).
+    /// Replaces the caller's descriptors in `SCM_RIGHTS` messages of
+    /// `control` by ours (kept in `passed`), and the pid in
+    /// `SCM_CREDENTIALS` by the supervisor's (the kernel checks it against
+    /// the sender).
     fn translate_control(
         &self,
         call: &Caller,
-        control: *mut u8,
-        len: usize,
-        passed: &mut [c_int; MAX_FDS],
-        npassed: &mut usize,
+        control: &mut [u8],
+        passed: &mut [Option<OwnedFd>; MAX_FDS],
     ) -> Result<(), i32> {
+        let len = control.len();
         let header = std::mem::size_of::<libc::cmsghdr>();
+        let mut npassed = 0;
         let mut off = 0usize;
         while off + header <= len {
-            // SAFETY: within the `len` bytes read into `control`; cmsghdr
-            // is read unaligned.
-            let cmsg: libc::cmsghdr =
-                unsafe { std::ptr::read_unaligned(control.add(off).cast::<libc::cmsghdr>()) };
+            // SAFETY: `header` bytes within `control` (checked above), read
+            // unaligned; `cmsghdr` is plain C data.
+            let cmsg: libc::cmsghdr = unsafe {
+                std::ptr::read_unaligned(control[off..].as_ptr().cast::<libc::cmsghdr>())
+            };
             let clen = cmsg.cmsg_len as usize;
             if clen < header || off + clen > len {
                 // Malformed: the kernel answers it.
@@ -1497,30 +1555,27 @@ impl<'g> Supervisor<'g> {
             }
             let body = off + header;
             if cmsg.cmsg_level == libc::SOL_SOCKET && cmsg.cmsg_type == libc::SCM_RIGHTS {
-                let n = (clen - header) / 4;
-                for i in 0..n {
-                    // SAFETY: within the message, read and written unaligned.
-                    unsafe {
-                        let at = control.add(body + 4 * i).cast::<c_int>();
-                        let theirs = std::ptr::read_unaligned(at);
-                        if *npassed >= MAX_FDS {
-                            return Err(libc::EINVAL);
-                        }
-                        let ours = self.fetch(call, theirs)?.into_raw();
-                        std::ptr::write_unaligned(at, ours);
-                        passed[*npassed] = ours;
-                        *npassed += 1;
+                for at in (body..off + clen)
+                    .step_by(4)
+                    .filter(|at| at + 4 <= off + clen)
+                {
+                    let word = &mut control[at..at + 4];
+                    let theirs = c_int::from_ne_bytes([word[0], word[1], word[2], word[3]]);
+                    if npassed >= MAX_FDS {
+                        return Err(libc::EINVAL);
                     }
+                    let ours = self.fetch(call, theirs)?;
+                    word.copy_from_slice(&ours.as_raw_fd().to_ne_bytes());
+                    passed[npassed] = Some(ours);
+                    npassed += 1;
                 }
             } else if cmsg.cmsg_level == libc::SOL_SOCKET
                 && cmsg.cmsg_type == libc::SCM_CREDENTIALS
                 && clen >= header + std::mem::size_of::<libc::ucred>()
             {
-                // SAFETY: within the message; getpid has no preconditions.
-                unsafe {
-                    let at = control.add(body).cast::<libc::pid_t>();
-                    std::ptr::write_unaligned(at, libc::getpid());
-                }
+                // SAFETY: getpid has no preconditions.
+                let pid = unsafe { libc::getpid() };
+                control[body..body + 4].copy_from_slice(&pid.to_ne_bytes());
             }
             off += (clen + 7) & !7;
         }
@@ -1528,8 +1583,28 @@ impl<'g> Supervisor<'g> {
     }
 }
 
-fn close_all(fds: &[c_int]) {
-    for &fd in fds {
-        close(fd);
+/// Trims the caller's vectors `remote` to what is sent now: past the
+/// `sent` bytes already sent, `wanted` bytes. The range of the vectors
+/// that hold them.
+fn trim(remote: &mut [libc::iovec], sent: usize, wanted: usize) -> std::ops::Range<usize> {
+    let mut skip = sent;
+    let mut first = 0;
+    let mut used = 0;
+    let mut want = wanted;
+    for (i, iov) in remote.iter_mut().enumerate() {
+        if skip >= iov.iov_len {
+            skip -= iov.iov_len;
+            first = i + 1;
+            continue;
+        }
+        if want == 0 {
+            break;
+        }
+        iov.iov_base = (iov.iov_base as u64 + skip as u64) as *mut c_void;
+        iov.iov_len = (iov.iov_len - skip).min(want);
+        skip = 0;
+        want -= iov.iov_len;
+        used = i + 1;
     }
+    first..used.max(first)
 }

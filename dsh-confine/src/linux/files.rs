@@ -1,32 +1,30 @@
-//! The editor's reads in the restricted modes, opened by a confined helper.
+//! The host's reads in the restricted modes, opened by a confined helper.
 //!
-//! The editor runs in the host's process, which may read what the shell may
-//! not: the host's `/tmp`, `/run`, `/dev/shm`, hidden credential stores,
-//! another uid's 0600 file (as root, through `CAP_DAC_OVERRIDE`), the
-//! server's own `/proc`. So every read of [`SandboxFs`](crate::SandboxFs) in
-//! the restricted modes names its path to a *helper*: a process under the
-//! same confinement as the shell (its own namespaces and filesystem view,
-//! hidden paths included, the same uid without capabilities, Landlock and
-//! seccomp), which opens the path and passes the descriptor back over a
-//! `SOCK_SEQPACKET` socket (`SCM_RIGHTS`). The kernel decides, in that
-//! process, what may be opened; the host then only reads from, or looks at,
-//! the descriptor it was given. So a path resolves exactly as it would for
-//! the shell — no check-then-open gap for a rename or symlink swap to use.
+//! The host process may read what the shell may not: the host's `/tmp`,
+//! `/run`, `/dev/shm`, hidden credential stores, another uid's 0600 file
+//! (as root, through `CAP_DAC_OVERRIDE`), the server's own `/proc`. So a
+//! host that reads for the shell's user (the editor, in dsh-sandbox) names
+//! each path to a *helper*: a process under the same confinement as the
+//! shell (its own namespaces and filesystem view, hidden paths included,
+//! the same uid without capabilities, Landlock and seccomp), which opens
+//! the path and passes the descriptor back over a `SOCK_SEQPACKET` socket
+//! (`SCM_RIGHTS`). The kernel decides, in that process, what may be opened;
+//! the host then only reads from, or looks at, the descriptor it was given.
+//! So a path resolves exactly as it would for the shell — no
+//! check-then-open gap for a rename or symlink swap to use.
 //!
-//! * Files are opened `O_NONBLOCK | O_NOCTTY`, and what was opened is
-//!   checked (`fstat` on the descriptor): a FIFO swapped in never blocks.
 //! * The helper's view has an empty `/proc`: it is a fork of the host's
 //!   process (no `exec`), so its `/proc/self` would show the host's memory
 //!   and environment.
 //! * Every answer is awaited at most [`ANSWER_WITHIN`]; a helper that does
-//!   not answer in time, or died, is killed and the call fails with a
-//!   sentence saying so; the next call starts a new one.
+//!   not answer in time, or died, is killed and the call fails
+//!   ([`OpenError::Stopped`]); the next call starts a new one.
 //!
 //! The helper is the shell's process chain (supervisor, init, helper as
 //! pid 2) with a loop of raw system calls where the shell would `exec`.
 
-use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -34,14 +32,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_editor::fs::{DirEntry, FileKind, FsError, LocalFs, Metadata, Version};
 use libc::c_int;
 
-use super::{Confinement, Spec, sys};
-use crate::{SandboxError, WriteRules};
+use super::{Confinement, sys};
+use crate::{Error, Policy, TmpLimits};
 
 /// How long the helper may take to answer one request.
-pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 const OP_OPEN: u8 = 1;
 /// Open the path without following a last symbolic link (`O_PATH`), and,
@@ -53,11 +50,46 @@ const REQUEST_MAX: usize = 5 + 4096;
 /// An answer: errno (0 for success), then a descriptor passed alongside.
 const ANSWER_LEN: usize = 4;
 
-/// A confined helper that opens files for the editor (see the module docs).
+/// A confined helper that opens files for the host: the descriptors it
+/// opens in the confined view (the module's docs in `linux/files.rs` tell
+/// how). Started on first use, and again after it stopped answering.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::io::Read;
+/// let workspace = std::env::current_dir()?.canonicalize()?;
+/// let opener = dsh_confine::Opener::new(&dsh_confine::Policy::new(workspace.clone()))?;
+/// let fd = opener.open(&workspace.join("Cargo.toml"), libc::O_RDONLY)?;
+/// let mut text = String::new();
+/// std::fs::File::from(fd).read_to_string(&mut text)?;
+/// // Opened as the shell would: a hidden or unreadable path is refused.
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
-pub(crate) struct Files {
+pub struct Opener {
     confinement: Arc<Confinement>,
     live: Mutex<Option<Live>>,
+}
+
+/// Why the [`Opener`] gave no descriptor.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The helper's `open` failed (or the path is too long, or holds a
+    /// NUL): the kernel's answer in the confined view.
+    #[error("the confined open failed")]
+    Open(#[source] io::Error),
+    /// The helper could not be started.
+    #[error("the confined opener could not start")]
+    Start(#[source] io::Error),
+    /// The helper answered without a descriptor.
+    #[error("the confined opener sent no descriptor")]
+    NoFile,
+    /// The helper did not answer in time, or died; it was killed, and the
+    /// next call starts a new one.
+    #[error("the confined opener stopped answering")]
+    Stopped(#[source] io::Error),
 }
 
 #[derive(Debug)]
@@ -75,34 +107,20 @@ impl Drop for Live {
     }
 }
 
-fn io_error(path: &Path, message: String) -> FsError {
-    FsError::Io {
-        path: path.to_owned(),
-        source: io::Error::other(message),
-    }
-}
-
-impl Files {
-    /// The helper for `rules` over `workspace` (started on first use).
-    pub(crate) fn new(rules: &WriteRules, workspace: &Path) -> Result<Files, SandboxError> {
-        let workspace = std::fs::canonicalize(workspace).map_err(|e| {
-            SandboxError::setup_from(
-                format!("the workspace {} is not usable", workspace.display()),
-                e,
-            )
-        })?;
-        let spec = Spec {
-            rules,
-            workspace: &workspace,
-            cwd: &workspace,
-            network: false,
-            namespaces: true,
-            unix_sockets: &[],
-            files: true,
-            tmp: super::TmpLimits::default(),
-        };
-        let (confinement, _) = Confinement::build(&spec)?;
-        Ok(Files {
+impl Opener {
+    /// The opener for `policy`'s view (started on first use). The view is
+    /// the shell's but for `/proc`, which is empty; the policy's network,
+    /// namespaces, Unix sockets and `/tmp` bounds do not apply (the helper
+    /// has its own namespaces, no network and makes no socket calls).
+    pub fn new(policy: &Policy) -> Result<Opener, Error> {
+        let mut policy = policy.clone();
+        policy.files = true;
+        policy.network = false;
+        policy.namespaces = true;
+        policy.unix_sockets = Vec::new();
+        policy.tmp_limits = TmpLimits::default();
+        let (confinement, _) = Confinement::build(&policy)?;
+        Ok(Opener {
             confinement: Arc::new(confinement),
             live: Mutex::new(None),
         })
@@ -123,7 +141,9 @@ impl Files {
         unsafe {
             command.pre_exec(move || {
                 dsh_pty::PreExec::pre_exec(&*confinement)?;
-                serve(fd)
+                // SAFETY: `theirs` is open in the child (the fork copied
+                // it; the parent drops its copy only after the spawn).
+                serve(BorrowedFd::borrow_raw(fd))
             });
         }
         let child = command.spawn()?;
@@ -136,7 +156,7 @@ impl Files {
 
     /// Starts the helper now if it is not running (a host that allows the
     /// weaker mode learns here whether the helper can run at all).
-    pub(crate) fn ensure_started(&self) -> io::Result<()> {
+    pub fn ensure_started(&self) -> io::Result<()> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         self.running(&mut live).map(|_| ())
     }
@@ -150,23 +170,33 @@ impl Files {
             .ok_or_else(|| io::Error::other("the helper was not kept"))
     }
 
-    /// Opens `path` in the helper with `flags`; the descriptor, or the
-    /// error the helper's `open` got.
-    fn open(&self, path: &Path, flags: c_int) -> Result<OwnedFd, FsError> {
+    /// Opens `path` in the helper with `open(2)`'s `flags` (plus
+    /// `O_CLOEXEC | O_NOCTTY`).
+    pub fn open(&self, path: &Path, flags: i32) -> Result<OwnedFd, OpenError> {
         let mut fds = self.ask(OP_OPEN, path, flags)?;
         Ok(fds.swap_remove(0))
+    }
+
+    /// `path` opened `O_PATH | O_NOFOLLOW` (to look at what is there,
+    /// a symbolic link itself included) and, where that is a regular file,
+    /// opened for reading too (`O_NONBLOCK`, not following a link), in one
+    /// round trip. The second may be another file than the first if the
+    /// path was swapped between the two: compare them.
+    pub fn stat_open(&self, path: &Path) -> Result<(OwnedFd, Option<OwnedFd>), OpenError> {
+        let mut fds = self.ask(OP_STAT_OPEN, path, 0)?.into_iter();
+        let link = fds.next().ok_or(OpenError::NoFile)?;
+        Ok((link, fds.next()))
     }
 
     /// Sends request `op` for `path` (with `flags`) to the helper, started
     /// first if none runs: the descriptors it passed back (at least one), or
     /// the error its first `open` got.
-    fn ask(&self, op: u8, path: &Path, flags: c_int) -> Result<Vec<OwnedFd>, FsError> {
+    fn ask(&self, op: u8, path: &Path, flags: c_int) -> Result<Vec<OwnedFd>, OpenError> {
         let bytes = path.as_os_str().as_bytes();
         if bytes.len() + 6 > REQUEST_MAX || bytes.contains(&0) {
-            return Err(FsError::from_io(
-                path,
-                io::Error::from_raw_os_error(libc::ENAMETOOLONG),
-            ));
+            return Err(OpenError::Open(io::Error::from_raw_os_error(
+                libc::ENAMETOOLONG,
+            )));
         }
         let mut request = Vec::with_capacity(bytes.len() + 6);
         request.push(op);
@@ -174,176 +204,17 @@ impl Files {
         request.extend_from_slice(bytes);
         request.push(0);
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let helper = self.running(&mut live).map_err(|e| {
-            io_error(
-                path,
-                format!("the sandbox could not start its confined file reader: {e}"),
-            )
-        })?;
-        match exchange(helper.socket.as_raw_fd(), &request) {
+        let helper = self.running(&mut live).map_err(OpenError::Start)?;
+        match exchange(helper.socket.as_fd(), &request) {
             Ok((0, fds)) if !fds.is_empty() => Ok(fds),
-            Ok((0, _)) => Err(io_error(
-                path,
-                "the sandbox's file reader sent no file".into(),
-            )),
-            Ok((errno, _)) => Err(FsError::from_io(path, io::Error::from_raw_os_error(errno))),
+            Ok((0, _)) => Err(OpenError::NoFile),
+            Ok((errno, _)) => Err(OpenError::Open(io::Error::from_raw_os_error(errno))),
             Err(e) => {
                 // Killed and reaped by Drop; the next call starts another.
                 *live = None;
-                Err(io_error(
-                    path,
-                    format!(
-                        "the sandbox's confined file reader stopped answering ({e}); a new one starts with the next call"
-                    ),
-                ))
+                Err(OpenError::Stopped(e))
             }
         }
-    }
-
-    /// The directory at `path`, opened in the shell's view: a write
-    /// beneath it meets that view's read-only mounts.
-    pub(crate) fn open_dir(&self, path: &Path) -> Result<cap_std::fs::Dir, FsError> {
-        let fd = self.open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        Ok(cap_std::fs::Dir::from_std_file(std::fs::File::from(fd)))
-    }
-
-    /// What `stat` tells about `path`, as the shell would see it.
-    pub(crate) fn stat(&self, path: &Path) -> Result<Metadata, FsError> {
-        let link = self.open(path, libc::O_PATH | libc::O_NOFOLLOW)?;
-        let link = std::fs::File::from(link)
-            .metadata()
-            .map_err(|e| FsError::from_io(path, e))?;
-        let is_symlink = link.file_type().is_symlink();
-        let meta = if is_symlink {
-            match self.open(path, libc::O_PATH) {
-                Ok(fd) => std::fs::File::from(fd)
-                    .metadata()
-                    .map_err(|e| FsError::from_io(path, e))?,
-                Err(FsError::NotFound(_)) => {
-                    return Ok(Metadata {
-                        kind: FileKind::Other,
-                        is_symlink,
-                        len: 0,
-                        mode: None,
-                        version: LocalFs::version(&link),
-                    });
-                }
-                Err(e) => return Err(e),
-            }
-        } else {
-            link
-        };
-        Ok(metadata(&meta, is_symlink))
-    }
-
-    /// [`Files::stat`], and the regular file at `path` opened for reading,
-    /// in one round trip with the helper (a view's stat and open). A
-    /// symbolic link takes [`Files::stat`]'s way and opens nothing.
-    pub(crate) fn stat_open(
-        &self,
-        path: &Path,
-    ) -> Result<(Metadata, Option<std::fs::File>), FsError> {
-        let mut fds = self.ask(OP_STAT_OPEN, path, 0)?.into_iter();
-        let Some(link) = fds.next() else {
-            return Err(io_error(
-                path,
-                "the sandbox's file reader sent no file".into(),
-            ));
-        };
-        let link = std::fs::File::from(link)
-            .metadata()
-            .map_err(|e| FsError::from_io(path, e))?;
-        if link.file_type().is_symlink() {
-            return Ok((self.stat(path)?, None));
-        }
-        // The file opened second is kept only if it is the one looked at.
-        let file = fds.next().map(std::fs::File::from).filter(|file| {
-            use std::os::unix::fs::MetadataExt;
-            file.metadata()
-                .is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == (link.dev(), link.ino()))
-        });
-        Ok((metadata(&link, false), file))
-    }
-
-    /// The regular file at `path`, opened in the helper, and its metadata.
-    fn open_file(
-        &self,
-        path: &Path,
-        limit: u64,
-    ) -> Result<(std::fs::File, std::fs::Metadata), FsError> {
-        let fd = self.open(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
-        let file = std::fs::File::from(fd);
-        let meta = file.metadata().map_err(|e| FsError::from_io(path, e))?;
-        if !meta.is_file() {
-            return Err(FsError::NotRegular(path.to_owned()));
-        }
-        FsError::check_len(path, meta.len(), limit)?;
-        Ok((file, meta))
-    }
-
-    /// The content of the file at `path` and its version.
-    pub(crate) fn read(&self, path: &Path, limit: u64) -> Result<(Vec<u8>, Version), FsError> {
-        let (file, meta) = self.open_file(path, limit)?;
-        let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        file.take(limit.saturating_add(1))
-            .read_to_end(&mut buf)
-            .map_err(|e| FsError::from_io(path, e))?;
-        FsError::check_len(path, buf.len() as u64, limit)?;
-        Ok((buf, LocalFs::version(&meta)))
-    }
-
-    /// The content of the file at `path`, 64 KiB at a time.
-    pub(crate) fn read_blocks(
-        &self,
-        path: &Path,
-        limit: u64,
-        each: &mut dyn FnMut(&[u8]),
-    ) -> Result<Version, FsError> {
-        let (mut file, meta) = self.open_file(path, limit)?;
-        dsh_editor::fs::read_file_blocks(path, &mut file, meta.len(), limit, each)?;
-        Ok(LocalFs::version(&meta))
-    }
-
-    /// The entries of the directory at `path`, links followed in the
-    /// helper.
-    pub(crate) fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>, FsError> {
-        let dir = self.open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        // Listed through this process's descriptor (no path is looked up).
-        let listed = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        let entries = std::fs::read_dir(&listed).map_err(|e| FsError::from_io(path, e))?;
-        let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| FsError::from_io(path, e))?;
-            let Ok(ft) = entry.file_type() else { continue };
-            let is_symlink = ft.is_symlink();
-            let name = entry.file_name();
-            let kind = if is_symlink {
-                self.open(&path.join(&name), libc::O_PATH)
-                    .ok()
-                    .and_then(|fd| std::fs::File::from(fd).metadata().ok())
-                    .map_or(FileKind::Other, |m| FileKind::from(m.file_type()))
-            } else {
-                FileKind::from(ft)
-            };
-            out.push(DirEntry {
-                name,
-                kind,
-                is_symlink,
-            });
-        }
-        drop(dir);
-        Ok(out)
-    }
-}
-
-fn metadata(meta: &std::fs::Metadata, is_symlink: bool) -> Metadata {
-    use std::os::unix::fs::PermissionsExt;
-    Metadata {
-        kind: meta.file_type().into(),
-        is_symlink,
-        len: meta.len(),
-        mode: Some(meta.permissions().mode() & 0o7777),
-        version: LocalFs::version(meta),
     }
 }
 
@@ -367,7 +238,8 @@ fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// Sends one request and waits (at most [`ANSWER_WITHIN`]) for its answer:
 /// the helper's errno and the descriptors it passed (at most two).
-fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Vec<OwnedFd>)> {
+fn exchange(socket: BorrowedFd<'_>, request: &[u8]) -> io::Result<(i32, Vec<OwnedFd>)> {
+    let socket = socket.as_raw_fd();
     // SAFETY: writing from `request`.
     let sent = unsafe {
         libc::send(
@@ -380,29 +252,7 @@ fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Vec<OwnedFd>)> {
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut pollfd = libc::pollfd {
-        fd: socket,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = ANSWER_WITHIN.as_millis() as c_int;
-    loop {
-        // SAFETY: one pollfd on this frame.
-        let n = unsafe { libc::poll(&mut pollfd, 1, millis) };
-        if n > 0 {
-            break;
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no answer within {} s", ANSWER_WITHIN.as_secs()),
-            ));
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
+    wait_readable(socket)?;
     let mut answer = [0u8; ANSWER_LEN];
     let mut control = [0u64; 4];
     let mut iov = libc::iovec {
@@ -426,12 +276,50 @@ fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Vec<OwnedFd>)> {
             "the helper closed its end",
         ));
     }
+    // SAFETY: `msg` is the header `recvmsg` just filled.
+    let fds = unsafe { received_fds(&msg) };
+    Ok((i32::from_ne_bytes(answer), fds))
+}
+
+/// Waits at most [`ANSWER_WITHIN`] until `socket` is readable.
+fn wait_readable(socket: c_int) -> io::Result<()> {
+    let mut pollfd = libc::pollfd {
+        fd: socket,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = ANSWER_WITHIN.as_millis() as c_int;
+    loop {
+        // SAFETY: one pollfd on this frame.
+        let n = unsafe { libc::poll(&mut pollfd, 1, millis) };
+        if n > 0 {
+            return Ok(());
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no answer within {} s", ANSWER_WITHIN.as_secs()),
+            ));
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// The descriptors passed in `msg`'s `SCM_RIGHTS` messages, owned.
+///
+/// # Safety
+///
+/// `msg` is a header `recvmsg` filled, its control buffer still alive.
+unsafe fn received_fds(msg: &libc::msghdr) -> Vec<OwnedFd> {
     let mut fds = Vec::new();
     // SAFETY: walking the control messages the kernel wrote into `control`;
     // each SCM_RIGHTS message holds `(len - CMSG_LEN(0)) / 4` descriptors,
     // owned from here on.
     unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
@@ -441,15 +329,16 @@ fn exchange(socket: RawFd, request: &[u8]) -> io::Result<(i32, Vec<OwnedFd>)> {
                     fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
         }
     }
-    Ok((i32::from_ne_bytes(answer), fds))
+    fds
 }
 
 /// The helper's loop (pid 2 of its sandbox): receive a request, open, pass
 /// the descriptor back. Raw system calls only (after `fork`); never returns.
-fn serve(socket: c_int) -> ! {
+fn serve(socket: BorrowedFd<'_>) -> ! {
+    let socket = socket.as_raw_fd();
     sys::close_all_except(&[socket]);
     // SAFETY: raw system calls on buffers of this frame; `_exit` ends the
     // process without running anything of the parent's.

@@ -8,12 +8,15 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::{Spec, seccomp, sys};
-use crate::{Enforcement, SandboxError, SandboxMode};
+use super::{seccomp, sys};
+use crate::{Enforcement, Error, Policy};
 
-/// The seccomp programs, one memory file each, passed to bubblewrap.
+/// The [`dsh_pty::PreExec`] hook of a bubblewrap command line: the seccomp
+/// programs, one memory file each, whose descriptors the command line
+/// names (`--add-seccomp-fd`), made inheritable in the child; and the core
+/// limit.
 #[derive(Debug)]
-pub(crate) struct Handoff {
+pub struct Handoff {
     fds: Vec<OwnedFd>,
 }
 
@@ -41,26 +44,23 @@ fn memfd(program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-/// The command line that runs `argv` confined by `bwrap`, and what it
-/// enforces.
-pub(crate) fn command(
-    bwrap: &Path,
-    spec: &Spec<'_>,
-    argv: &[String],
-) -> Result<(Vec<String>, Handoff, Enforcement), SandboxError> {
-    let rules = spec.rules;
-    let writable = rules.mode == SandboxMode::WorkspaceWrite;
-    let programs = seccomp::filters(true, spec.network)?;
-    let fds = programs
-        .programs
-        .iter()
-        .map(|p| memfd(p))
-        .collect::<io::Result<Vec<_>>>()
-        .map_err(|e| SandboxError::setup_from("seccomp for bubblewrap", e))?;
-    let path = |p: &Path| p.display().to_string();
-    let mut args: Vec<String> = vec![bwrap.display().to_string()];
-    let mut push = |items: &[&str]| args.extend(items.iter().map(|s| (*s).to_owned()));
-    push(&[
+/// A bubblewrap command line as it is made.
+struct Args(Vec<String>);
+
+impl Args {
+    fn push(&mut self, items: &[&str]) {
+        self.0.extend(items.iter().map(|s| (*s).to_owned()));
+    }
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The namespaces, the read-only root, the private `/tmp`, the network,
+/// the empty socket directories, `/dev` and `/proc`.
+fn namespaces_and_mounts(args: &mut Args, policy: &Policy) {
+    args.push(&[
         "--unshare-user",
         "--unshare-pid",
         "--unshare-ipc",
@@ -74,24 +74,23 @@ pub(crate) fn command(
         "/",
         "/",
     ]);
-    let tmp_size = spec.tmp.size.map(|n| n.to_string());
-    if let Some(size) = &tmp_size {
-        push(&["--size", size]);
+    if let Some(size) = policy.tmp_limits.size {
+        args.push(&["--size", &size.to_string()]);
     }
-    push(&["--tmpfs", "/tmp"]);
-    if !spec.network {
-        push(&["--unshare-net"]);
+    args.push(&["--tmpfs", "/tmp"]);
+    if !policy.network {
+        args.push(&["--unshare-net"]);
     }
     for dir in ["/run", "/var/run"] {
         if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-            push(&["--tmpfs", dir, "--remount-ro", dir]);
+            args.push(&["--tmpfs", dir, "--remount-ro", dir]);
         }
     }
     // `--proc` covers `/proc/sys` only when `access(W_OK)` on the directory
     // succeeds, which it does not for root (mode 0555), leaving sysctls
     // such as `kernel/core_pattern` writable by a caller whose uid 0 is
     // mapped to the host's. Cover it in every case.
-    push(&[
+    args.push(&[
         "--dev",
         "/dev",
         "--proc",
@@ -100,64 +99,94 @@ pub(crate) fn command(
         "/proc/sys",
         "/proc/sys",
     ]);
-    let mut roots: Vec<(PathBuf, bool)> = rules.roots.iter().map(|r| (r.clone(), true)).collect();
-    if !rules.roots.iter().any(|r| r == spec.workspace) {
-        roots.push((spec.workspace.to_owned(), false));
+}
+
+/// The roots, the protected paths and the hidden paths (bubblewrap applies
+/// its flags in order); whether a protected path was bound.
+fn roots_and_hidden(args: &mut Args, policy: &Policy) -> bool {
+    let mut roots: Vec<(PathBuf, bool)> = policy.roots.iter().map(|r| (r.clone(), true)).collect();
+    if !policy.roots.contains(&policy.workspace) {
+        roots.push((policy.workspace.clone(), false));
     }
     roots.sort_by_key(|(r, _)| r.as_os_str().len());
     // Bubblewrap hides what exists at start, by mounts over those entries
     // (see docs/sandbox.md: a host's replacement of one shows through).
     let attached: Vec<PathBuf> = roots.iter().map(|(r, _)| r.clone()).collect();
-    let hidden = super::hiding::plan(&rules.hidden, &attached, false, &[], &[]).pinned;
+    let hidden = super::hiding::plan(&policy.hidden, &attached, false, &[], &[]).pinned;
+    let holds_root = |hidden: &Path| roots.iter().any(|(r, _)| r.starts_with(hidden));
     for hidden in &hidden {
-        if hidden.is_dir() && roots.iter().any(|(r, _)| r.starts_with(hidden)) {
-            push(&["--tmpfs", &path(hidden)]);
+        if hidden.is_dir() && holds_root(hidden) {
+            args.push(&["--tmpfs", &path(hidden)]);
         }
     }
     for (root, rw) in &roots {
         let flag = if *rw { "--bind" } else { "--ro-bind" };
-        push(&[flag, &path(root), &path(root)]);
+        args.push(&[flag, &path(root), &path(root)]);
     }
-    let protected: Vec<&PathBuf> = rules
+    let protected: Vec<&PathBuf> = policy
         .protected
         .iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .filter(|p| rules.roots.iter().any(|r| p.starts_with(r)))
+        .filter(|p| policy.roots.iter().any(|r| p.starts_with(r)))
         .collect();
     for p in &protected {
-        push(&["--ro-bind", &path(p), &path(p)]);
+        args.push(&["--ro-bind", &path(p), &path(p)]);
     }
-    // Hidden paths, as in the built-in view (bubblewrap applies its flags
-    // in order): a directory holding a root got its tmpfs before the roots
-    // were bound, the others get theirs now, and all are made read-only; a
-    // hidden file shows /dev/null.
+    // Hidden paths, as in the built-in view: a directory holding a root
+    // got its tmpfs before the roots were bound, the others get theirs
+    // now, and all are made read-only; a hidden file shows /dev/null.
     for hidden in &hidden {
         if hidden.is_dir() {
-            if !roots.iter().any(|(r, _)| r.starts_with(hidden)) {
-                push(&["--tmpfs", &path(hidden)]);
+            if !holds_root(hidden) {
+                args.push(&["--tmpfs", &path(hidden)]);
             }
-            push(&["--remount-ro", &path(hidden)]);
+            args.push(&["--remount-ro", &path(hidden)]);
         } else {
-            push(&["--ro-bind", "/dev/null", &path(hidden)]);
+            args.push(&["--ro-bind", "/dev/null", &path(hidden)]);
         }
     }
-    if !rules.tmp {
-        push(&["--remount-ro", "/tmp"]);
+    !protected.is_empty()
+}
+
+/// The command line that runs `argv` confined by the bubblewrap program
+/// `bwrap` as `policy` says (with namespaces: a policy without them is
+/// not bubblewrap's), the hook the spawn runs before `exec`ing it, and
+/// what it enforces: flags equivalent to the built-in view, the same
+/// seccomp programs, the same core limit; no Landlock, no socket
+/// supervisor.
+pub fn bubblewrap_command(
+    bwrap: &Path,
+    policy: &Policy,
+    argv: &[String],
+) -> Result<(Vec<String>, Handoff, Enforcement), Error> {
+    let programs = seccomp::filters(true, policy.network)?;
+    let fds = programs
+        .programs
+        .iter()
+        .map(|p| memfd(p))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| Error::setup_from("seccomp for bubblewrap", e))?;
+    let mut args = Args(vec![path(bwrap)]);
+    namespaces_and_mounts(&mut args, policy);
+    let protected = roots_and_hidden(&mut args, policy);
+    if !policy.tmp_writable {
+        args.push(&["--remount-ro", "/tmp"]);
     }
-    push(&["--cap-drop", "ALL"]);
+    args.push(&["--cap-drop", "ALL"]);
     for fd in &fds {
-        push(&["--add-seccomp-fd", &fd.as_raw_fd().to_string()]);
+        args.push(&["--add-seccomp-fd", &fd.as_raw_fd().to_string()]);
     }
-    push(&["--chdir", &path(spec.cwd), "--"]);
+    args.push(&["--chdir", &path(&policy.cwd), "--"]);
+    let mut args = args.0;
     args.extend(argv.iter().cloned());
     let enforcement = Enforcement {
         namespaces: true,
         filesystem: true,
         capabilities_dropped: true,
         seccomp: true,
-        network_isolated: !spec.network,
-        git_read_only: writable && !protected.is_empty(),
-        landlock_abi: super::landlock_abi(),
+        network_isolated: !policy.network,
+        git_read_only: policy.workspace_write && protected,
+        landlock_abi: super::landlock::landlock_abi(),
         ..Enforcement::default()
     };
     Ok((args, Handoff { fds }, enforcement))
@@ -185,30 +214,18 @@ unsafe impl dsh_pty::PreExec for Handoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SandboxPolicy, WriteRules};
 
     #[test]
     fn the_flags_match_the_built_in_view() {
         let dir = tempfile::tempdir().unwrap();
         let ws = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(ws.join(".git")).unwrap();
-        let rules = WriteRules::new(
-            &SandboxPolicy::default().tmp_writable(false),
-            SandboxMode::WorkspaceWrite,
-            &ws,
-        );
-        let spec = Spec {
-            rules: &rules,
-            workspace: &ws,
-            cwd: &ws,
-            network: false,
-            namespaces: true,
-            unix_sockets: &[],
-            files: false,
-            tmp: crate::linux::TmpLimits::default(),
-        };
+        let policy = Policy::new(ws.clone())
+            .workspace_write(true)
+            .writable_roots(vec![ws.clone()])
+            .protected(vec![ws.join(".git"), ws.join("HEAD")]);
         let (argv, handoff, enforcement) =
-            command(Path::new("bwrap"), &spec, &["bash".to_owned()]).unwrap();
+            bubblewrap_command(Path::new("bwrap"), &policy, &["bash".to_owned()]).unwrap();
         let line = argv.join(" ");
         let ws = ws.display();
         for expected in [
@@ -223,6 +240,10 @@ mod tests {
         ] {
             assert!(line.contains(expected), "{expected:?} not in {line}");
         }
+        assert!(
+            !line.contains("HEAD"),
+            "a missing protected path is not bound"
+        );
         assert_eq!(line.matches("--add-seccomp-fd").count(), handoff.fds.len());
         assert!(enforcement.namespaces && enforcement.git_read_only && !enforcement.landlock);
     }

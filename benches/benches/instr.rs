@@ -13,8 +13,9 @@
 //! ```text
 //! cargo bench -p benches --bench instr          # needs valgrind
 //! ```
-//! (`DSH_INSTR=bash` counts only bash's share; `DSH_INSTR_KEEP=1` keeps the
-//! callgrind files for `callgrind_annotate`.)
+//! (`DSH_INSTR=bash` counts only bash's share; `DSH_INSTR_CMD=true` makes
+//! the calls `true` instead of `echo hi`, on both sides; `DSH_INSTR_KEEP=1`
+//! keeps the callgrind files for `callgrind_annotate`.)
 #![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -68,7 +69,16 @@ fn per_call(dir: &Path, name: &str, mut run: impl FnMut(u64, &str)) -> u64 {
     (counted(dir, &b) - counted(dir, &a)) / (K2 - K1)
 }
 
+/// The command of the bash share's calls and what it prints.
+fn bash_command() -> (&'static str, &'static str) {
+    match std::env::var("DSH_INSTR_CMD").as_deref() {
+        Ok("true") => ("true", ""),
+        _ => ("echo hi", "hi"),
+    }
+}
+
 fn bash_share(dir: &Path) -> (u64, u64) {
+    let (command, prints) = bash_command();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -83,7 +93,7 @@ fn bash_share(dir: &Path) -> (u64, u64) {
         rt.block_on(async {
             assert_eq!(shell.run("true").await.unwrap(), "");
             for _ in 0..k {
-                assert_eq!(shell.run("echo hi").await.unwrap(), "hi");
+                assert_eq!(shell.run(command).await.unwrap(), prints);
             }
             // The shell exits by itself, so that callgrind writes its counts.
             let out = shell.run("exit").await.unwrap();
@@ -95,7 +105,7 @@ fn bash_share(dir: &Path) -> (u64, u64) {
         pty.run("true; echo __M_0_$?__\n", b"__M_0_0__").unwrap();
         for n in 1..=k {
             pty.run(
-                &format!("echo hi; echo __M_{n}_$?__\n"),
+                &format!("{command}; echo __M_{n}_$?__\n"),
                 format!("__M_{n}_0__").as_bytes(),
             )
             .unwrap();
@@ -234,7 +244,8 @@ fn main() {
     }
     let (dsh, raw) = bash_share(dir.path());
     println!(
-        "bash instructions per `echo hi` call: dsh-shell-persistent {dsh}, raw marker line {raw} ({:.1}x)",
+        "bash instructions per `{}` call: dsh-shell-persistent {dsh}, raw marker line {raw} ({:.1}x)",
+        bash_command().0,
         dsh as f64 / raw as f64
     );
     if std::env::var("DSH_INSTR").as_deref() == Ok("bash") {

@@ -2,38 +2,47 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines three functions with random names (the
-//! prologue, the one that keeps the status, and the epilogue), parsed once.
-//! One call is then one physical line of three statements:
+//! The shell's init line defines four functions with random names (the
+//! prologue, the one that keeps the status, the epilogue and its rare
+//! repair path) and the fixed text of the call's steps, parsed once and made
+//! read-only (`readonly -f`, `readonly`): a command cannot redefine, unset or
+//! replace them, so a call through their random names (with `\` before it,
+//! so no alias) reaches them whatever the command defined. One call is then
+//! one physical line of three statements:
 //!
 //! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
-//!    `POSIXLY_CORRECT=y`, the call's abandon tag, and the command (with a
-//!    call of the prologue before it) into a variable. An assignment that
-//!    fails abandons the line, so a stale tag then shows that it failed. In
-//!    POSIX mode bash finds special builtins (`eval`, `exec`, `set`, `unset`)
-//!    before functions and does not expand aliases of reserved words, and
-//!    `\eval` skips aliases, so no function, alias or hijack reaches the
-//!    wrapper.
-//! 2. `\eval` of: the next call's start marker (`PS0`); an inner `\eval` of
-//!    the command variable, whose prologue sets the abandon prompt, restores
-//!    the user's `PROMPT_COMMAND`, `set -x`/`-v` and POSIX mode and raises a
-//!    flag, so the command runs exactly as the user left the shell; on the
-//!    same line (parsed before the command runs, so `set -v` never echoes
-//!    it), a function called with standard error closed that keeps the
-//!    status and the options and turns `set -x`/`-v` off, so no later step
-//!    is traced or echoed; the epilogue; the end prompt. The outer `eval`
-//!    goes on after a syntax error in the inner one, and its parse resets
-//!    bash's prompt state. The
-//!    epilogue points standard input, output and error back at the terminal
-//!    if the command moved them (in POSIX mode just for that `exec`), notes
-//!    `set -e`, and checks that no variable the protocol writes was made
-//!    read-only. `PS1` becomes the end marker, the repair flags and the status.
+//!    `POSIXLY_CORRECT=y`, the call's abandon tag, the command (with a call
+//!    of the prologue before it) into a variable, and the next call's start
+//!    marker (`PS0`). An assignment that fails abandons the line, so a stale
+//!    tag then shows that it failed. In POSIX mode bash finds special
+//!    builtins (`eval`, `exec`, `set`, `unset`) before functions and does not
+//!    expand aliases of reserved words, and `\eval` skips aliases, so no
+//!    function, alias or hijack reaches the wrapper.
+//! 2. `\eval` of the read-only steps with the end prompt appended (the only
+//!    per-call text the wrapper parses twice is that prompt): an inner
+//!    `\eval` of the command variable, whose prologue sets the abandon
+//!    prompt, restores the user's `PROMPT_COMMAND`, `set -x`/`-v` and POSIX
+//!    mode and raises a flag, so the command runs exactly as the user left
+//!    the shell; on the same line (parsed before the command runs, so
+//!    `set -v` never echoes it), a function called with standard error
+//!    closed that keeps the status and the options and turns `set -x`/`-v`
+//!    off, so no later step is traced or echoed; the epilogue, called with
+//!    the end prompt. The outer `eval` goes on after a syntax error in the
+//!    inner one, and its parse resets bash's prompt state. The epilogue
+//!    checks that no variable the protocol writes was made read-only, calls
+//!    its repair path only if a standard stream is not the terminal or
+//!    `set -e` is on (that path points standard input, output and error back
+//!    at the terminal, in POSIX mode just for that `exec`, and notes
+//!    `set -e`), and makes `PS1` the end marker, the repair flags and the
+//!    status.
 //! 3. `(( flag )) ||` a fatal marker printed through `${unset?word}`, which
 //!    looks nothing up: the prologue did not run (`eval` disabled) or could
 //!    not restore POSIX mode (`set` and `unset` disabled).
 //!
-//! Inside the three functions a `DEBUG` trap does not fire (unless `functrace`
-//! or `extdebug` is on), and their text is never parsed again.
+//! Inside the functions a `DEBUG` trap does not fire (unless `functrace` or
+//! `extdebug` is on), and their text is never parsed again. bash copies a
+//! function's body at every call, so the common path's bodies are kept
+//! small.
 //!
 //! While the command runs, `PS1` is the *abandon prompt*: the shell's marker
 //! prefix and abandon id, `${tag}` and `$?`, expanded when bash shows it. If
@@ -207,6 +216,13 @@ pub(crate) enum Var {
     /// The function that keeps the command's status and options, first
     /// after the command, with standard error closed.
     Ended = b'Q',
+    /// The epilogue's rare path: reopens standard streams on the terminal
+    /// and notes `set -e`.
+    Repair = b'R',
+    /// The fixed text the call line's `\eval` runs (read-only).
+    Steps = b'L',
+    /// [`Var::Steps`] after a throwaway `[[` (read-only).
+    StepsAfterSyntaxError = b'T',
 }
 
 /// One shell's protocol: its marker prefix, abandon id and variable names.
@@ -281,16 +297,19 @@ impl Protocol {
             v(Var::Tag)
         );
         let functions = format!(
-            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n",
+            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
             pre = v(Var::Prologue),
             prec = self.prologue(),
             ended = v(Var::Ended),
             endedc = self.ended(),
             post = v(Var::Epilogue),
             postc = self.epilogue(),
+            repair = v(Var::Repair),
+            repairc = self.repair(),
         );
+        let steps = self.steps();
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}= {o}=; {a}={ap}; \\eval {functions}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
             s = v(Var::Status),
@@ -303,6 +322,14 @@ impl Protocol {
             a = v(Var::AbandonPrompt),
             ap = bash_ansi_c(&abandon_prompt),
             functions = bash_ansi_c(&functions),
+            pre = v(Var::Prologue),
+            ended = v(Var::Ended),
+            post = v(Var::Epilogue),
+            repair = v(Var::Repair),
+            l = v(Var::Steps),
+            t = v(Var::StepsAfterSyntaxError),
+            steps = bash_ansi_c(&steps),
+            steps_t = bash_ansi_c(&format!("\\eval '[[ -n x ]]' 2>&-\n{steps}")),
             ps0 = bash_ansi_c(&self.prompt_form(first_start)),
             ready = split_token(ready),
         )
@@ -371,8 +398,6 @@ impl Protocol {
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
         let (f, k, z, y) = (v(Var::Repaired), v(Var::Tag), v(Var::Unset), v(Var::Sink));
-        let enter = self.enter_posix();
-        let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
         let watched: String = [
             Var::Tag,
             Var::PrologueRan,
@@ -396,14 +421,43 @@ impl Protocol {
             "{k}=r\n\
 [[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
 {f}=\n\
-[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || {{\n\
-[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\
-}}\n\
+[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || \\{repair}\n\
 {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=\n\
-{k}=r\n",
+{k}=r\n\
+PS1=$1${{{f}}}:${{{s}}}#\n",
             u = v(Var::UserPromptCommand),
+            s = v(Var::Status),
+            repair = v(Var::Repair),
             ro = self.fatal_word(Fatal::ReadOnly),
+        )
+    }
+
+    /// The epilogue's rare path, a function of its own so that the common
+    /// one is small (bash copies a function's body at every call): points
+    /// standard error, output and input back at the terminal if the command
+    /// moved them, entering POSIX mode just for the `exec` (the special
+    /// builtin), and notes `set -e`.
+    fn repair(&self) -> String {
+        let f = self.var(Var::Repaired);
+        let enter = self.enter_posix();
+        let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
+        format!(
+            "[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
+{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n"
+        )
+    }
+
+    /// What the call line's `\eval` runs, the same for every call: the
+    /// command (through the inner `\eval`, whose syntax error this one
+    /// outlives), on the same line the function that keeps its status and
+    /// options, and the call of the epilogue, whose argument (the end
+    /// prompt) the call line appends.
+    fn steps(&self) -> String {
+        format!(
+            "\\eval \"${m}\"; {{ \\{q}; }} 2>&-\n\\{e} ",
+            m = self.var(Var::Command),
+            q = self.var(Var::Ended),
+            e = self.var(Var::Epilogue),
         )
     }
 
@@ -433,28 +487,21 @@ impl Protocol {
                 bash_ansi_c(&path.to_string_lossy())
             ),
         };
-        let throwaway = if after_syntax_error {
-            "\\eval '[[ -n x ]]' 2>&-\n"
+        let steps = if after_syntax_error {
+            Var::StepsAfterSyntaxError
         } else {
-            ""
+            Var::Steps
         };
-        let outer = bash_ansi_c(&format!(
-            "PS0='{start}'\n{throwaway}\\eval \"${m}\"; {{ \\{q}; }} 2>&-\n\\{e}\nPS1='{end}'\"${{{f}}}:${{{s}}}#\"\n",
-            start = self.prompt_form(next_start),
-            m = v(Var::Command),
-            s = v(Var::Status),
-            e = v(Var::Epilogue),
-            q = v(Var::Ended),
-            end = self.prompt_form(end),
-            f = v(Var::Repaired),
-        ));
         format!(
-            "{c}=0 {enter} {k}={tag} {m}={command}; \\eval {outer}; (( {c} )) || {y}=${{{z}?{bi}}}\n",
+            "{c}=0 {enter} {k}={tag} {m}={command} PS0={start}; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || {y}=${{{z}?{bi}}}\n",
             c = v(Var::PrologueRan),
             enter = self.enter_posix(),
             k = v(Var::Tag),
             tag = Self::abandon_tag(call_id),
             m = v(Var::Command),
+            start = bash_ansi_c(&self.prompt_form(next_start)),
+            steps = v(steps),
+            end = self.prompt_form(end),
             y = v(Var::Sink),
             z = v(Var::Unset),
             bi = self.fatal_word(Fatal::Builtins),

@@ -23,6 +23,22 @@ fn shell(ws: &Path, mode: SandboxMode, limits: ResourceLimits) -> SandboxedShell
     .unwrap()
 }
 
+/// A shell under `policy` whose private `/tmp` is bounded to `size` bytes
+/// and `inodes` inodes, with the shell's own `limits`.
+fn tmp_shell(
+    ws: &Path,
+    policy: SandboxPolicy,
+    size: Option<u64>,
+    inodes: Option<u64>,
+    limits: ResourceLimits,
+) -> SandboxedShell {
+    SandboxedShell::new(SandboxConfig::new(
+        policy,
+        ShellConfig::new(ws).limits(limits.tmp_size(size).tmp_inodes(inodes)),
+    ))
+    .unwrap()
+}
+
 async fn run(s: &SandboxedShell, cmd: &str) -> String {
     match s.execute("agent", &json!({ "command": cmd })).await {
         Ok(text) => text,
@@ -226,6 +242,114 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
         assert_eq!(run(&s, "ulimit -v").await, "262144", "{mode}");
         s.close_all().await;
     }
+}
+
+/// The refusals and reports of the private `/tmp`'s bounds read as they
+/// always did (the model's text and the developer's), wherever they are
+/// kept: no private `/tmp` in danger-full-access, and bubblewrap, which
+/// cannot bound a tmpfs's inodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmp_bound_refusals_and_reports_read_as_before() {
+    let (_dir, ws) = workspace();
+    let no_cgroup = "no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md)";
+    let no_tmp = "only the sandbox's restricted modes make a private /tmp";
+    let full = SandboxMode::DangerFullAccess;
+    // Danger-full-access has no private /tmp: refused with the shell's own
+    // limits that cannot be kept, in one list, at start and at a call.
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(full),
+        Some(64 << 20),
+        None,
+        ResourceLimits::default(),
+    );
+    let err = s.enforcement(full).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("the /tmp size limit cannot be enforced: {no_tmp}")
+    );
+    assert_eq!(
+        dsh_sandbox::contract::render_error(&err),
+        format!("the /tmp size limit cannot be enforced: {no_tmp}; the command was not run.")
+    );
+    assert_eq!(
+        run(&s, "echo ran").await,
+        format!(
+            "error: The bash shell could not be started: the /tmp size limit cannot be enforced: {no_tmp}"
+        )
+    );
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(full),
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default()
+            .pids(Some(50))
+            .open_files(Some(99)),
+    );
+    let both = format!(
+        "the process limit, the /tmp size limit and the /tmp inode limit cannot be enforced: {no_cgroup}; {no_tmp}"
+    );
+    let err = s.enforcement(full).unwrap_err();
+    assert_eq!(err.to_string(), both);
+    assert_eq!(
+        dsh_sandbox::contract::render_error(&err),
+        format!("{both}; the command was not run.")
+    );
+    assert_eq!(
+        run(&s, "echo ran").await,
+        format!("error: The bash shell could not be started: {both}")
+    );
+    // Best effort: not held, and why, after the shell's own reasons.
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(full),
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default().pids(Some(50)).best_effort(true),
+    );
+    let enforcement = s.enforcement(full).unwrap();
+    assert_eq!(
+        enforcement.limits.why_not_held,
+        format!("{no_cgroup}; {no_tmp}")
+    );
+    assert_eq!(run(&s, "echo ran").await, "ran");
+    s.close_all().await;
+    // Bubblewrap bounds the size but not the inodes.
+    let bwrap = SandboxPolicy::default()
+        .mode(SandboxMode::WorkspaceWrite)
+        .bubblewrap(Some(PathBuf::from("bwrap")));
+    let s = tmp_shell(
+        &ws,
+        bwrap.clone(),
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default(),
+    );
+    let err = s.enforcement(SandboxMode::WorkspaceWrite).unwrap_err();
+    let inodes =
+        "the /tmp inode limit cannot be enforced: bubblewrap cannot bound a tmpfs's inodes";
+    assert_eq!(err.to_string(), inodes);
+    assert_eq!(
+        dsh_sandbox::contract::render_error(&err),
+        format!("{inodes}; the command was not run.")
+    );
+    assert_eq!(
+        run(&s, "echo ran").await,
+        format!("error: {inodes}; the command was not run.")
+    );
+    let s = tmp_shell(
+        &ws,
+        bwrap,
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default().pids(Some(50)).best_effort(true),
+    );
+    let enforcement = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
+    assert_eq!(
+        enforcement.limits.why_not_held,
+        format!("{no_cgroup}; bubblewrap cannot bound a tmpfs's inodes")
+    );
 }
 
 /// The cgroup limits. Each test makes cgroups beneath

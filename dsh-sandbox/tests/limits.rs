@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use dsh_pty::{Held, Limit, ResourceLimits};
-use dsh_sandbox::{SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
+use dsh_sandbox::{SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell, TmpHeld, TmpLimit};
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
 
@@ -33,8 +33,8 @@ fn tmp_shell(
     limits: ResourceLimits,
 ) -> SandboxedShell {
     SandboxedShell::new(SandboxConfig::new(
-        policy,
-        ShellConfig::new(ws).limits(limits.tmp_size(size).tmp_inodes(inodes)),
+        policy.tmp_size(size).tmp_inodes(inodes),
+        ShellConfig::new(ws).limits(limits),
     ))
     .unwrap()
 }
@@ -159,12 +159,14 @@ async fn the_editor_writes_within_the_file_size_limit_in_every_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_private_tmp_holds_its_size_and_inodes() {
     let (_dir, ws) = workspace();
-    let limited = ResourceLimits::default()
-        .tmp_size(Some(64 << 20))
-        .tmp_inodes(Some(200));
-    for limits in [limited, ResourceLimits::default()] {
-        let on = !limits.is_empty();
-        let s = shell(&ws, SandboxMode::WorkspaceWrite, limits);
+    let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite);
+    for on in [true, false] {
+        let (size, inodes) = if on {
+            (Some(64 << 20), Some(200))
+        } else {
+            (None, None)
+        };
+        let s = tmp_shell(&ws, policy.clone(), size, inodes, ResourceLimits::default());
         let enforcement = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
         let out = run(
             &s,
@@ -177,8 +179,8 @@ async fn the_private_tmp_holds_its_size_and_inodes() {
         )
         .await;
         if on {
-            assert_eq!(enforcement.limits.held(Limit::TmpSize), Some(Held::Tmpfs));
-            assert_eq!(enforcement.limits.held(Limit::TmpInodes), Some(Held::Tmpfs));
+            assert_eq!(enforcement.tmp_held(TmpLimit::Size), Some(TmpHeld::Tmpfs));
+            assert_eq!(enforcement.tmp_held(TmpLimit::Inodes), Some(TmpHeld::Tmpfs));
             assert!(out.contains("No space left on device"), "{out}");
             let size: u64 = out.lines().last().unwrap().parse().unwrap();
             assert!(size <= 64 << 20, "{out}");
@@ -215,8 +217,13 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
         assert!(!ws.join("ran").exists(), "{mode}: nothing ran");
     }
     // A private /tmp exists only in the restricted modes.
-    let tmp = ResourceLimits::default().tmp_size(Some(64 << 20));
-    let s = shell(&ws, SandboxMode::DangerFullAccess, tmp);
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(SandboxMode::DangerFullAccess),
+        Some(64 << 20),
+        None,
+        ResourceLimits::default(),
+    );
     let err = s.enforcement(SandboxMode::DangerFullAccess).unwrap_err();
     assert!(
         dsh_sandbox::contract::render_error(&err).starts_with(
@@ -313,6 +320,11 @@ async fn tmp_bound_refusals_and_reports_read_as_before() {
         enforcement.limits.why_not_held,
         format!("{no_cgroup}; {no_tmp}")
     );
+    assert_eq!(enforcement.tmp_held(TmpLimit::Size), Some(TmpHeld::NotHeld));
+    assert_eq!(
+        enforcement.tmp_held(TmpLimit::Inodes),
+        Some(TmpHeld::NotHeld)
+    );
     assert_eq!(run(&s, "echo ran").await, "ran");
     s.close_all().await;
     // Bubblewrap bounds the size but not the inodes.
@@ -349,6 +361,11 @@ async fn tmp_bound_refusals_and_reports_read_as_before() {
     assert_eq!(
         enforcement.limits.why_not_held,
         format!("{no_cgroup}; bubblewrap cannot bound a tmpfs's inodes")
+    );
+    assert_eq!(enforcement.tmp_held(TmpLimit::Size), Some(TmpHeld::Tmpfs));
+    assert_eq!(
+        enforcement.tmp_held(TmpLimit::Inodes),
+        Some(TmpHeld::NotHeld)
     );
 }
 

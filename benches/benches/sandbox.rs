@@ -82,13 +82,12 @@ fn spawn_cost(c: &mut Criterion) {
         b.iter(|| rt.block_on(net.execute("bench", &args)).unwrap())
     });
     let mut bounded = SandboxConfig::new(
-        SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite),
-        ShellConfig::new(ws.path()).limits(
-            dsh_pty::ResourceLimits::default()
-                .tmp_size(Some(64 << 20))
-                .tmp_inodes(Some(10_000))
-                .open_files(Some(1024)),
-        ),
+        SandboxPolicy::default()
+            .mode(SandboxMode::WorkspaceWrite)
+            .tmp_size(Some(64 << 20))
+            .tmp_inodes(Some(10_000)),
+        ShellConfig::new(ws.path())
+            .limits(dsh_pty::ResourceLimits::default().open_files(Some(1024))),
     );
     bounded.restricted = Persistence::OneShot;
     let bounded = SandboxedShell::new(bounded).unwrap();

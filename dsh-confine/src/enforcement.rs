@@ -1,5 +1,7 @@
 //! What the operating system enforces for one confinement.
 
+use crate::{TmpHeld, TmpLimit};
+
 /// What the operating system enforces for one mode.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -30,9 +32,14 @@ pub struct Enforcement {
     /// What was asked but could not be enforced (only with `degrade`).
     pub missing: Vec<&'static str>,
     /// How each resource limit of the shell's config is kept (see
-    /// [`dsh_pty::ResourceLimits`]): the cgroup, rlimits, the private
-    /// `/tmp`'s tmpfs, or not at all (only with best-effort limits).
+    /// [`dsh_pty::ResourceLimits`]): the cgroup, rlimits, or not at all
+    /// (only with best-effort limits). Its `why_not_held` also says why
+    /// the bounds of [`Enforcement::tmp_limits`] marked
+    /// [`TmpHeld::NotHeld`] are not held (after the shell's own reasons).
     pub limits: dsh_pty::LimitsReport,
+    /// How each requested bound of the private `/tmp` is kept, the size
+    /// first (see [`TmpLimits`](crate::TmpLimits)): by its tmpfs, or not at all.
+    pub tmp_limits: Vec<(TmpLimit, TmpHeld)>,
 }
 
 /// What confines the Unix sockets a sandboxed process reaches.
@@ -54,6 +61,15 @@ impl Enforcement {
     /// Nothing enforced (danger-full-access).
     pub fn none() -> Self {
         Enforcement::default()
+    }
+
+    /// How the private `/tmp`'s bound `limit` is kept (`None`: it was not
+    /// asked for).
+    pub fn tmp_held(&self, limit: TmpLimit) -> Option<TmpHeld> {
+        self.tmp_limits
+            .iter()
+            .find(|(l, _)| *l == limit)
+            .map(|(_, held)| *held)
     }
 
     /// What a Seatbelt profile enforces.

@@ -42,7 +42,7 @@ pub use linux::files::{OpenError, Opener};
 pub use linux::landlock::landlock_abi;
 #[cfg(target_os = "linux")]
 pub use linux::{Confinement, without_capabilities};
-pub use policy::{Policy, TmpLimits};
+pub use policy::{Policy, TmpHeld, TmpLimit, TmpLimits};
 pub use seatbelt::{seatbelt_command, seatbelt_profile};
 
 /// The crate whose hook trait ([`dsh_pty::PreExec`]) and limits report

@@ -149,6 +149,25 @@ impl TmpLimits {
         TmpLimits { size, inodes }
     }
 
+    /// The bounds asked for, with their values: the size, then the inodes.
+    ///
+    /// ```
+    /// use dsh_confine::{TmpLimit, TmpLimits};
+    /// let asked: Vec<_> = TmpLimits::new(None, Some(100)).requested().collect();
+    /// assert_eq!(asked, [(TmpLimit::Inodes, 100)]);
+    /// assert!(TmpLimits::default().is_empty());
+    /// ```
+    pub fn requested(self) -> impl Iterator<Item = (TmpLimit, u64)> {
+        [(TmpLimit::Size, self.size), (TmpLimit::Inodes, self.inodes)]
+            .into_iter()
+            .filter_map(|(limit, value)| value.map(|v| (limit, v)))
+    }
+
+    /// `true` when no bound is asked for.
+    pub fn is_empty(self) -> bool {
+        self.size.is_none() && self.inodes.is_none()
+    }
+
     /// The tmpfs options: `mode=1777` and the bounds.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn options(self) -> String {
@@ -161,4 +180,36 @@ impl TmpLimits {
         }
         options
     }
+}
+
+/// One bound of the private `/tmp`'s tmpfs. `Display` names it as a limit
+/// ("/tmp size limit"), as the shell's own limits are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum TmpLimit {
+    /// [`TmpLimits::size`].
+    Size,
+    /// [`TmpLimits::inodes`].
+    Inodes,
+}
+
+impl std::fmt::Display for TmpLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TmpLimit::Size => "/tmp size limit",
+            TmpLimit::Inodes => "/tmp inode limit",
+        })
+    }
+}
+
+/// How one requested bound of the private `/tmp` is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TmpHeld {
+    /// By the size options of the private `/tmp`'s tmpfs (`size=`,
+    /// `nr_inodes=`).
+    Tmpfs,
+    /// Not at all: there is no private `/tmp`, or what makes it cannot
+    /// bound this (only with best-effort limits).
+    NotHeld,
 }

@@ -87,10 +87,17 @@ pub struct ContainerTemplate {
     pub network: Option<String>,
     /// The container's limits (the same knobs as a local shell's): memory
     /// (swap off, as `--memory-swap` equal to `--memory`), processes, CPU
-    /// share, open files and file size (ulimits), and `/tmp` as a tmpfs of
-    /// the given size and inodes. Its cgroup parent and best-effort flag are
-    /// not used: the daemon keeps every limit or refuses the container.
+    /// share, open files and file size (ulimits). Its cgroup parent and
+    /// best-effort flag are not used: the daemon keeps every limit or
+    /// refuses the container.
     pub limits: dsh_pty::ResourceLimits,
+    /// `/tmp` as a tmpfs of at most this many bytes (`--tmpfs
+    /// /tmp:rw,nosuid,nodev,mode=1777,size=N`; default: none, the image's
+    /// `/tmp`). With [`ContainerTemplate::tmp_inodes`], one tmpfs with both.
+    pub tmp_size: Option<u64>,
+    /// `/tmp` as a tmpfs of at most this many files and directories
+    /// (`nr_inodes=N`; default: none).
+    pub tmp_inodes: Option<u64>,
     /// Labels to put on the container (the crate adds `dsh-rs=1`).
     pub labels: Vec<(String, String)>,
 }
@@ -104,13 +111,17 @@ impl ContainerTemplate {
             env: Vec::new(),
             network: None,
             limits: dsh_pty::ResourceLimits::default(),
+            tmp_size: None,
+            tmp_inodes: None,
             labels: Vec::new(),
         }
     }
 }
 
-/// The part of a container's host config that keeps `limits`.
-pub(crate) fn host_limits(limits: &dsh_pty::ResourceLimits) -> HostConfig {
+/// The part of a container's host config that keeps `template`'s limits
+/// and `/tmp` bounds.
+pub(crate) fn host_limits(template: &ContainerTemplate) -> HostConfig {
+    let limits = &template.limits;
     let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let ulimit = |name: &str, v: u64| bollard::models::ResourcesUlimits {
         name: Some(name.to_owned()),
@@ -124,15 +135,15 @@ pub(crate) fn host_limits(limits: &dsh_pty::ResourceLimits) -> HostConfig {
     .into_iter()
     .flatten()
     .collect();
-    let tmpfs = (limits.tmp_size.is_some() || limits.tmp_inodes.is_some()).then(|| {
+    let tmpfs = (template.tmp_size.is_some() || template.tmp_inodes.is_some()).then(|| {
         let mut options = vec![
             "rw".to_owned(),
             "nosuid".to_owned(),
             "nodev".to_owned(),
             "mode=1777".to_owned(),
         ];
-        options.extend(limits.tmp_size.map(|v| format!("size={v}")));
-        options.extend(limits.tmp_inodes.map(|v| format!("nr_inodes={v}")));
+        options.extend(template.tmp_size.map(|v| format!("size={v}")));
+        options.extend(template.tmp_inodes.map(|v| format!("nr_inodes={v}")));
         std::collections::HashMap::from([("/tmp".to_owned(), options.join(","))])
     });
     HostConfig {
@@ -216,7 +227,7 @@ impl Container {
             host_config: Some(HostConfig {
                 network_mode: template.network.clone(),
                 init: Some(false),
-                ..host_limits(&template.limits)
+                ..host_limits(template)
             }),
             ..Default::default()
         };

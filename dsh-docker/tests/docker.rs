@@ -538,18 +538,16 @@ mod docker {
             .memory(Some(64 << 20))
             .pids(Some(64))
             .cpus(Some(0.5))
-            .tmp_size(Some(32 << 20))
             .open_files(Some(100));
         let grow = "bash -c 'x=$(head -c 200000000 /dev/zero | tr \"\\0\" a); echo grew ${#x}'; echo rc=$?";
         for limited in [true, false] {
             let mut config = ShellConfig::new("/tmp");
+            let mut template = ContainerTemplate::new(test_image());
             if limited {
                 config.limits = limits.clone();
+                template.tmp_size = Some(32 << 20);
             }
-            config.backend = Arc::new(DockerBackend::per_session(
-                docker.clone(),
-                ContainerTemplate::new(test_image()),
-            ));
+            config.backend = Arc::new(DockerBackend::per_session(docker.clone(), template));
             let pool = ShellPool::new(config).unwrap();
             let host = pool.run("a", "echo $HOSTNAME").await.unwrap();
             let info = docker.inspect_container(host.trim(), None).await.unwrap();

@@ -356,57 +356,84 @@ fn parse_cgroup_parent(text: &str) -> Result<dsh_pty::CgroupParent, String> {
 }
 
 /// `--best-effort-limits`' lines on stderr: how each requested limit of
-/// `limits` is kept, from the sandbox's `report`.
-fn limit_lines(limits: &dsh_pty::ResourceLimits, report: &dsh_pty::LimitsReport) -> Vec<String> {
+/// `limits` and each bound of the private `/tmp` (`tmp`) is kept, from the
+/// sandbox's `enforcement`; the `/tmp` bounds after the cgroup's limits
+/// (processes, memory, CPU) and before the rlimits.
+fn limit_lines(
+    limits: &dsh_pty::ResourceLimits,
+    tmp: dsh_sandbox::TmpLimits,
+    enforcement: &dsh_sandbox::Enforcement,
+) -> Vec<String> {
     use dsh_pty::__private::format_bytes;
     use dsh_pty::{CgroupVersion, Held, Limit};
+    use dsh_sandbox::{TmpHeld, TmpLimit};
+    let report = &enforcement.limits;
+    let not_held = |limit: &dyn std::fmt::Display, amount: &str| {
+        format!(
+            "dsh-mcp: the {limit} ({amount}) is not held at all: {}",
+            report.why_not_held
+        )
+    };
+    let line = |(limit, value): (Limit, u64)| {
+        let held = report.held(limit)?;
+        let amount = match limit {
+            Limit::Memory | Limit::FileSize => format_bytes(value),
+            Limit::Cpu => format!("{} CPUs", value as f64 / 1000.0),
+            _ => value.to_string(),
+        };
+        let v1 = matches!(held, Held::Cgroup(CgroupVersion::V1));
+        let by = match (limit, held) {
+            (_, Held::NotHeld) => return Some(not_held(&limit, &amount)),
+            (Limit::Pids, Held::Cgroup(_)) => "each shell's cgroup (pids.max), for its whole tree",
+            (Limit::Memory, Held::Cgroup(_)) if v1 => {
+                "each shell's cgroup (memory.limit_in_bytes), for its whole tree"
+            }
+            (Limit::Memory, Held::Cgroup(_)) => {
+                "each shell's cgroup (memory.max, memory.swap.max 0), for its whole tree"
+            }
+            (Limit::Cpu, Held::Cgroup(_)) if v1 => {
+                "each shell's cgroup (cpu.cfs_quota_us), for its whole tree"
+            }
+            (Limit::Cpu, Held::Cgroup(_)) => "each shell's cgroup (cpu.max), for its whole tree",
+            (Limit::Memory, Held::Rlimit) => {
+                "RLIMIT_AS, per process (its address space), not for the whole tree"
+            }
+            (Limit::OpenFiles, Held::Rlimit) => "RLIMIT_NOFILE, per process",
+            (Limit::FileSize, Held::Rlimit) => "RLIMIT_FSIZE, per process",
+            _ => {
+                return Some(format!(
+                    "dsh-mcp: the {limit} ({amount}) is held ({held:?})"
+                ));
+            }
+        };
+        Some(format!("dsh-mcp: the {limit} ({amount}) is held by {by}"))
+    };
+    let tmp_line = |(limit, value): (TmpLimit, u64)| {
+        let held = enforcement.tmp_held(limit)?;
+        let amount = match limit {
+            TmpLimit::Size => format_bytes(value),
+            _ => value.to_string(),
+        };
+        let by = match (limit, held) {
+            (_, TmpHeld::NotHeld) => return Some(not_held(&limit, &amount)),
+            (TmpLimit::Size, TmpHeld::Tmpfs) => "the private /tmp's tmpfs (size=)",
+            (TmpLimit::Inodes, TmpHeld::Tmpfs) => "the private /tmp's tmpfs (nr_inodes=)",
+            _ => {
+                return Some(format!(
+                    "dsh-mcp: the {limit} ({amount}) is held ({held:?})"
+                ));
+            }
+        };
+        Some(format!("dsh-mcp: the {limit} ({amount}) is held by {by}"))
+    };
+    let cgroup =
+        |(limit, _): &(Limit, u64)| matches!(limit, Limit::Pids | Limit::Memory | Limit::Cpu);
     limits
         .requested()
-        .filter_map(|(limit, value)| {
-            let held = report.held(limit)?;
-            let amount = match limit {
-                Limit::Memory | Limit::TmpSize | Limit::FileSize => format_bytes(value),
-                Limit::Cpu => format!("{} CPUs", value as f64 / 1000.0),
-                _ => value.to_string(),
-            };
-            let v1 = matches!(held, Held::Cgroup(CgroupVersion::V1));
-            let by = match (limit, held) {
-                (_, Held::NotHeld) => {
-                    return Some(format!(
-                        "dsh-mcp: the {limit} ({amount}) is not held at all: {}",
-                        report.why_not_held
-                    ));
-                }
-                (Limit::Pids, Held::Cgroup(_)) => {
-                    "each shell's cgroup (pids.max), for its whole tree"
-                }
-                (Limit::Memory, Held::Cgroup(_)) if v1 => {
-                    "each shell's cgroup (memory.limit_in_bytes), for its whole tree"
-                }
-                (Limit::Memory, Held::Cgroup(_)) => {
-                    "each shell's cgroup (memory.max, memory.swap.max 0), for its whole tree"
-                }
-                (Limit::Cpu, Held::Cgroup(_)) if v1 => {
-                    "each shell's cgroup (cpu.cfs_quota_us), for its whole tree"
-                }
-                (Limit::Cpu, Held::Cgroup(_)) => {
-                    "each shell's cgroup (cpu.max), for its whole tree"
-                }
-                (Limit::Memory, Held::Rlimit) => {
-                    "RLIMIT_AS, per process (its address space), not for the whole tree"
-                }
-                (Limit::OpenFiles, Held::Rlimit) => "RLIMIT_NOFILE, per process",
-                (Limit::FileSize, Held::Rlimit) => "RLIMIT_FSIZE, per process",
-                (Limit::TmpSize, Held::Tmpfs) => "the private /tmp's tmpfs (size=)",
-                (Limit::TmpInodes, Held::Tmpfs) => "the private /tmp's tmpfs (nr_inodes=)",
-                _ => {
-                    return Some(format!(
-                        "dsh-mcp: the {limit} ({amount}) is held ({held:?})"
-                    ));
-                }
-            };
-            Some(format!("dsh-mcp: the {limit} ({amount}) is held by {by}"))
-        })
+        .filter(cgroup)
+        .filter_map(line)
+        .chain(tmp.requested().filter_map(tmp_line))
+        .chain(limits.requested().filter(|l| !cgroup(l)).filter_map(line))
         .collect()
 }
 
@@ -443,14 +470,24 @@ impl Args {
             .collect()
     }
 
-    /// The resource limits the flags ask for.
+    /// The private `/tmp`'s bounds the flags ask for (the sandbox's, or a
+    /// container's `/tmp`).
+    fn tmp_limits(&self) -> dsh_sandbox::TmpLimits {
+        dsh_sandbox::TmpLimits::new(self.tmp_size, self.tmp_inodes)
+    }
+
+    /// Whether any limit is asked for: the shells' or `/tmp`'s.
+    fn any_limits(&self) -> bool {
+        !self.limits().is_empty() || !self.tmp_limits().is_empty()
+    }
+
+    /// The resource limits of each shell the flags ask for (the private
+    /// `/tmp`'s are [`Args::tmp_limits`]).
     fn limits(&self) -> dsh_pty::ResourceLimits {
         dsh_pty::ResourceLimits::default()
             .memory(self.memory)
             .pids(self.pids_limit)
             .cpus(self.cpus)
-            .tmp_size(self.tmp_size)
-            .tmp_inodes(self.tmp_inodes)
             .open_files(self.open_files)
             .file_size(self.file_size)
             .cgroup_parent(self.cgroup_parent.clone())
@@ -585,7 +622,7 @@ impl Place {
     async fn ssh(args: &Args) -> Result<Place, String> {
         use dsh_ssh::{SftpFs, SshBackend, SshHost, SshTarget};
         Place::remote_sandbox(args, "ssh")?;
-        if !args.limits().is_empty() {
+        if args.any_limits() {
             return Err("resource limits are not kept with --backend ssh (set them on the remote host, e.g. in the sshd's systemd unit)".to_owned());
         }
         let Some(spec) = &args.ssh else {
@@ -659,6 +696,8 @@ impl Place {
             (None, Some(image)) => {
                 let mut template = ContainerTemplate::new(image);
                 template.limits = args.limits();
+                template.tmp_size = args.tmp_size;
+                template.tmp_inodes = args.tmp_inodes;
                 template.network = args.docker_network.clone();
                 (Container::create(docker, &template).await, true)
             }
@@ -666,7 +705,7 @@ impl Place {
                 return Err("--backend docker needs --container NAME or --image IMAGE".to_owned());
             }
         };
-        if !made && !args.limits().is_empty() {
+        if !made && args.any_limits() {
             return Err("resource limits with --backend docker need --image: they are set on the container dsh-mcp makes (set an existing container's own with `docker update`)".to_owned());
         }
         let container = container.map_err(|e| e.to_string())?;
@@ -787,8 +826,15 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             config.limits(args.limits())
         }
     };
+    // A remote backend's `/tmp` is the container's, made with it.
+    let tmp = match place.backend {
+        Some(_) => dsh_sandbox::TmpLimits::default(),
+        None => args.tmp_limits(),
+    };
     let policy = SandboxPolicy::default()
         .mode(args.sandbox)
+        .tmp_size(tmp.size)
+        .tmp_inodes(tmp.inodes)
         .network(args.network)
         .unix_sockets(args.allow_unix_socket.clone())
         .hidden_paths({
@@ -825,12 +871,15 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
     };
     // Limits that cannot be kept stop the server now, not at the first call.
     match shell.enforcement(policy.mode) {
-        Err(err @ dsh_sandbox::SandboxError::Limits(_)) => {
+        Err(
+            err @ (dsh_sandbox::SandboxError::Limits(_)
+            | dsh_sandbox::SandboxError::LimitsNotHeld { .. }),
+        ) => {
             eprintln!("dsh-mcp: {}", report(&err));
             return ExitCode::FAILURE;
         }
         Ok(enforcement) if place.backend.is_none() && args.best_effort_limits => {
-            for line in limit_lines(&args.limits(), &enforcement.limits) {
+            for line in limit_lines(&args.limits(), tmp, &enforcement) {
                 eprintln!("{line}");
             }
         }

@@ -1140,6 +1140,91 @@ async fn best_effort_limits_say_on_stderr_what_holds_by_what() {
     assert!(!err.contains("is held by"), "{err}");
 }
 
+/// The private `/tmp`'s bounds are reported and refused at start as they
+/// always were, in their place among the other limits: kept by the tmpfs
+/// in a restricted mode, not at all in danger-full-access (with the
+/// shell's own reasons first), and a refusal names them with the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmp_bounds_say_on_stderr_what_holds_by_what() {
+    let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
+    let no_cgroup = "no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md)";
+    let no_tmp = "only the sandbox's restricted modes make a private /tmp";
+    let flags = [
+        "--best-effort-limits",
+        "--file-size",
+        "1m",
+        "--tmp-inodes",
+        "500",
+        "--cpus",
+        "0.5",
+        "--tmp-size",
+        "64m",
+        "--open-files",
+        "99",
+    ];
+    let restricted = vec![
+        format!("dsh-mcp: the CPU limit (0.5 CPUs) is not held at all: {no_cgroup}"),
+        "dsh-mcp: the /tmp size limit (64 MiB) is held by the private /tmp's tmpfs (size=)"
+            .to_owned(),
+        "dsh-mcp: the /tmp inode limit (500) is held by the private /tmp's tmpfs (nr_inodes=)"
+            .to_owned(),
+        "dsh-mcp: the open-file limit (99) is held by RLIMIT_NOFILE, per process".to_owned(),
+        "dsh-mcp: the file-size limit (1 MiB) is held by RLIMIT_FSIZE, per process".to_owned(),
+    ];
+    let full = vec![
+        format!("dsh-mcp: the CPU limit (0.5 CPUs) is not held at all: {no_cgroup}; {no_tmp}"),
+        format!("dsh-mcp: the /tmp size limit (64 MiB) is not held at all: {no_cgroup}; {no_tmp}"),
+        format!("dsh-mcp: the /tmp inode limit (500) is not held at all: {no_cgroup}; {no_tmp}"),
+        "dsh-mcp: the open-file limit (99) is held by RLIMIT_NOFILE, per process".to_owned(),
+        "dsh-mcp: the file-size limit (1 MiB) is held by RLIMIT_FSIZE, per process".to_owned(),
+    ];
+    for (mode, want) in [("read-only", restricted), ("danger-full-access", full)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .args(["--sandbox", mode])
+            .args(flags)
+            .arg("--workspace")
+            .arg(ws.path())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{mode}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("dsh-mcp: the "))
+            .collect();
+        assert_eq!(lines, want, "{mode}: {err}");
+    }
+    // Without best effort, one refusal names every limit not kept.
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        .args([
+            "--sandbox",
+            "danger-full-access",
+            "--tmp-inodes",
+            "500",
+            "--pids-limit",
+            "50",
+            "--tmp-size",
+            "64m",
+            "--workspace",
+        ])
+        .arg(ws.path())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "dsh-mcp: the process limit, the /tmp size limit and the /tmp inode limit cannot be enforced: {no_cgroup}; {no_tmp}\n"
+        )
+    );
+}
+
 /// The limit flags reach the local shell in every mode (rlimits and the
 /// private `/tmp` here; the cgroup ones are the VM's tests), and a limit
 /// that cannot be kept stops the server before it serves.

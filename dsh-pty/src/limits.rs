@@ -10,8 +10,11 @@
 //! however it double-forks, is counted and is ended with it (`cgroup.kill`,
 //! or freeze-and-kill on v1). Open files and the largest file are rlimits
 //! (`RLIMIT_NOFILE`, `RLIMIT_FSIZE`), per process, inherited by the whole tree.
-//! The private `/tmp`'s size and inodes are kept by whoever makes that
-//! `/tmp` (the sandbox crate); this crate only carries them.
+//! The private `/tmp`'s size and inodes are not among them: whoever makes
+//! that `/tmp` bounds it (`dsh-sandbox`'s `SandboxPolicy::tmp_size` and
+//! `tmp_inodes`, `dsh-docker`'s `ContainerTemplate`). They left this crate
+//! before 1.0, with `Limit::TmpSize`, `Limit::TmpInodes` and `Held::Tmpfs`
+//! (a breaking change: a serde config with `tmp-size` is now refused).
 //!
 //! A limit that cannot be kept makes the spawn fail with
 //! [`LimitsError::NotHeld`] naming what is missing, unless
@@ -59,11 +62,6 @@ pub struct ResourceLimits {
     /// The CPU share, in thousandths of a CPU (cgroup `cpu.max`; Docker's
     /// `--cpus` × 1000).
     pub cpu_millis: Option<u64>,
-    /// The size of the sandbox's private `/tmp`, in bytes (kept by the
-    /// sandbox crate; a session without a private `/tmp` cannot keep it).
-    pub tmp_size: Option<u64>,
-    /// The number of inodes of the sandbox's private `/tmp`.
-    pub tmp_inodes: Option<u64>,
     /// The most descriptors one process may hold open (`RLIMIT_NOFILE`).
     pub open_files: Option<u64>,
     /// The largest file a process may write, in bytes (`RLIMIT_FSIZE`: a
@@ -97,8 +95,6 @@ setters! {
     pids: Option<u64>,
     memory: Option<u64>,
     cpu_millis: Option<u64>,
-    tmp_size: Option<u64>,
-    tmp_inodes: Option<u64>,
     open_files: Option<u64>,
     file_size: Option<u64>,
     cgroup_parent: Option<CgroupParent>,
@@ -204,8 +200,6 @@ impl ResourceLimits {
             (Limit::Pids, self.pids),
             (Limit::Memory, self.memory),
             (Limit::Cpu, self.cpu_millis),
-            (Limit::TmpSize, self.tmp_size),
-            (Limit::TmpInodes, self.tmp_inodes),
             (Limit::OpenFiles, self.open_files),
             (Limit::FileSize, self.file_size),
         ]
@@ -237,8 +231,7 @@ impl ResourceLimits {
     /// What would hold for a session spawned with these limits by the native
     /// backend on this machine, without making anything: the cgroup
     /// hierarchy is read (the mount table, the controllers the parent
-    /// offers), never changed. The private `/tmp` limits are reported as
-    /// [`Held::NotHeld`] here: only a sandbox that makes one keeps them.
+    /// offers), never changed.
     ///
     /// Fails like the spawn would: [`LimitsError::NotHeld`] when a limit
     /// cannot be kept and [`ResourceLimits::best_effort`] is not set.
@@ -280,10 +273,6 @@ pub(crate) fn report_with(
                 why("rlimits are Unix's".to_owned());
                 Held::NotHeld
             }
-            (Limit::TmpSize | Limit::TmpInodes, _) => {
-                why("only the sandbox's restricted modes make a private /tmp".to_owned());
-                Held::NotHeld
-            }
         };
         report.limits.push((limit, held));
     }
@@ -310,10 +299,6 @@ pub enum Limit {
     Memory,
     /// [`ResourceLimits::cpu_millis`].
     Cpu,
-    /// [`ResourceLimits::tmp_size`].
-    TmpSize,
-    /// [`ResourceLimits::tmp_inodes`].
-    TmpInodes,
     /// [`ResourceLimits::open_files`].
     OpenFiles,
     /// [`ResourceLimits::file_size`].
@@ -326,8 +311,6 @@ impl fmt::Display for Limit {
             Limit::Pids => "process limit",
             Limit::Memory => "memory limit",
             Limit::Cpu => "CPU limit",
-            Limit::TmpSize => "/tmp size limit",
-            Limit::TmpInodes => "/tmp inode limit",
             Limit::OpenFiles => "open-file limit",
             Limit::FileSize => "file-size limit",
         })
@@ -352,8 +335,6 @@ pub enum Held {
     Cgroup(CgroupVersion),
     /// By an rlimit, per process.
     Rlimit,
-    /// By the size options of the private `/tmp`'s tmpfs.
-    Tmpfs,
     /// Not at all (only with [`ResourceLimits::best_effort`]).
     NotHeld,
 }
@@ -388,8 +369,7 @@ impl LimitsReport {
             .map(|(limit, _)| *limit)
     }
 
-    /// Sets how `limit` is kept (a sandbox that makes a private `/tmp`
-    /// marks the `/tmp` limits [`Held::Tmpfs`]).
+    /// Sets how `limit` is kept.
     pub fn set(&mut self, limit: Limit, held: Held) {
         for entry in &mut self.limits {
             if entry.0 == limit {

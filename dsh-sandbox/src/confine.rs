@@ -109,15 +109,12 @@ pub(crate) fn confine(
         .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
         .collect();
     // With namespaces the shell has a private /tmp and /dev/shm, whose
-    // tmpfs keeps the /tmp limits; the rest are the shell's spawn's to keep.
-    let tmp = dsh_confine::TmpLimits::new(shell.limits.tmp_size, shell.limits.tmp_inodes);
-    let limits = if namespaces {
-        shell.limits.tmp_size = None;
-        shell.limits.tmp_inodes = None;
-        let inodes_held = policy.bubblewrap.is_none();
-        with_tmp_limits(&shell.limits, tmp, inodes_held)?
+    // tmpfs keeps the /tmp bounds; the shell's limits are its spawn's.
+    let tmp = tmp_limits(policy);
+    let (limits, tmp_held) = if namespaces {
+        with_private_tmp(&shell.limits, tmp, policy.bubblewrap.is_none())?
     } else {
-        shell.limits.check()?
+        without_private_tmp(&shell.limits, tmp, None)?
     };
     let confined = resolved(rules, workspace)
         .network(policy.network)
@@ -129,6 +126,7 @@ pub(crate) fn confine(
             dsh_confine::bubblewrap_command(bwrap, &confined, &shell.effective_argv())
                 .map_err(crate::error::from_confine)?;
         enforcement.limits = limits;
+        enforcement.tmp_limits = tmp_held;
         shell.argv = Some(argv);
         shell.pre_exec.push(Arc::new(handoff));
         shell.inherit_env = false;
@@ -139,6 +137,7 @@ pub(crate) fn confine(
     let (confinement, mut enforcement) =
         dsh_confine::Confinement::build(&confined).map_err(crate::error::from_confine)?;
     enforcement.limits = limits;
+    enforcement.tmp_limits = tmp_held;
     if !enforcement.missing.is_empty() && !policy.degrade {
         return Err(SandboxError::NotEnforceable {
             missing: enforcement.missing.join(", "),
@@ -151,42 +150,98 @@ pub(crate) fn confine(
     Ok(enforcement)
 }
 
-/// What holds of the shell's `limits` (the /tmp ones taken out) with the
-/// private /tmp's tmpfs keeping `tmp` (its inodes only where `inodes_held`:
-/// bubblewrap cannot bound them); fails closed unless best effort.
+/// How the private `/tmp`'s bounds of a shell are kept, each with how.
+pub(crate) type TmpHeldList = Vec<(crate::TmpLimit, crate::TmpHeld)>;
+
+/// The private `/tmp`'s bounds `policy` asks for.
+pub(crate) fn tmp_limits(policy: &SandboxPolicy) -> dsh_confine::TmpLimits {
+    dsh_confine::TmpLimits::new(policy.tmp_size, policy.tmp_inodes)
+}
+
+/// Why a shell without a private `/tmp` cannot keep its bounds.
+const NO_PRIVATE_TMP: &str = "only the sandbox's restricted modes make a private /tmp";
+
+/// Why bubblewrap's `/tmp` cannot keep an inode bound.
 #[cfg(target_os = "linux")]
-fn with_tmp_limits(
+const BUBBLEWRAP_INODES: &str = "bubblewrap cannot bound a tmpfs's inodes";
+
+/// `why` followed by `more` (`; ` between two reasons).
+fn and_why(why: &str, more: &str) -> String {
+    if why.is_empty() {
+        more.to_owned()
+    } else {
+        format!("{why}; {more}")
+    }
+}
+
+/// What holds of the shell's `limits` with the private `/tmp`'s tmpfs
+/// keeping `tmp` (its inodes only where `inodes_held`: bubblewrap cannot
+/// bound them); fails closed unless best effort, the shell's limits first.
+#[cfg(target_os = "linux")]
+fn with_private_tmp(
     limits: &dsh_pty::ResourceLimits,
     tmp: dsh_confine::TmpLimits,
     inodes_held: bool,
-) -> Result<dsh_pty::LimitsReport, SandboxError> {
-    use dsh_pty::{Held, Limit, LimitsError};
+) -> Result<(dsh_pty::LimitsReport, TmpHeldList), SandboxError> {
+    use crate::{TmpHeld, TmpLimit};
     let mut report = limits.check()?;
-    if tmp.size.is_some() {
-        report.limits.push((Limit::TmpSize, Held::Tmpfs));
-    }
-    if tmp.inodes.is_some() {
-        if !inodes_held && !limits.best_effort {
-            return Err(LimitsError::NotHeld {
-                limits: vec![Limit::TmpInodes],
-                why: "bubblewrap cannot bound a tmpfs's inodes".to_owned(),
+    let mut held = Vec::new();
+    for (limit, _) in tmp.requested() {
+        if limit == TmpLimit::Inodes && !inodes_held {
+            if !limits.best_effort {
+                return Err(SandboxError::LimitsNotHeld {
+                    limits: Vec::new(),
+                    tmp: vec![TmpLimit::Inodes],
+                    why: BUBBLEWRAP_INODES.to_owned(),
+                    starting: None,
+                });
             }
-            .into());
-        }
-        let held = if inodes_held {
-            Held::Tmpfs
+            report.why_not_held = and_why(&report.why_not_held, BUBBLEWRAP_INODES);
+            held.push((limit, TmpHeld::NotHeld));
         } else {
-            let why = "bubblewrap cannot bound a tmpfs's inodes";
-            if report.why_not_held.is_empty() {
-                report.why_not_held = why.to_owned();
-            } else {
-                report.why_not_held = format!("{}; {why}", report.why_not_held);
-            }
-            Held::NotHeld
-        };
-        report.limits.push((Limit::TmpInodes, held));
+            held.push((limit, TmpHeld::Tmpfs));
+        }
     }
-    Ok(report)
+    Ok((report, held))
+}
+
+/// What holds of the shell's `limits` and the `/tmp` bounds `tmp` where
+/// there is no private `/tmp` (danger-full-access, the weaker mode): the
+/// bounds are not held at all. Fails closed unless best effort, naming the
+/// shell's limits that cannot be kept with the bounds; `starting`: the
+/// shell a call was to start (the refusal reads as its start's).
+pub(crate) fn without_private_tmp(
+    limits: &dsh_pty::ResourceLimits,
+    tmp: dsh_confine::TmpLimits,
+    starting: Option<&'static str>,
+) -> Result<(dsh_pty::LimitsReport, TmpHeldList), SandboxError> {
+    let wanted: Vec<crate::TmpLimit> = tmp.requested().map(|(limit, _)| limit).collect();
+    if wanted.is_empty() {
+        return Ok((limits.check()?, Vec::new()));
+    }
+    match limits.check() {
+        Ok(mut report) if limits.best_effort => {
+            report.why_not_held = and_why(&report.why_not_held, NO_PRIVATE_TMP);
+            let held = wanted
+                .into_iter()
+                .map(|limit| (limit, crate::TmpHeld::NotHeld))
+                .collect();
+            Ok((report, held))
+        }
+        Ok(_) => Err(SandboxError::LimitsNotHeld {
+            limits: Vec::new(),
+            tmp: wanted,
+            why: NO_PRIVATE_TMP.to_owned(),
+            starting,
+        }),
+        Err(dsh_pty::LimitsError::NotHeld { limits, why }) => Err(SandboxError::LimitsNotHeld {
+            limits,
+            tmp: wanted,
+            why: and_why(&why, NO_PRIVATE_TMP),
+            starting,
+        }),
+        Err(other) => Err(other.into()),
+    }
 }
 
 #[cfg(target_os = "macos")]

@@ -101,6 +101,20 @@ pub fn render_error(err: &SandboxError) -> String {
             "{}; the command was not run.",
             dsh_pty::contract::render_limits_error(limits)
         ),
+        SandboxError::LimitsNotHeld {
+            limits,
+            tmp,
+            why,
+            starting,
+        } => {
+            let list = crate::error::limit_list(limits, tmp);
+            match starting {
+                Some(shell) => {
+                    format!("The {shell} shell could not be started: {list} cannot be enforced: {why}")
+                }
+                None => format!("{list} cannot be enforced: {why}; the command was not run."),
+            }
+        }
         SandboxError::Unsupported { mode } => format!(
             "The {mode} sandbox mode is not supported on this platform; the command was not run."
         ),
@@ -248,6 +262,24 @@ mod tests {
                 why: "no cgroup parent was given".into(),
             }),
             "the memory limit cannot be enforced: no cgroup parent was given; the command was not run.",
+        );
+        golden(
+            SandboxError::LimitsNotHeld {
+                limits: vec![dsh_pty::Limit::OpenFiles, dsh_pty::Limit::Pids],
+                tmp: vec![crate::TmpLimit::Size],
+                why: "no private /tmp".into(),
+                starting: None,
+            },
+            "the process limit, the /tmp size limit and the open-file limit cannot be enforced: no private /tmp; the command was not run.",
+        );
+        golden(
+            SandboxError::LimitsNotHeld {
+                limits: Vec::new(),
+                tmp: vec![crate::TmpLimit::Inodes],
+                why: "no private /tmp".into(),
+                starting: Some("bash"),
+            },
+            "The bash shell could not be started: the /tmp inode limit cannot be enforced: no private /tmp",
         );
         golden(
             SandboxError::Limits(dsh_pty::LimitsError::Cgroup {

@@ -68,6 +68,22 @@ pub enum SandboxError {
     /// A resource limit of the shell's config cannot be kept.
     #[error(transparent)]
     Limits(#[from] dsh_pty::LimitsError),
+    /// Bounds of the private `/tmp` ([`SandboxPolicy::tmp_size`](crate::SandboxPolicy::tmp_size),
+    /// [`tmp_inodes`](crate::SandboxPolicy::tmp_inodes)) cannot be kept,
+    /// with the shell's own limits that cannot be kept either, and the
+    /// limits are not best effort.
+    #[error("{} cannot be enforced: {why}", limit_list(.limits, .tmp))]
+    LimitsNotHeld {
+        /// The shell's own limits that cannot be kept (may be empty).
+        limits: Vec<dsh_pty::Limit>,
+        /// The private `/tmp`'s bounds that cannot be kept.
+        tmp: Vec<crate::TmpLimit>,
+        /// What is missing, as a sentence's end.
+        why: String,
+        /// The shell whose start was refused (`bash`, `sh`, `pwsh`), when a
+        /// call was to start it; `None` when the sandbox was being set up.
+        starting: Option<&'static str>,
+    },
     /// Restricted modes are not implemented on this platform.
     #[error("the {mode} sandbox mode is not supported on this platform")]
     Unsupported {
@@ -89,6 +105,32 @@ pub enum SandboxError {
     /// The shell failed.
     #[error(transparent)]
     Shell(#[from] dsh_shell_persistent::ShellError),
+}
+
+/// "the process limit, the /tmp size limit and the /tmp inode limit": the
+/// shell's limits and the `/tmp` bounds in the order of
+/// [`dsh_pty::ResourceLimits::requested`], the `/tmp` bounds after the
+/// cgroup's limits (processes, memory, CPU) and before the rlimits.
+pub(crate) fn limit_list(limits: &[dsh_pty::Limit], tmp: &[crate::TmpLimit]) -> String {
+    use dsh_pty::Limit;
+    let cgroup = |l: &&Limit| matches!(l, Limit::Pids | Limit::Memory | Limit::Cpu);
+    let names: Vec<String> = limits
+        .iter()
+        .filter(cgroup)
+        .map(|l| format!("the {l}"))
+        .chain(tmp.iter().map(|l| format!("the {l}")))
+        .chain(
+            limits
+                .iter()
+                .filter(|l| !cgroup(l))
+                .map(|l| format!("the {l}")),
+        )
+        .collect();
+    match names.as_slice() {
+        [] => "no limit".to_owned(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
 }
 
 impl SandboxError {

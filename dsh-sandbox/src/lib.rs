@@ -179,7 +179,7 @@ pub use config::{ModeChange, Persistence, SandboxConfig};
 pub use contract::{Denial, SandboxOutcome};
 #[cfg(target_os = "linux")]
 pub use dsh_confine::landlock_abi;
-pub use dsh_confine::{Enforcement, UnixSocketGuard};
+pub use dsh_confine::{Enforcement, TmpHeld, TmpLimit, TmpLimits, UnixSocketGuard};
 pub use error::SandboxError;
 pub use fs::SandboxFs;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};

@@ -69,7 +69,8 @@ impl std::fmt::Display for SandboxMode {
 }
 
 /// What the sandbox allows. Deserializes from config such as
-/// `{"mode": "workspace-write", "writable_roots": ["/data"], "network": false}`.
+/// `{"mode": "workspace-write", "writable_roots": ["/data"], "network": false,
+/// "tmp_size": 67108864}`.
 ///
 /// ```
 /// use dsh_sandbox::{SandboxMode, SandboxPolicy};
@@ -124,6 +125,19 @@ pub struct SandboxPolicy {
     /// nothing). A hidden directory that holds the workspace or a writable
     /// root still shows that root.
     pub hidden_paths: Vec<PathBuf>,
+    /// The most the restricted modes' private `/tmp` (and `/dev/shm`) may
+    /// hold, in bytes: its tmpfs's `size=` (default: none, the kernel's
+    /// half of the RAM). Danger-full-access and the weaker mode have no
+    /// private `/tmp`: there it cannot be kept, and a shell is refused
+    /// unless the shell's limits are best effort
+    /// ([`dsh_pty::ResourceLimits::best_effort`]), as one of theirs would be;
+    /// [`Enforcement::tmp_limits`](crate::Enforcement::tmp_limits) says how
+    /// it is kept.
+    pub tmp_size: Option<u64>,
+    /// The most files and directories the private `/tmp` may hold: its
+    /// tmpfs's `nr_inodes=` (default: none). As
+    /// [`SandboxPolicy::tmp_size`]; bubblewrap cannot bound it either.
+    pub tmp_inodes: Option<u64>,
 }
 
 /// The credential stores hidden by default (see
@@ -188,6 +202,8 @@ impl Default for SandboxPolicy {
             bubblewrap: None,
             unix_sockets: Vec::new(),
             hidden_paths: SandboxPolicy::default_hidden_paths(),
+            tmp_size: None,
+            tmp_inodes: None,
         }
     }
 }
@@ -202,6 +218,8 @@ setters!(SandboxPolicy {
     bubblewrap: Option<PathBuf>,
     unix_sockets: Vec<PathBuf>,
     hidden_paths: Vec<PathBuf>,
+    tmp_size: Option<u64>,
+    tmp_inodes: Option<u64>,
 });
 
 /// The resolved write rules of one mode for one workspace.

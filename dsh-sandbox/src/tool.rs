@@ -152,7 +152,11 @@ impl SandboxedShell {
     pub fn enforcement(&self, mode: SandboxMode) -> Result<Enforcement, SandboxError> {
         if mode == SandboxMode::DangerFullAccess {
             let mut enforcement = Enforcement::none();
-            enforcement.limits = self.config.shell.limits.check()?;
+            (enforcement.limits, enforcement.tmp_limits) = crate::confine::without_private_tmp(
+                &self.config.shell.limits,
+                crate::confine::tmp_limits(&self.config.policy),
+                None,
+            )?;
             return Ok(enforcement);
         }
         let mut shell = self.config.shell.clone();
@@ -343,6 +347,7 @@ impl SandboxedShell {
             .shell_config(mode, persistent)
             .start_dir(start_dir.clone());
         if mode == SandboxMode::DangerFullAccess {
+            refuse_tmp_bounds(&shell, &self.config.policy)?;
             return Ok(Current {
                 mode,
                 shell: Shell::new(shell)?,
@@ -530,6 +535,24 @@ impl SandboxedShell {
     }
 }
 
+/// Refuses to start `shell` without a private `/tmp` when the policy bounds
+/// one and the limits are not best effort (with the shell's own limits
+/// that cannot be kept, as its start would have named them).
+fn refuse_tmp_bounds(
+    shell: &ShellConfig,
+    policy: &crate::SandboxPolicy,
+) -> Result<(), SandboxError> {
+    let tmp = crate::confine::tmp_limits(policy);
+    if tmp.is_empty() {
+        return Ok(());
+    }
+    match crate::confine::without_private_tmp(&shell.limits, tmp, Some(shell.dialect.tool_name())) {
+        Err(refused @ SandboxError::LimitsNotHeld { .. }) => Err(refused),
+        // Anything else is the shell's start's to say.
+        _ => Ok(()),
+    }
+}
+
 /// [`SandboxedShell::make`]'s blocking part: a confined shell for `mode`.
 fn prepare(
     mut shell: ShellConfig,
@@ -544,6 +567,9 @@ fn prepare(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .merge(Placeholders::create(&rules));
+    // Seatbelt makes no private /tmp, and keeps no limit of its own.
+    #[cfg(target_os = "macos")]
+    refuse_tmp_bounds(&shell, policy)?;
     let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces)?;
     Ok(Current {
         mode,

@@ -11,13 +11,29 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use dsh_pty::{Held, Limit, ResourceLimits};
-use dsh_sandbox::{SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell};
+use dsh_sandbox::{SandboxConfig, SandboxMode, SandboxPolicy, SandboxedShell, TmpHeld, TmpLimit};
 use dsh_shell_persistent::ShellConfig;
 use serde_json::json;
 
 fn shell(ws: &Path, mode: SandboxMode, limits: ResourceLimits) -> SandboxedShell {
     SandboxedShell::new(SandboxConfig::new(
         SandboxPolicy::default().mode(mode),
+        ShellConfig::new(ws).limits(limits),
+    ))
+    .unwrap()
+}
+
+/// A shell under `policy` whose private `/tmp` is bounded to `size` bytes
+/// and `inodes` inodes, with the shell's own `limits`.
+fn tmp_shell(
+    ws: &Path,
+    policy: SandboxPolicy,
+    size: Option<u64>,
+    inodes: Option<u64>,
+    limits: ResourceLimits,
+) -> SandboxedShell {
+    SandboxedShell::new(SandboxConfig::new(
+        policy.tmp_size(size).tmp_inodes(inodes),
         ShellConfig::new(ws).limits(limits),
     ))
     .unwrap()
@@ -143,12 +159,14 @@ async fn the_editor_writes_within_the_file_size_limit_in_every_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_private_tmp_holds_its_size_and_inodes() {
     let (_dir, ws) = workspace();
-    let limited = ResourceLimits::default()
-        .tmp_size(Some(64 << 20))
-        .tmp_inodes(Some(200));
-    for limits in [limited, ResourceLimits::default()] {
-        let on = !limits.is_empty();
-        let s = shell(&ws, SandboxMode::WorkspaceWrite, limits);
+    let policy = SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite);
+    for on in [true, false] {
+        let (size, inodes) = if on {
+            (Some(64 << 20), Some(200))
+        } else {
+            (None, None)
+        };
+        let s = tmp_shell(&ws, policy.clone(), size, inodes, ResourceLimits::default());
         let enforcement = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
         let out = run(
             &s,
@@ -161,8 +179,8 @@ async fn the_private_tmp_holds_its_size_and_inodes() {
         )
         .await;
         if on {
-            assert_eq!(enforcement.limits.held(Limit::TmpSize), Some(Held::Tmpfs));
-            assert_eq!(enforcement.limits.held(Limit::TmpInodes), Some(Held::Tmpfs));
+            assert_eq!(enforcement.tmp_held(TmpLimit::Size), Some(TmpHeld::Tmpfs));
+            assert_eq!(enforcement.tmp_held(TmpLimit::Inodes), Some(TmpHeld::Tmpfs));
             assert!(out.contains("No space left on device"), "{out}");
             let size: u64 = out.lines().last().unwrap().parse().unwrap();
             assert!(size <= 64 << 20, "{out}");
@@ -199,8 +217,13 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
         assert!(!ws.join("ran").exists(), "{mode}: nothing ran");
     }
     // A private /tmp exists only in the restricted modes.
-    let tmp = ResourceLimits::default().tmp_size(Some(64 << 20));
-    let s = shell(&ws, SandboxMode::DangerFullAccess, tmp);
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(SandboxMode::DangerFullAccess),
+        Some(64 << 20),
+        None,
+        ResourceLimits::default(),
+    );
     let err = s.enforcement(SandboxMode::DangerFullAccess).unwrap_err();
     assert!(
         dsh_sandbox::contract::render_error(&err).starts_with(
@@ -226,6 +249,124 @@ async fn limits_that_cannot_be_kept_are_refused_unless_best_effort() {
         assert_eq!(run(&s, "ulimit -v").await, "262144", "{mode}");
         s.close_all().await;
     }
+}
+
+/// The refusals and reports of the private `/tmp`'s bounds read as they
+/// always did (the model's text and the developer's), wherever they are
+/// kept: no private `/tmp` in danger-full-access, and bubblewrap, which
+/// cannot bound a tmpfs's inodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmp_bound_refusals_and_reports_read_as_before() {
+    let (_dir, ws) = workspace();
+    let no_cgroup = "no cgroup parent was given (`ResourceLimits::cgroup_parent`; `dsh-mcp --cgroup-parent`: a cgroup path, or `auto` in a delegated cgroup, see \"Delegated cgroups\" in docs/limits.md)";
+    let no_tmp = "only the sandbox's restricted modes make a private /tmp";
+    let full = SandboxMode::DangerFullAccess;
+    // Danger-full-access has no private /tmp: refused with the shell's own
+    // limits that cannot be kept, in one list, at start and at a call.
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(full),
+        Some(64 << 20),
+        None,
+        ResourceLimits::default(),
+    );
+    let err = s.enforcement(full).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("the /tmp size limit cannot be enforced: {no_tmp}")
+    );
+    assert_eq!(
+        dsh_sandbox::contract::render_error(&err),
+        format!("the /tmp size limit cannot be enforced: {no_tmp}; the command was not run.")
+    );
+    assert_eq!(
+        run(&s, "echo ran").await,
+        format!(
+            "error: The bash shell could not be started: the /tmp size limit cannot be enforced: {no_tmp}"
+        )
+    );
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(full),
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default()
+            .pids(Some(50))
+            .open_files(Some(99)),
+    );
+    let both = format!(
+        "the process limit, the /tmp size limit and the /tmp inode limit cannot be enforced: {no_cgroup}; {no_tmp}"
+    );
+    let err = s.enforcement(full).unwrap_err();
+    assert_eq!(err.to_string(), both);
+    assert_eq!(
+        dsh_sandbox::contract::render_error(&err),
+        format!("{both}; the command was not run.")
+    );
+    assert_eq!(
+        run(&s, "echo ran").await,
+        format!("error: The bash shell could not be started: {both}")
+    );
+    // Best effort: not held, and why, after the shell's own reasons.
+    let s = tmp_shell(
+        &ws,
+        SandboxPolicy::default().mode(full),
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default().pids(Some(50)).best_effort(true),
+    );
+    let enforcement = s.enforcement(full).unwrap();
+    assert_eq!(
+        enforcement.limits.why_not_held,
+        format!("{no_cgroup}; {no_tmp}")
+    );
+    assert_eq!(enforcement.tmp_held(TmpLimit::Size), Some(TmpHeld::NotHeld));
+    assert_eq!(
+        enforcement.tmp_held(TmpLimit::Inodes),
+        Some(TmpHeld::NotHeld)
+    );
+    assert_eq!(run(&s, "echo ran").await, "ran");
+    s.close_all().await;
+    // Bubblewrap bounds the size but not the inodes.
+    let bwrap = SandboxPolicy::default()
+        .mode(SandboxMode::WorkspaceWrite)
+        .bubblewrap(Some(PathBuf::from("bwrap")));
+    let s = tmp_shell(
+        &ws,
+        bwrap.clone(),
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default(),
+    );
+    let err = s.enforcement(SandboxMode::WorkspaceWrite).unwrap_err();
+    let inodes =
+        "the /tmp inode limit cannot be enforced: bubblewrap cannot bound a tmpfs's inodes";
+    assert_eq!(err.to_string(), inodes);
+    assert_eq!(
+        dsh_sandbox::contract::render_error(&err),
+        format!("{inodes}; the command was not run.")
+    );
+    assert_eq!(
+        run(&s, "echo ran").await,
+        format!("error: {inodes}; the command was not run.")
+    );
+    let s = tmp_shell(
+        &ws,
+        bwrap,
+        Some(64 << 20),
+        Some(100),
+        ResourceLimits::default().pids(Some(50)).best_effort(true),
+    );
+    let enforcement = s.enforcement(SandboxMode::WorkspaceWrite).unwrap();
+    assert_eq!(
+        enforcement.limits.why_not_held,
+        format!("{no_cgroup}; bubblewrap cannot bound a tmpfs's inodes")
+    );
+    assert_eq!(enforcement.tmp_held(TmpLimit::Size), Some(TmpHeld::Tmpfs));
+    assert_eq!(
+        enforcement.tmp_held(TmpLimit::Inodes),
+        Some(TmpHeld::NotHeld)
+    );
 }
 
 /// The cgroup limits. Each test makes cgroups beneath

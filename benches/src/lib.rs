@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
@@ -91,6 +91,42 @@ impl RawPty {
 }
 
 impl RawPty {
+    /// Writes `bytes` whole.
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match self.master.write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes reads of the terminal return at once ([`RawPty::read_some`]).
+    pub fn set_nonblocking(&mut self) {
+        // SAFETY: fcntl on a descriptor this value owns.
+        unsafe {
+            let fd = self.master.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+
+    /// The terminal's master descriptor, for `epoll`.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.master.as_raw_fd()
+    }
+
+    /// What a non-blocking read gives now: `None` when nothing is there.
+    pub fn read_some(&mut self, buf: &mut [u8]) -> Option<usize> {
+        match self.master.read(buf) {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(n),
+        }
+    }
+
     /// Writes `exit` and waits for bash to end by itself (so that a tool
     /// running it, such as callgrind, writes what it counted).
     pub fn exit(mut self) -> io::Result<()> {

@@ -1,12 +1,13 @@
 //! Sharing process-table readings while many sessions end at once.
 
-/// While a guard is alive, ending a session's tree may reuse a reading of the
-/// process table that ended up to 10 ms ago instead of reading `/proc` again,
-/// so ending a thousand sessions at once (a pool closing) reads it every few
-/// milliseconds rather than a thousand times. Take one around a batch of
-/// `PtySession::end` calls and drops; without one (and always for the final
-/// `SIGKILL`) a call only uses a reading begun after it asked. A no-op where
-/// there is no `/proc`.
+/// While a guard is alive, the graceful signals that end a session's tree
+/// may use a reading of the process table that ended up to 10 ms ago
+/// instead of reading `/proc` again, so ending a thousand sessions at once (a
+/// pool closing) reads it every few milliseconds rather than a thousand
+/// times. Take one around a batch of `PtySession::end` calls and drops;
+/// without one (and always for the final `SIGKILL` and for deciding that a
+/// session is empty) a call only uses a reading begun after it asked. A
+/// no-op where there is no `/proc`.
 ///
 /// ```
 /// let guard = dsh_pty::__private::SharedScans::new();

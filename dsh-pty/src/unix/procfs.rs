@@ -25,16 +25,20 @@ impl ProcStat {
 
 #[cfg(not(target_os = "macos"))]
 /// Parses the text of `/proc/<pid>/stat`. The command name may itself hold
-/// spaces and parentheses, so fields are counted from the last `)`.
-pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = *fields.next()?.as_bytes().first()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    let session = fields.next()?.parse().ok()?;
-    let _tty_nr = fields.next()?;
-    let tpgid = fields.next()?.parse().ok()?;
+/// spaces, parentheses and bytes that are not UTF-8, so fields are counted
+/// from the last `)`.
+pub(crate) fn parse_stat(pid: i32, text: &[u8]) -> Option<ProcStat> {
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let mut fields = text[close + 1..]
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty());
+    let state = *fields.next()?.first()?;
+    let mut number = || -> Option<i32> { std::str::from_utf8(fields.next()?).ok()?.parse().ok() };
+    let ppid = number()?;
+    let pgrp = number()?;
+    let session = number()?;
+    let _tty_nr = number()?;
+    let tpgid = number()?;
     Some(ProcStat {
         pid,
         state,
@@ -46,29 +50,56 @@ pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
 }
 
 #[cfg(not(target_os = "macos"))]
-/// Every process visible in `/proc` (empty where there is no procfs).
+/// Every process visible in `/proc` (empty where there is no procfs). Each
+/// `stat` is opened relative to one descriptor of `/proc` and read into one
+/// buffer: closing a session reads the whole table twice, so this is the
+/// cost of a close on a host of many processes.
 pub(crate) fn all_processes() -> Vec<ProcStat> {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+    let Ok(proc_dir) = std::fs::File::open("/proc") else {
+        return Vec::new();
+    };
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let mut buf = [0u8; 1024];
+    let mut path = String::with_capacity(24);
     dir.filter_map(|entry| {
         let entry = entry.ok()?;
-        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-        let text = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        parse_stat(pid, &text)
+        let name = entry.file_name();
+        let name = name.to_str()?;
+        let pid: i32 = name.parse().ok()?;
+        path.clear();
+        path.push_str(name);
+        path.push_str("/stat");
+        let fd = openat(
+            Some(proc_dir.as_raw_fd()),
+            path.as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        // SAFETY: `openat` just returned this descriptor, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let n = nix::unistd::read(fd.as_fd().as_raw_fd(), &mut buf).ok()?;
+        parse_stat(pid, &buf[..n])
     })
     .collect()
 }
 
 /// How long after it ends one reading of every process serves callers that
-/// ask for session members while a [`SharedScans`](crate::scans::SharedScans) guard is alive:
-/// closing a thousand shells at once reads `/proc` every few milliseconds,
-/// not a thousand times. Counted from the reading's end, not its start: a
-/// reading of a thousand processes on a busy machine takes about this long
-/// itself, and counted from its start it would be stale on arrival.
-/// Callers that wait for a session to empty ask again, so a snapshot this
-/// old only delays them by as much. Without a guard a call uses only a
-/// reading begun after it asked.
+/// ask for session members to signal them gracefully while a
+/// [`SharedScans`](crate::scans::SharedScans) guard is alive: closing a
+/// thousand shells at once reads `/proc` every few milliseconds, not a
+/// thousand times. Counted from the reading's end, not its start: a reading
+/// of a thousand processes on a busy machine takes about this long itself,
+/// and counted from its start it would be stale on arrival. Callers that
+/// ask whether a session is empty, and a final `SIGKILL`, use only a
+/// reading begun after they asked (those share too: one reading serves
+/// every caller that queued before it began), as does every call without a
+/// guard.
 #[cfg(not(target_os = "macos"))]
 const SNAPSHOT_TTL: std::time::Duration = std::time::Duration::from_millis(10);
 
@@ -122,15 +153,25 @@ fn snapshot(asked: std::time::Instant, fresh: bool) -> std::sync::Arc<Snapshot> 
     snap
 }
 
-/// Reads every live process but this one, grouped by session.
+/// Reads every process but this one, grouped by session: the ids from
+/// `/proc`'s listing and each one's session from `getsid`, a system call
+/// that answers from the process table (reading every `/proc/<pid>/stat`
+/// instead costs the kernel some microseconds a process, milliseconds on a
+/// host of a thousand shells). Zombies are among them; a session's members
+/// are checked one by one ([`session_members`]).
 #[cfg(not(target_os = "macos"))]
 fn read_snapshot() -> Snapshot {
     let me = std::process::id() as i32;
     let taken = std::time::Instant::now();
     let mut by_session: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
-    for p in all_processes() {
-        if p.pid != me && p.is_alive() {
-            by_session.entry(p.session).or_default().push(p.pid);
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+            // A process gone since the listing fails with ESRCH and is skipped.
+            if let Ok(sid) = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid)))
+                && pid != me
+            {
+                by_session.entry(sid.as_raw()).or_default().push(pid);
+            }
         }
     }
     Snapshot {
@@ -142,19 +183,23 @@ fn read_snapshot() -> Snapshot {
 
 /// Live processes of the terminal session `sid`, excluding this process, as
 /// of a reading begun after this call, or (unless `fresh`) one at most
-/// [`SNAPSHOT_TTL`] old while readings are shared.
+/// [`SNAPSHOT_TTL`] old while readings are shared; each one's state is read
+/// now, so zombies and processes gone since the reading are left out.
 #[cfg(not(target_os = "macos"))]
 pub(crate) fn session_members(sid: i32, fresh: bool) -> Vec<i32> {
-    snapshot(std::time::Instant::now(), fresh)
-        .by_session
-        .get(&sid)
-        .cloned()
-        .unwrap_or_default()
+    let snapshot = snapshot(std::time::Instant::now(), fresh);
+    let Some(pids) = snapshot.by_session.get(&sid) else {
+        return Vec::new();
+    };
+    pids.iter()
+        .copied()
+        .filter(|&pid| stat_of(pid).is_some_and(|p| p.is_alive() && p.session == sid))
+        .collect()
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(not(target_os = "macos"))]
 pub(crate) fn stat_of(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(pid, &text)
 }
 
@@ -357,7 +402,7 @@ mod tests {
 
     #[test]
     fn parses_stat_with_awkward_command_names() {
-        let text = "4242 (a) b (c)) S 1 4242 4240 34816 4242 4194560 0 0";
+        let text = b"4242 (a) b (c)) S 1 4242 4240 34816 4242 4194560 0 0";
         assert_eq!(
             parse_stat(4242, text),
             Some(ProcStat {
@@ -369,7 +414,10 @@ mod tests {
                 tpgid: 4242,
             })
         );
-        assert_eq!(parse_stat(1, "garbage"), None);
+        assert_eq!(parse_stat(1, b"garbage"), None);
+        // A name that is not UTF-8 does not hide a process.
+        let text = b"7 (\xff\xfe) R 1 7 7 0 -1 0";
+        assert_eq!(parse_stat(7, text).map(|p| p.session), Some(7));
     }
 
     #[cfg(target_os = "linux")]

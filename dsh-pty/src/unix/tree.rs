@@ -25,23 +25,30 @@ use super::procfs;
 use crate::ExitStatus;
 use crate::blocking::off_runtime;
 
-/// Sends `sig` to every live member of session `sid` and to the group `sid`.
-/// Only a first, graceful signal may use a shared reading of the process
-/// table (see [`SharedScans`](crate::scans::SharedScans)); a last one (`SIGKILL`) reads anew, so
-/// nothing started a moment before is missed.
-fn signal_session(sid: i32, sig: NixSignal) {
-    let fresh = sig == NixSignal::SIGKILL;
-    for pid in procfs::session_members(sid, fresh) {
-        let _ = kill(Pid::from_raw(pid), sig);
+/// Sends each of `sigs`, in order, to every live member of session `sid`
+/// (one reading of the process table for all of them) and to the group
+/// `sid`. Only a first, graceful signal may use a shared reading (see
+/// [`SharedScans`](crate::scans::SharedScans)); a last one (`SIGKILL`) reads
+/// anew, so nothing started a moment before is missed.
+fn signal_session(sid: i32, sigs: &[NixSignal]) {
+    let fresh = sigs.contains(&NixSignal::SIGKILL);
+    let members = procfs::session_members(sid, fresh);
+    for &sig in sigs {
+        for &pid in &members {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+        let _ = killpg(Pid::from_raw(sid), sig);
     }
-    let _ = killpg(Pid::from_raw(sid), sig);
 }
 
-/// `true` while some process of session `sid` lives. Where the session's
-/// members cannot be listed this only knows about the leader's process group.
+/// `true` while some process of session `sid` lives, as of a reading of
+/// the process table begun after this call (never a shared older one: a
+/// session found empty is never looked at again, so a process started
+/// just before must not be missed). Where the session's members cannot be
+/// listed this only knows about the leader's process group.
 fn session_alive(sid: i32) -> bool {
     if cfg!(any(target_os = "linux", target_os = "macos")) {
-        !procfs::session_members(sid, false).is_empty()
+        !procfs::session_members(sid, true).is_empty()
     } else {
         killpg(Pid::from_raw(sid), None).is_ok()
     }
@@ -168,15 +175,14 @@ impl Tree {
             || (exited && !off_runtime(move || session_alive(sid)).await)
             || {
                 off_runtime(move || {
-                    signal_session(sid, NixSignal::SIGTERM);
-                    signal_session(sid, NixSignal::SIGCONT);
+                    signal_session(sid, &[NixSignal::SIGTERM, NixSignal::SIGCONT]);
                     let _ = kill(Pid::from_raw(sid), NixSignal::SIGHUP);
                 })
                 .await;
                 wait_empty(sid, status, Instant::now() + grace).await
             }
             || {
-                off_runtime(move || signal_session(sid, NixSignal::SIGKILL)).await;
+                off_runtime(move || signal_session(sid, &[NixSignal::SIGKILL])).await;
                 // SIGKILL cannot be refused; this bound only guards against a
                 // process stuck in uninterruptible sleep.
                 wait_empty(sid, status, Instant::now() + Duration::from_secs(5)).await
@@ -216,7 +222,7 @@ impl Tree {
         let (sid, status) = (self.sid, status.clone());
         crate::blocking::detach_off_runtime(move |_| {
             if status.borrow().is_none() || session_alive(sid) {
-                signal_session(sid, NixSignal::SIGKILL);
+                signal_session(sid, &[NixSignal::SIGKILL]);
             }
         });
     }

@@ -25,12 +25,15 @@
 //!    mode and raises a flag, so the command runs exactly as the user left
 //!    the shell; on the same line (parsed before the command runs, so
 //!    `set -v` never echoes it), a function called with standard error
-//!    closed that keeps the status and the options and turns `set -x`/`-v`
-//!    off, so no later step is traced or echoed; the epilogue, called with
-//!    the end prompt. The outer `eval` goes on after a syntax error in the
-//!    inner one, and its parse resets bash's prompt state. The epilogue
-//!    checks that no variable the protocol writes was made read-only, calls
-//!    its repair path only if a standard stream is not the terminal or
+//!    closed that keeps the status and the options, turns `set -x`/`-v`
+//!    off, so no later step is traced or echoed, and assigns every variable
+//!    the protocol writes in one statement: an assignment to a read-only
+//!    variable abandons the rest of that line of the `eval` (the function's
+//!    remainder too), so the tag it sets last shows whether all went
+//!    through; the epilogue, called with the end prompt. The outer `eval`
+//!    goes on after a syntax error in the inner one or an abandoned line,
+//!    and its parse resets bash's prompt state. The epilogue prints the
+//!    read-only fatal marker unless that tag is set, calls its repair path only if a standard stream is not the terminal or
 //!    `set -e` is on (that path points standard input, output and error back
 //!    at the terminal, in POSIX mode just for that `exec`, and notes
 //!    `set -e`), and makes `PS1` the end marker, the repair flags and the
@@ -375,13 +378,31 @@ impl Protocol {
     /// function starts is the status before its call) and options, and
     /// turns `set -x` and `set -v` off until the next command's prologue
     /// turns them back on, so no step of the protocol is traced or echoed.
+    ///
+    /// It is also the read-only check: its first statement assigns every
+    /// variable the protocol writes (most the value it has, the others the
+    /// empty value they need next, `PROMPT_COMMAND` after saving the user's),
+    /// and an assignment to a read-only variable makes bash abandon the rest
+    /// of the `eval`'s line, this function's remainder with it (standard
+    /// error is closed, so bash's message goes nowhere). Only if that
+    /// statement went through, and `POSIXLY_CORRECT` (which an assignment
+    /// would put in POSIX mode) is not read-only, does the tag become `q`,
+    /// which the epilogue checks.
     fn ended(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{k}=p {s}=$? {o}=$-\n[[ ${o} == *[xv]* ]] && {{ {enter}; set +xv; {leave}; }}\n{k}=p\n",
+            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {q}= {w}= {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}}\n\
+[[ ${o} == *[xv]* ]] && {{ {enter}; set +xv; {leave}; }}\n\
+[[ ${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}} == *r* ]] || {k}=q\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),
+            c = v(Var::PrologueRan),
+            q = v(Var::PosixWasSet),
+            w = v(Var::PosixValue),
+            m = v(Var::Command),
+            f = v(Var::Repaired),
+            u = v(Var::UserPromptCommand),
             enter = self.enter_posix(),
             leave = self.restore_posix(),
         )
@@ -389,43 +410,20 @@ impl Protocol {
 
     /// Runs after the command, in the mode the command left (it enters
     /// POSIX mode only around an `exec` that repairs a stream, to find the
-    /// special builtin). An error inside a function ends only the function,
-    /// so the read-only check comes before any assignment to a variable the
-    /// user can reach, and the body ends with a command whose status is 0
-    /// (with `set -e`, the function's status would end the shell). Groups
-    /// run with standard error closed (`2>&-`, cheaper than opening
-    /// `/dev/null`) so `set -x` traces of the tool's steps go nowhere.
+    /// special builtin). It prints the read-only fatal marker unless
+    /// [`Protocol::ended`] got through its assignments (tag `q`), calls its
+    /// repair path only if a standard stream is not the terminal or `set -e`
+    /// is on, and ends with an assignment, whose status is 0 (with `set -e`,
+    /// the function's status would end the shell).
     fn epilogue(&self) -> String {
         let v = |c| self.var(c);
-        let (f, k, z, y) = (v(Var::Repaired), v(Var::Tag), v(Var::Unset), v(Var::Sink));
-        let watched: String = [
-            Var::Tag,
-            Var::PrologueRan,
-            Var::PosixWasSet,
-            Var::PosixValue,
-            Var::Status,
-            Var::Repaired,
-            Var::UserPromptCommand,
-            Var::AbandonPrompt,
-            Var::Command,
-            Var::Options,
-        ]
-        .iter()
-        .map(|&var| format!("${{{}@a}}", v(var)))
-        .collect();
-        let user: String = ["PS0", "PS1", "PROMPT_COMMAND", "POSIXLY_CORRECT"]
-            .iter()
-            .map(|name| format!("${{{name}+${{{name}@a}}}}"))
-            .collect();
+        let (k, z, y) = (v(Var::Tag), v(Var::Unset), v(Var::Sink));
         format!(
-            "{k}=r\n\
-[[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
-{f}=\n\
-[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || \\{repair}\n\
-{u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=\n\
+            "[[ ${k} == q ]] || {y}=${{{z}?{ro}}}\n\
 {k}=r\n\
+[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || \\{repair}\n\
 PS1=$1${{{f}}}:${{{s}}}#\n",
-            u = v(Var::UserPromptCommand),
+            f = v(Var::Repaired),
             s = v(Var::Status),
             repair = v(Var::Repair),
             ro = self.fatal_word(Fatal::ReadOnly),

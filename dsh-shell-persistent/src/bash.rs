@@ -2,9 +2,10 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines four functions with random names (the
-//! prologue, the one that keeps the status, the epilogue and its rare
-//! repair path) and the fixed text of the call's steps, parsed once and made
+//! The shell's init line defines five functions with random names (the
+//! prologue, the one that keeps the status, the epilogue, its rare repair
+//! path, and the one that prints the fatal marker of a call whose prologue
+//! did not run) and the fixed text of the call's steps, parsed once and made
 //! read-only (`readonly -f`, `readonly`): a command cannot redefine, unset or
 //! replace them, so a call through their random names (with `\` before it,
 //! so no alias) reaches them whatever the command defined. One call is then
@@ -38,8 +39,9 @@
 //!    at the terminal, in POSIX mode just for that `exec`, and notes
 //!    `set -e`), and makes `PS1` the end marker, the repair flags and the
 //!    status.
-//! 3. `(( flag )) ||` a fatal marker printed through `${unset?word}`, which
-//!    looks nothing up: the prologue did not run (`eval` disabled) or could
+//! 3. `(( flag )) ||` a call of the function that prints a fatal marker
+//!    through `${unset?word}` (a function's call is lexed in a few bytes,
+//!    its body never again): the prologue did not run (`eval` disabled) or could
 //!    not restore POSIX mode (`set` and `unset` disabled).
 //!
 //! Inside the functions a `DEBUG` trap does not fire (unless `functrace` or
@@ -222,6 +224,9 @@ pub(crate) enum Var {
     /// The epilogue's rare path: reopens standard streams on the terminal
     /// and notes `set -e`.
     Repair = b'R',
+    /// Prints the fatal marker of a call whose prologue did not run or could
+    /// not restore POSIX mode (the call line's last statement calls it).
+    NotRun = b'X',
     /// The fixed text the call line's `\eval` runs (read-only).
     Steps = b'L',
     /// [`Var::Steps`] after a throwaway `[[` (read-only).
@@ -300,7 +305,7 @@ impl Protocol {
             v(Var::Tag)
         );
         let functions = format!(
-            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
+            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n{not_run}() {{\n{y}=${{{z}?{bi}}}\n}}\n",
             pre = v(Var::Prologue),
             prec = self.prologue(),
             ended = v(Var::Ended),
@@ -309,10 +314,14 @@ impl Protocol {
             postc = self.epilogue(),
             repair = v(Var::Repair),
             repairc = self.repair(),
+            not_run = v(Var::NotRun),
+            y = v(Var::Sink),
+            z = v(Var::Unset),
+            bi = self.fatal_word(Fatal::Builtins),
         );
         let steps = self.steps();
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair} {not_run}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
             s = v(Var::Status),
@@ -329,6 +338,7 @@ impl Protocol {
             ended = v(Var::Ended),
             post = v(Var::Epilogue),
             repair = v(Var::Repair),
+            not_run = v(Var::NotRun),
             l = v(Var::Steps),
             t = v(Var::StepsAfterSyntaxError),
             steps = bash_ansi_c(&steps),
@@ -491,7 +501,7 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
             Var::Steps
         };
         format!(
-            "{c}=0 {enter} {k}={tag} {m}={command} PS0={start}; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || {y}=${{{z}?{bi}}}\n",
+            "{c}=0 {enter} {k}={tag} {m}={command} PS0={start}; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || \\{not_run}\n",
             c = v(Var::PrologueRan),
             enter = self.enter_posix(),
             k = v(Var::Tag),
@@ -500,9 +510,7 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
             start = bash_ansi_c(&self.prompt_form(next_start)),
             steps = v(steps),
             end = self.prompt_form(end),
-            y = v(Var::Sink),
-            z = v(Var::Unset),
-            bi = self.fatal_word(Fatal::Builtins),
+            not_run = v(Var::NotRun),
         )
     }
 }

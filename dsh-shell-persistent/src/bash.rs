@@ -11,8 +11,9 @@
 //! so no alias) reaches them whatever the command defined. One call is then
 //! one physical line of three statements:
 //!
-//! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
-//!    `POSIXLY_CORRECT=y`, the call's abandon tag, the command (with a call
+//! 1. assignments only (nothing is looked up): `POSIXLY_CORRECT` set to
+//!    the random stem of the protocol's names unless the user set it (it is
+//!    set exactly when bash is in POSIX mode), the call's abandon tag, the command (with a call
 //!    of the prologue before it) into a variable, and the next call's start
 //!    marker (`PS0`). An assignment that fails abandons the line, so a stale
 //!    tag then shows that it failed. In POSIX mode bash finds special
@@ -199,10 +200,6 @@ pub(crate) enum Var {
     Tag = b'k',
     /// `1` once the prologue ran: the fatal marker's test.
     PrologueRan = b'c',
-    /// Whether `POSIXLY_CORRECT` was set before the call.
-    PosixWasSet = b'q',
-    /// `POSIXLY_CORRECT`'s value before the call.
-    PosixValue = b'w',
     /// The call's command, with the prologue's call before it.
     Command = b'm',
     /// The abandon prompt, installed as `PS1` by the prologue.
@@ -321,14 +318,12 @@ impl Protocol {
         );
         let steps = self.steps();
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair} {not_run}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair} {not_run}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
             s = v(Var::Status),
             k = v(Var::Tag),
             c = v(Var::PrologueRan),
-            q = v(Var::PosixWasSet),
-            w = v(Var::PosixValue),
             m = v(Var::Command),
             o = v(Var::Options),
             a = v(Var::AbandonPrompt),
@@ -348,23 +343,22 @@ impl Protocol {
         )
     }
 
-    /// Assignments that save the user's `POSIXLY_CORRECT` and enter POSIX
-    /// mode (nothing is looked up).
+    /// The assignment that enters POSIX mode (nothing is looked up): a
+    /// `POSIXLY_CORRECT` the user set keeps its value (it is set exactly
+    /// when bash is in POSIX mode: `set -o posix` sets it, `set +o posix`
+    /// unsets it), an unset one becomes the stem, which tells
+    /// [`Protocol::restore_posix`] to leave POSIX mode again.
     fn enter_posix(&self) -> String {
-        format!(
-            "{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y",
-            q = self.var(Var::PosixWasSet),
-            w = self.var(Var::PosixValue)
-        )
+        format!("POSIXLY_CORRECT=${{POSIXLY_CORRECT-{}}}", self.stem)
     }
 
-    /// Back to the mode [`Protocol::enter_posix`] saved (run while still in
-    /// POSIX mode, so `set` and `unset` are the builtins).
+    /// Back to the mode [`Protocol::enter_posix`] found (run while still in
+    /// POSIX mode, so `set` and `unset` are the builtins): out of POSIX mode
+    /// if it put the stem there, else nothing to do.
     fn restore_posix(&self) -> String {
         format!(
-            "(( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT",
-            q = self.var(Var::PosixWasSet),
-            w = self.var(Var::PosixValue)
+            "[[ ${{POSIXLY_CORRECT-}} != {} ]] || set +o posix || unset POSIXLY_CORRECT",
+            self.stem
         )
     }
 
@@ -401,15 +395,13 @@ impl Protocol {
     fn ended(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {q}= {w}= {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}}\n\
+            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}}\n\
 [[ ${o} == *[xv]* ]] && {{ {enter}; set +xv; {leave}; }}\n\
 [[ ${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}} == *r* ]] || {k}=q\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),
             c = v(Var::PrologueRan),
-            q = v(Var::PosixWasSet),
-            w = v(Var::PosixValue),
             m = v(Var::Command),
             f = v(Var::Repaired),
             u = v(Var::UserPromptCommand),

@@ -34,12 +34,13 @@
 //!    remainder too), so the tag it sets last shows whether all went
 //!    through; the epilogue, called with the end prompt. The outer `eval`
 //!    goes on after a syntax error in the inner one or an abandoned line,
-//!    and its parse resets bash's prompt state. The epilogue prints the
-//!    read-only fatal marker unless that tag is set, calls its repair path only if a standard stream is not the terminal or
-//!    `set -e` is on (that path points standard input, output and error back
-//!    at the terminal, in POSIX mode just for that `exec`, and notes
-//!    `set -e`), and makes `PS1` the end marker, the repair flags and the
-//!    status.
+//!    and its parse resets bash's prompt state. The epilogue is one
+//!    statement: if that tag is set, every standard stream is the terminal
+//!    and `set -e` is off, it makes `PS1` the end marker and the status;
+//!    else it calls its repair path, which prints the read-only fatal marker
+//!    unless the tag is set, points standard input, output and error back
+//!    at the terminal (in POSIX mode just for that `exec`), notes `set -e`,
+//!    and makes `PS1` the end marker, the repair flags and the status.
 //! 3. `(( flag )) ||` a call of the function that prints a fatal marker
 //!    through `${unset?word}` (a function's call is lexed in a few bytes,
 //!    its body never again): the prologue did not run (`eval` disabled) or could
@@ -410,40 +411,42 @@ impl Protocol {
         )
     }
 
-    /// Runs after the command, in the mode the command left (it enters
-    /// POSIX mode only around an `exec` that repairs a stream, to find the
-    /// special builtin). It prints the read-only fatal marker unless
-    /// [`Protocol::ended`] got through its assignments (tag `q`), calls its
-    /// repair path only if a standard stream is not the terminal or `set -e`
-    /// is on, and ends with an assignment, whose status is 0 (with `set -e`,
-    /// the function's status would end the shell).
+    /// Runs after the command, in the mode the command left, one statement:
+    /// if [`Protocol::ended`] got through its assignments (tag `q`), every
+    /// standard stream is the terminal and `set -e` is off, makes `PS1` the
+    /// end marker (its argument) and the status; else calls the repair path
+    /// with the end marker. Either way its status is 0 (with `set -e`, the
+    /// function's status would end the shell).
     fn epilogue(&self) -> String {
-        let v = |c| self.var(c);
-        let (k, z, y) = (v(Var::Tag), v(Var::Unset), v(Var::Sink));
         format!(
-            "[[ ${k} == q ]] || {y}=${{{z}?{ro}}}\n\
-{k}=r\n\
-[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || \\{repair}\n\
-PS1=$1${{{f}}}:${{{s}}}#\n",
-            f = v(Var::Repaired),
-            s = v(Var::Status),
-            repair = v(Var::Repair),
-            ro = self.fatal_word(Fatal::ReadOnly),
+            "[[ ${k} == q && -t 2 && -t 1 && -t 0 && ! -o errexit ]] && PS1=$1:${{{s}}}# || \\{repair} \"$1\"\n",
+            k = self.var(Var::Tag),
+            s = self.var(Var::Status),
+            repair = self.var(Var::Repair),
         )
     }
 
     /// The epilogue's rare path, a function of its own so that the common
-    /// one is small (bash copies a function's body at every call): points
-    /// standard error, output and input back at the terminal if the command
-    /// moved them, entering POSIX mode just for the `exec` (the special
-    /// builtin), and notes `set -e`.
+    /// one is small (bash copies a function's body at every call): prints
+    /// the read-only fatal marker unless [`Protocol::ended`] got through its
+    /// assignments (tag `q`), then (tag `r`: an `exec` that fails abandons
+    /// the line) points standard error, output and input back at the
+    /// terminal if the command moved them, entering POSIX mode just for the
+    /// `exec` (the special builtin), notes `set -e`, and makes `PS1` the end
+    /// marker (its argument), the repair flags and the status.
     fn repair(&self) -> String {
-        let f = self.var(Var::Repaired);
+        let v = |c| self.var(c);
+        let (f, k, z, y) = (v(Var::Repaired), v(Var::Tag), v(Var::Unset), v(Var::Sink));
         let enter = self.enter_posix();
         let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
         format!(
-            "[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n"
+            "[[ ${k} == q ]] || {y}=${{{z}?{ro}}}\n\
+{k}=r\n\
+[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
+{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\
+PS1=$1${{{f}}}:${{{s}}}#\n",
+            s = v(Var::Status),
+            ro = self.fatal_word(Fatal::ReadOnly),
         )
     }
 
@@ -493,13 +496,13 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
             Var::Steps
         };
         format!(
-            "{c}=0 {enter} {k}={tag} {m}={command} PS0={start}; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || \\{not_run}\n",
+            "{c}=0 {enter} {k}={tag} {m}={command} PS0='{start}'; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || \\{not_run}\n",
             c = v(Var::PrologueRan),
             enter = self.enter_posix(),
             k = v(Var::Tag),
             tag = Self::abandon_tag(call_id),
             m = v(Var::Command),
-            start = bash_ansi_c(&self.prompt_form(next_start)),
+            start = self.prompt_form(next_start),
             steps = v(steps),
             end = self.prompt_form(end),
             not_run = v(Var::NotRun),

@@ -31,14 +31,15 @@
 //!    off, so no later step is traced or echoed, and assigns every variable
 //!    the protocol writes in one statement: an assignment to a read-only
 //!    variable abandons the rest of that line of the `eval` (the function's
-//!    remainder too), so the tag it sets last shows whether all went
-//!    through; the epilogue, called with the end prompt. The outer `eval`
+//!    remainder too), so the tag it sets last (`q` and the attributes of a
+//!    set `POSIXLY_CORRECT`, which it cannot assign without entering POSIX
+//!    mode) shows whether all went through; the epilogue, called with the end prompt. The outer `eval`
 //!    goes on after a syntax error in the inner one or an abandoned line,
 //!    and its parse resets bash's prompt state. The epilogue is one
-//!    statement: if that tag is set, every standard stream is the terminal
+//!    statement: if the tag is exactly `q`, every standard stream is the terminal
 //!    and `set -e` is off, it makes `PS1` the end marker and the status;
 //!    else it calls its repair path, which prints the read-only fatal marker
-//!    unless the tag is set, points standard input, output and error back
+//!    unless the tag starts with `q` and has no `r`, points standard input, output and error back
 //!    at the terminal (in POSIX mode just for that `exec`), notes `set -e`,
 //!    and makes `PS1` the end marker, the repair flags and the status.
 //! 3. `(( flag )) ||` a call of the function that prints a fatal marker
@@ -390,15 +391,18 @@ impl Protocol {
     /// and an assignment to a read-only variable makes bash abandon the rest
     /// of the `eval`'s line, this function's remainder with it (standard
     /// error is closed, so bash's message goes nowhere). Only if that
-    /// statement went through, and `POSIXLY_CORRECT` (which an assignment
-    /// would put in POSIX mode) is not read-only, does the tag become `q`,
-    /// which the epilogue checks.
+    /// statement went through does its last assignment make the tag `q`
+    /// followed by the attributes of `POSIXLY_CORRECT` if it is set (an
+    /// assignment would put bash in POSIX mode, so it is checked by its
+    /// attributes): the epilogue's common path needs exactly `q`, and its
+    /// repair path stops at a tag without `q` or with `r` (read-only). The
+    /// last statement's status is 0 (with `set -e`, the function's status
+    /// would end the shell).
     fn ended(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}}\n\
-[[ ${o} == *[xv]* ]] && {{ {enter}; set +xv; {leave}; }}\n\
-[[ ${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}} == *r* ]] || {k}=q\n",
+            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}} {k}=q${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}}\n\
+[[ ${o} != *[xv]* ]] || {{ {enter}; set +xv; {leave}; }}\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),
@@ -412,7 +416,7 @@ impl Protocol {
     }
 
     /// Runs after the command, in the mode the command left, one statement:
-    /// if [`Protocol::ended`] got through its assignments (tag `q`), every
+    /// if [`Protocol::ended`] got through its assignments (tag exactly `q`), every
     /// standard stream is the terminal and `set -e` is off, makes `PS1` the
     /// end marker (its argument) and the status; else calls the repair path
     /// with the end marker. Either way its status is 0 (with `set -e`, the
@@ -429,7 +433,8 @@ impl Protocol {
     /// The epilogue's rare path, a function of its own so that the common
     /// one is small (bash copies a function's body at every call): prints
     /// the read-only fatal marker unless [`Protocol::ended`] got through its
-    /// assignments (tag `q`), then (tag `r`: an `exec` that fails abandons
+    /// assignments and `POSIXLY_CORRECT` is not read-only (the tag starts
+    /// with `q` and has no `r`), then (tag `r`: an `exec` that fails abandons
     /// the line) points standard error, output and input back at the
     /// terminal if the command moved them, entering POSIX mode just for the
     /// `exec` (the special builtin), notes `set -e`, and makes `PS1` the end
@@ -440,7 +445,7 @@ impl Protocol {
         let enter = self.enter_posix();
         let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
         format!(
-            "[[ ${k} == q ]] || {y}=${{{z}?{ro}}}\n\
+            "[[ ${k} == q* && ${k} != *r* ]] || {y}=${{{z}?{ro}}}\n\
 {k}=r\n\
 [[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
 {{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\

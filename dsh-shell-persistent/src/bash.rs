@@ -2,16 +2,18 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines four functions with random names (the
-//! prologue, the one that keeps the status, the epilogue and its rare
-//! repair path) and the fixed text of the call's steps, parsed once and made
+//! The shell's init line defines five functions with random names (the
+//! prologue, the one that keeps the status, the epilogue, its rare repair
+//! path, and the one that prints the fatal marker of a call whose prologue
+//! did not run) and the fixed text of the call's steps, parsed once and made
 //! read-only (`readonly -f`, `readonly`): a command cannot redefine, unset or
 //! replace them, so a call through their random names (with `\` before it,
 //! so no alias) reaches them whatever the command defined. One call is then
 //! one physical line of three statements:
 //!
-//! 1. assignments only (nothing is looked up): the saved `POSIXLY_CORRECT`,
-//!    `POSIXLY_CORRECT=y`, the call's abandon tag, the command (with a call
+//! 1. assignments only (nothing is looked up): `POSIXLY_CORRECT` set to
+//!    the random stem of the protocol's names unless the user set it (it is
+//!    set exactly when bash is in POSIX mode), the call's abandon tag, the command (with a call
 //!    of the prologue before it) into a variable, and the next call's start
 //!    marker (`PS0`). An assignment that fails abandons the line, so a stale
 //!    tag then shows that it failed. In POSIX mode bash finds special
@@ -25,18 +27,24 @@
 //!    mode and raises a flag, so the command runs exactly as the user left
 //!    the shell; on the same line (parsed before the command runs, so
 //!    `set -v` never echoes it), a function called with standard error
-//!    closed that keeps the status and the options and turns `set -x`/`-v`
-//!    off, so no later step is traced or echoed; the epilogue, called with
-//!    the end prompt. The outer `eval` goes on after a syntax error in the
-//!    inner one, and its parse resets bash's prompt state. The epilogue
-//!    checks that no variable the protocol writes was made read-only, calls
-//!    its repair path only if a standard stream is not the terminal or
-//!    `set -e` is on (that path points standard input, output and error back
-//!    at the terminal, in POSIX mode just for that `exec`, and notes
-//!    `set -e`), and makes `PS1` the end marker, the repair flags and the
-//!    status.
-//! 3. `(( flag )) ||` a fatal marker printed through `${unset?word}`, which
-//!    looks nothing up: the prologue did not run (`eval` disabled) or could
+//!    closed that keeps the status and the options, turns `set -x`/`-v`
+//!    off, so no later step is traced or echoed, and assigns every variable
+//!    the protocol writes in one statement: an assignment to a read-only
+//!    variable abandons the rest of that line of the `eval` (the function's
+//!    remainder too), so the tag it sets last (`q` and the attributes of a
+//!    set `POSIXLY_CORRECT`, which it cannot assign without entering POSIX
+//!    mode) shows whether all went through; the epilogue, called with the end prompt. The outer `eval`
+//!    goes on after a syntax error in the inner one or an abandoned line,
+//!    and its parse resets bash's prompt state. The epilogue is one
+//!    statement: if the tag is exactly `q`, every standard stream is the terminal
+//!    and `set -e` is off, it makes `PS1` the end marker and the status;
+//!    else it calls its repair path, which prints the read-only fatal marker
+//!    unless the tag starts with `q` and has no `r`, points standard input, output and error back
+//!    at the terminal (in POSIX mode just for that `exec`), notes `set -e`,
+//!    and makes `PS1` the end marker, the repair flags and the status.
+//! 3. `(( flag )) ||` a call of the function that prints a fatal marker
+//!    through `${unset?word}` (a function's call is lexed in a few bytes,
+//!    its body never again): the prologue did not run (`eval` disabled) or could
 //!    not restore POSIX mode (`set` and `unset` disabled).
 //!
 //! Inside the functions a `DEBUG` trap does not fire (unless `functrace` or
@@ -194,10 +202,6 @@ pub(crate) enum Var {
     Tag = b'k',
     /// `1` once the prologue ran: the fatal marker's test.
     PrologueRan = b'c',
-    /// Whether `POSIXLY_CORRECT` was set before the call.
-    PosixWasSet = b'q',
-    /// `POSIXLY_CORRECT`'s value before the call.
-    PosixValue = b'w',
     /// The call's command, with the prologue's call before it.
     Command = b'm',
     /// The abandon prompt, installed as `PS1` by the prologue.
@@ -219,6 +223,9 @@ pub(crate) enum Var {
     /// The epilogue's rare path: reopens standard streams on the terminal
     /// and notes `set -e`.
     Repair = b'R',
+    /// Prints the fatal marker of a call whose prologue did not run or could
+    /// not restore POSIX mode (the call line's last statement calls it).
+    NotRun = b'X',
     /// The fixed text the call line's `\eval` runs (read-only).
     Steps = b'L',
     /// [`Var::Steps`] after a throwaway `[[` (read-only).
@@ -297,7 +304,7 @@ impl Protocol {
             v(Var::Tag)
         );
         let functions = format!(
-            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
+            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n{not_run}() {{\n{y}=${{{z}?{bi}}}\n}}\n",
             pre = v(Var::Prologue),
             prec = self.prologue(),
             ended = v(Var::Ended),
@@ -306,17 +313,19 @@ impl Protocol {
             postc = self.epilogue(),
             repair = v(Var::Repair),
             repairc = self.repair(),
+            not_run = v(Var::NotRun),
+            y = v(Var::Sink),
+            z = v(Var::Unset),
+            bi = self.fatal_word(Fatal::Builtins),
         );
         let steps = self.steps();
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {q}= {w}= {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair} {not_run}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
             s = v(Var::Status),
             k = v(Var::Tag),
             c = v(Var::PrologueRan),
-            q = v(Var::PosixWasSet),
-            w = v(Var::PosixValue),
             m = v(Var::Command),
             o = v(Var::Options),
             a = v(Var::AbandonPrompt),
@@ -326,6 +335,7 @@ impl Protocol {
             ended = v(Var::Ended),
             post = v(Var::Epilogue),
             repair = v(Var::Repair),
+            not_run = v(Var::NotRun),
             l = v(Var::Steps),
             t = v(Var::StepsAfterSyntaxError),
             steps = bash_ansi_c(&steps),
@@ -335,23 +345,22 @@ impl Protocol {
         )
     }
 
-    /// Assignments that save the user's `POSIXLY_CORRECT` and enter POSIX
-    /// mode (nothing is looked up).
+    /// The assignment that enters POSIX mode (nothing is looked up): a
+    /// `POSIXLY_CORRECT` the user set keeps its value (it is set exactly
+    /// when bash is in POSIX mode: `set -o posix` sets it, `set +o posix`
+    /// unsets it), an unset one becomes the stem, which tells
+    /// [`Protocol::restore_posix`] to leave POSIX mode again.
     fn enter_posix(&self) -> String {
-        format!(
-            "{q}=${{POSIXLY_CORRECT+1}} {w}=${{POSIXLY_CORRECT-}} POSIXLY_CORRECT=y",
-            q = self.var(Var::PosixWasSet),
-            w = self.var(Var::PosixValue)
-        )
+        format!("POSIXLY_CORRECT=${{POSIXLY_CORRECT-{}}}", self.stem)
     }
 
-    /// Back to the mode [`Protocol::enter_posix`] saved (run while still in
-    /// POSIX mode, so `set` and `unset` are the builtins).
+    /// Back to the mode [`Protocol::enter_posix`] found (run while still in
+    /// POSIX mode, so `set` and `unset` are the builtins): out of POSIX mode
+    /// if it put the stem there, else nothing to do.
     fn restore_posix(&self) -> String {
         format!(
-            "(( {q} )) && POSIXLY_CORRECT=${{{w}}} || set +o posix || unset POSIXLY_CORRECT",
-            q = self.var(Var::PosixWasSet),
-            w = self.var(Var::PosixValue)
+            "[[ ${{POSIXLY_CORRECT-}} != {} ]] || set +o posix || unset POSIXLY_CORRECT",
+            self.stem
         )
     }
 
@@ -375,75 +384,74 @@ impl Protocol {
     /// function starts is the status before its call) and options, and
     /// turns `set -x` and `set -v` off until the next command's prologue
     /// turns them back on, so no step of the protocol is traced or echoed.
+    ///
+    /// It is also the read-only check: its first statement assigns every
+    /// variable the protocol writes (most the value it has, the others the
+    /// empty value they need next, `PROMPT_COMMAND` after saving the user's),
+    /// and an assignment to a read-only variable makes bash abandon the rest
+    /// of the `eval`'s line, this function's remainder with it (standard
+    /// error is closed, so bash's message goes nowhere). Only if that
+    /// statement went through does its last assignment make the tag `q`
+    /// followed by the attributes of `POSIXLY_CORRECT` if it is set (an
+    /// assignment would put bash in POSIX mode, so it is checked by its
+    /// attributes): the epilogue's common path needs exactly `q`, and its
+    /// repair path stops at a tag without `q` or with `r` (read-only). The
+    /// last statement's status is 0 (with `set -e`, the function's status
+    /// would end the shell).
     fn ended(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{k}=p {s}=$? {o}=$-\n[[ ${o} == *[xv]* ]] && {{ {enter}; set +xv; {leave}; }}\n{k}=p\n",
+            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}} {k}=q${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}}\n\
+[[ ${o} != *[xv]* ]] || {{ {enter}; set +xv; {leave}; }}\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),
+            c = v(Var::PrologueRan),
+            m = v(Var::Command),
+            f = v(Var::Repaired),
+            u = v(Var::UserPromptCommand),
             enter = self.enter_posix(),
             leave = self.restore_posix(),
         )
     }
 
-    /// Runs after the command, in the mode the command left (it enters
-    /// POSIX mode only around an `exec` that repairs a stream, to find the
-    /// special builtin). An error inside a function ends only the function,
-    /// so the read-only check comes before any assignment to a variable the
-    /// user can reach, and the body ends with a command whose status is 0
-    /// (with `set -e`, the function's status would end the shell). Groups
-    /// run with standard error closed (`2>&-`, cheaper than opening
-    /// `/dev/null`) so `set -x` traces of the tool's steps go nowhere.
+    /// Runs after the command, in the mode the command left, one statement:
+    /// if [`Protocol::ended`] got through its assignments (tag exactly `q`), every
+    /// standard stream is the terminal and `set -e` is off, makes `PS1` the
+    /// end marker (its argument) and the status; else calls the repair path
+    /// with the end marker. Either way its status is 0 (with `set -e`, the
+    /// function's status would end the shell).
     fn epilogue(&self) -> String {
-        let v = |c| self.var(c);
-        let (f, k, z, y) = (v(Var::Repaired), v(Var::Tag), v(Var::Unset), v(Var::Sink));
-        let watched: String = [
-            Var::Tag,
-            Var::PrologueRan,
-            Var::PosixWasSet,
-            Var::PosixValue,
-            Var::Status,
-            Var::Repaired,
-            Var::UserPromptCommand,
-            Var::AbandonPrompt,
-            Var::Command,
-            Var::Options,
-        ]
-        .iter()
-        .map(|&var| format!("${{{}@a}}", v(var)))
-        .collect();
-        let user: String = ["PS0", "PS1", "PROMPT_COMMAND", "POSIXLY_CORRECT"]
-            .iter()
-            .map(|name| format!("${{{name}+${{{name}@a}}}}"))
-            .collect();
         format!(
-            "{k}=r\n\
-[[ {user}{watched} == *r* ]] && {y}=${{{z}?{ro}}}\n\
-{f}=\n\
-[[ -t 2 && -t 1 && -t 0 && ! -o errexit ]] || \\{repair}\n\
-{u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND=\n\
-{k}=r\n\
-PS1=$1${{{f}}}:${{{s}}}#\n",
-            u = v(Var::UserPromptCommand),
-            s = v(Var::Status),
-            repair = v(Var::Repair),
-            ro = self.fatal_word(Fatal::ReadOnly),
+            "[[ ${k} == q && -t 2 && -t 1 && -t 0 && ! -o errexit ]] && PS1=$1:${{{s}}}# || \\{repair} \"$1\"\n",
+            k = self.var(Var::Tag),
+            s = self.var(Var::Status),
+            repair = self.var(Var::Repair),
         )
     }
 
     /// The epilogue's rare path, a function of its own so that the common
-    /// one is small (bash copies a function's body at every call): points
-    /// standard error, output and input back at the terminal if the command
-    /// moved them, entering POSIX mode just for the `exec` (the special
-    /// builtin), and notes `set -e`.
+    /// one is small (bash copies a function's body at every call): prints
+    /// the read-only fatal marker unless [`Protocol::ended`] got through its
+    /// assignments and `POSIXLY_CORRECT` is not read-only (the tag starts
+    /// with `q` and has no `r`), then (tag `r`: an `exec` that fails abandons
+    /// the line) points standard error, output and input back at the
+    /// terminal if the command moved them, entering POSIX mode just for the
+    /// `exec` (the special builtin), notes `set -e`, and makes `PS1` the end
+    /// marker (its argument), the repair flags and the status.
     fn repair(&self) -> String {
-        let f = self.var(Var::Repaired);
+        let v = |c| self.var(c);
+        let (f, k, z, y) = (v(Var::Repaired), v(Var::Tag), v(Var::Unset), v(Var::Sink));
         let enter = self.enter_posix();
         let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
         format!(
-            "[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n"
+            "[[ ${k} == q* && ${k} != *r* ]] || {y}=${{{z}?{ro}}}\n\
+{k}=r\n\
+[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
+{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\
+PS1=$1${{{f}}}:${{{s}}}#\n",
+            s = v(Var::Status),
+            ro = self.fatal_word(Fatal::ReadOnly),
         )
     }
 
@@ -493,18 +501,16 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
             Var::Steps
         };
         format!(
-            "{c}=0 {enter} {k}={tag} {m}={command} PS0={start}; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || {y}=${{{z}?{bi}}}\n",
+            "{c}=0 {enter} {k}={tag} {m}={command} PS0='{start}'; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || \\{not_run}\n",
             c = v(Var::PrologueRan),
             enter = self.enter_posix(),
             k = v(Var::Tag),
             tag = Self::abandon_tag(call_id),
             m = v(Var::Command),
-            start = bash_ansi_c(&self.prompt_form(next_start)),
+            start = self.prompt_form(next_start),
             steps = v(steps),
             end = self.prompt_form(end),
-            y = v(Var::Sink),
-            z = v(Var::Unset),
-            bi = self.fatal_word(Fatal::Builtins),
+            not_run = v(Var::NotRun),
         )
     }
 }

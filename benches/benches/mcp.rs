@@ -2,7 +2,8 @@
 //! a blocking client, next to its baselines in the same run: a minimal Rust
 //! line-echo JSON-RPC server (`line-echo`, the pipe floor) for `ping`, and
 //! the in-process library calls for `tools/call`, and a plain Python MCP
-//! server (`benches/py/view_server.py`) for the editor's `view`. Prints medians, ratios and
+//! server (`benches/py/view_server.py`) for the editor's `view` (next to
+//! `dsh-mcp` unconfined and in workspace-write). Prints medians, ratios and
 //! differences; builds `dsh-mcp` (release) first. A second pass repeats the
 //! latency figures with the bench, its servers and all their threads on one
 //! CPU, where no wake-up crosses CPUs. Between the two, a pass times the same `ping`,
@@ -341,29 +342,37 @@ fn pass(dsh: &Path, ws: &Path, ten: &Path, label: &str, throughput: bool) {
     let view = json!({"command": "view", "path": ten});
 
     // The view next to a plain Python MCP server answering the same view
-    // (`benches/py/view_server.py`), one request each in turn.
+    // (`benches/py/view_server.py`), one request each in turn: `dsh-mcp`
+    // unconfined, then confined (`--sandbox workspace-write`: the view
+    // through the sandbox's confined reader) next to the same plain read.
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/view_server.py");
     let mut py = Server::start(Path::new("python3"), &[python.to_str().unwrap()]);
+    let mut confined = Server::start(
+        dsh,
+        &["--workspace", ws_arg, "--sandbox", "workspace-write"],
+    );
     let call = json!({"name": "str_replace_editor", "arguments": view});
-    let (py_view, dsh_view) = benches::median_pair(
-        2000,
-        200,
-        || {
-            let answer = py.request("tools/call", call.clone());
-            assert_eq!(answer["result"]["isError"], false, "{answer}");
-        },
-        || {
-            let answer = server.request("tools/call", call.clone());
-            assert_eq!(answer["result"]["isError"], false, "{answer}");
-        },
-    );
-    drop(py);
-    println!(
-        "MCP str_replace_editor view of 10 lines{label}: dsh-mcp {:.1} µs, Python MCP server {:.1} µs: {:.2}x (goal <= 1x)",
-        us(dsh_view),
-        us(py_view),
-        dsh_view.as_secs_f64() / py_view.as_secs_f64()
-    );
+    for (dsh_server, how) in [(&mut server, ""), (&mut confined, ", confined")] {
+        let (py_view, dsh_view) = benches::median_pair(
+            2000,
+            200,
+            || {
+                let answer = py.request("tools/call", call.clone());
+                assert_eq!(answer["result"]["isError"], false, "{answer}");
+            },
+            || {
+                let answer = dsh_server.request("tools/call", call.clone());
+                assert_eq!(answer["result"]["isError"], false, "{answer}");
+            },
+        );
+        println!(
+            "MCP str_replace_editor view of 10 lines{how}{label}: dsh-mcp {:.1} µs, Python MCP server {:.1} µs: {:.2}x (goal <= 1x)",
+            us(dsh_view),
+            us(py_view),
+            dsh_view.as_secs_f64() / py_view.as_secs_f64()
+        );
+    }
+    drop((py, confined));
     // One `tools/call` through the binary next to the same call in process.
     let mut compare = |tool: &str,
                        what: &str,

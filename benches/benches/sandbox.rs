@@ -153,7 +153,8 @@ fn call_cost(c: &mut Criterion) {
 
 /// An editor `view` of a small file: this process reading it (`LocalFs`,
 /// the baseline, same run) next to the confined helper opening it for
-/// `SandboxFs` in workspace-write.
+/// `SandboxFs` in workspace-write, and the floor of that design: a bare
+/// `SCM_RIGHTS` round trip with an unconfined child.
 fn editor_view_cost(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -174,6 +175,12 @@ fn editor_view_cost(c: &mut Criterion) {
     group.bench_function("sandbox_fs_confined_reader", |b| {
         b.iter(|| rt.block_on(confined.execute(&args)).unwrap())
     });
+    // The floor of a view through another process: a bare round trip (the
+    // path out, an unconfined child's `open`, the descriptor back with
+    // SCM_RIGHTS), no view.
+    let floor = ScmFloor::start(&file);
+    group.bench_function("scm_rights_round_trip_floor", |b| b.iter(|| floor.ask()));
+    drop(floor);
     group.finish();
 
     // An edit and its undo (two str_replace calls), each a stat, a read and
@@ -195,6 +202,126 @@ fn editor_view_cost(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// A forked child that opens the path it receives and passes the
+/// descriptor back over a `SOCK_SEQPACKET` pair (`SCM_RIGHTS`): the bare
+/// round trip of the confined reader's design.
+struct ScmFloor {
+    socket: std::os::fd::OwnedFd,
+    child: libc::pid_t,
+    path: std::ffi::CString,
+}
+
+impl ScmFloor {
+    fn start(path: &std::path::Path) -> ScmFloor {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: room for two descriptors.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0);
+        // SAFETY: the child makes raw system calls only and `_exit`s.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above, on buffers of this frame.
+            unsafe {
+                let mut request = [0u8; 4200];
+                loop {
+                    let n = libc::recv(fds[1], request.as_mut_ptr().cast(), request.len(), 0);
+                    if n <= 0 {
+                        libc::_exit(0);
+                    }
+                    let fd = libc::open(request.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+                    scm_message(fd, |msg| {
+                        libc::sendmsg(fds[1], msg, 0);
+                    });
+                    libc::close(fd);
+                }
+            }
+        }
+        // SAFETY: both were just created; the child holds its own copies.
+        let (ours, theirs) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(theirs);
+        assert!(ours.as_raw_fd() >= 0);
+        ScmFloor {
+            socket: ours,
+            child,
+            path,
+        }
+    }
+
+    /// One round trip: the path out, a descriptor back (closed).
+    fn ask(&self) {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let socket = self.socket.as_raw_fd();
+        let path = self.path.as_bytes_with_nul();
+        // SAFETY: sending from and receiving into buffers of this frame.
+        unsafe {
+            assert!(libc::send(socket, path.as_ptr().cast(), path.len(), 0) > 0);
+            scm_message(-1, |msg| {
+                assert!(libc::recvmsg(socket, msg, libc::MSG_CMSG_CLOEXEC) > 0);
+                let fd = std::ptr::read_unaligned(
+                    libc::CMSG_DATA(libc::CMSG_FIRSTHDR(msg)).cast::<i32>(),
+                );
+                drop(OwnedFd::from_raw_fd(fd));
+            });
+        }
+    }
+}
+
+impl Drop for ScmFloor {
+    fn drop(&mut self) {
+        // SAFETY: the child ends when its socket closes; reaped here.
+        unsafe {
+            libc::shutdown(
+                std::os::fd::AsRawFd::as_raw_fd(&self.socket),
+                libc::SHUT_RDWR,
+            );
+            libc::waitpid(self.child, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// Calls `f` with a message of 4 bytes and room for one descriptor (`fd`
+/// in it when `fd >= 0`).
+///
+/// # Safety
+///
+/// `f` gets pointers into this frame, valid for its call only.
+unsafe fn scm_message(fd: i32, f: impl FnOnce(&mut libc::msghdr)) {
+    let mut bytes = [0u8; 4];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: 4,
+    };
+    let mut control = [0u64; 4];
+    // SAFETY: zeroed plain data pointed at buffers of this frame.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        if fd >= 0 {
+            msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
+        }
+        f(&mut msg);
+    }
 }
 
 /// 1,000 Unix-socket connections (connect, accept, close) made by one

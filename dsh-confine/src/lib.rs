@@ -37,7 +37,7 @@ pub use error::Error;
 #[cfg(target_os = "linux")]
 pub use linux::bubblewrap::{Handoff, bubblewrap_command};
 #[cfg(target_os = "linux")]
-pub use linux::files::{OpenError, Opener};
+pub use linux::files::{Found, OpenError, Opener};
 #[cfg(target_os = "linux")]
 pub use linux::landlock::landlock_abi;
 #[cfg(target_os = "linux")]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use dsh_confine::{Confinement, OpenError, Opener, Policy, UnixSocketGuard};
+use dsh_confine::{Confinement, Found, OpenError, Opener, Policy, UnixSocketGuard};
 
 fn workspace() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -131,14 +131,22 @@ fn the_opener_opens_what_the_shell_could_and_hides_the_rest() {
             .open(Path::new("/proc/self/environ"), libc::O_RDONLY)
             .is_err()
     );
-    let (link, file) = opener.stat_open(&ws.join("seen")).unwrap();
-    let (link, file) = (
-        std::fs::File::from(link),
-        std::fs::File::from(file.unwrap()),
-    );
-    use std::os::unix::fs::MetadataExt;
+    // A regular file comes opened for reading; anything else to look at.
+    let Found::File(file) = opener.stat_open(&ws.join("seen")).unwrap() else {
+        panic!("a regular file is opened for reading");
+    };
     assert_eq!(
-        link.metadata().unwrap().ino(),
-        file.metadata().unwrap().ino()
+        std::io::read_to_string(std::fs::File::from(file)).unwrap(),
+        "text"
     );
+    std::os::unix::fs::symlink("seen", ws.join("link")).unwrap();
+    for other in ["link", "secret"] {
+        let found = opener.stat_open(&ws.join(other)).unwrap();
+        assert!(matches!(found, Found::Other(_)), "{other}: {found:?}");
+    }
+    let Found::Other(link) = opener.stat_open(&ws.join("link")).unwrap() else {
+        unreachable!()
+    };
+    let meta = std::fs::File::from(link).metadata().unwrap();
+    assert!(meta.file_type().is_symlink());
 }

@@ -334,12 +334,19 @@ impl BlockingFs for Shared {
         self.local.reads_quickly()
     }
 
+    /// Through the helper, the path checks run while it answers (a view's
+    /// one round trip, with no wait of its own for them).
     fn stat_open(&self, path: &Path) -> Result<(Metadata, Option<std::fs::File>), FsError> {
-        self.check_read(path)?;
         #[cfg(target_os = "linux")]
-        if let Some(files) = self.helper(path)? {
-            return files.stat_open(path);
+        match self.helper(path) {
+            Ok(Some(files)) => return files.stat_open(path, &|| self.check_read(path)),
+            Ok(None) => {}
+            Err(e) => {
+                self.check_read(path)?;
+                return Err(e);
+            }
         }
+        self.check_read(path)?;
         self.local.stat_open(path)
     }
 

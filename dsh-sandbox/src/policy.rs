@@ -314,8 +314,10 @@ impl WriteRules {
         if self.mode == SandboxMode::DangerFullAccess {
             return false;
         }
+        let plain_real = plain(real.as_os_str().as_encoded_bytes());
+        let plain_path = plain(path.as_os_str().as_encoded_bytes());
         self.hidden.iter().any(|h| {
-            (real.starts_with(h) || path.starts_with(h))
+            (starts_with(real, plain_real, h) || starts_with(path, plain_path, h))
                 && !self
                     .shown
                     .iter()
@@ -338,6 +340,31 @@ impl WriteRules {
             }
         }
     }
+}
+
+/// Whether `path` is absolute and spelled as its components are: no
+/// empty, `.` or `..` component, no `/` at its end (and, on Windows, no
+/// `\`). Between two such paths, [`Path::starts_with`] (which compares
+/// components) is a comparison of bytes ending at a `/`.
+fn plain(path: &[u8]) -> bool {
+    path == b"/"
+        || path.first() == Some(&b'/')
+            && !(cfg!(windows) && path.contains(&b'\\'))
+            && path[1..]
+                .split(|b| *b == b'/')
+                .all(|c| !c.is_empty() && c != b"." && c != b"..")
+}
+
+/// [`Path::starts_with`], by bytes where both paths are [`plain`].
+fn starts_with(path: &Path, path_plain: bool, prefix: &Path) -> bool {
+    let (p, q) = (
+        path.as_os_str().as_encoded_bytes(),
+        prefix.as_os_str().as_encoded_bytes(),
+    );
+    if !(path_plain && plain(q)) {
+        return path.starts_with(prefix);
+    }
+    p.starts_with(q) && (p.len() == q.len() || q == b"/" || p[q.len()] == b'/')
 }
 
 /// `path` with a leading `~` replaced by `home`; `None` for a `~` path
@@ -469,6 +496,36 @@ pub fn resolve(path: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_prefix_test_is_path_starts_with() {
+        let paths = [
+            "/home/u/.ssh",
+            "/home/u/.ssh/id",
+            "/home/u//.ssh/./id",
+            "/home/u/.sshx",
+            "/home/u/x/.ssh",
+            "/home/u/.ssh/",
+            "/home/u/.ss",
+            "/etc/shadow-",
+            "/etc/shadow",
+            "/",
+            "//",
+            "",
+            "/home/u/../u/.ssh",
+            "/home/u/..",
+            "/a/b/.",
+            "/a/./b",
+            "relative/.ssh",
+        ];
+        for p in paths {
+            for h in paths {
+                let (p, h) = (Path::new(p), Path::new(h));
+                let plain_p = plain(p.as_os_str().as_encoded_bytes());
+                assert_eq!(starts_with(p, plain_p, h), p.starts_with(h), "{p:?} {h:?}");
+            }
+        }
+    }
 
     #[test]
     fn hidden_paths_expand_home_and_keep_what_exists() {

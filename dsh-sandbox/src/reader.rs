@@ -12,7 +12,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-use dsh_confine::{OpenError, Opener};
+use dsh_confine::{Found, OpenError, Opener};
 use dsh_editor::fs::{DirEntry, FileKind, FsError, LocalFs, Metadata, Version};
 use libc::c_int;
 
@@ -109,26 +109,34 @@ impl Files {
     }
 
     /// [`Files::stat`], and the regular file at `path` opened for reading,
-    /// in one round trip with the helper (a view's stat and open). A
-    /// symbolic link takes [`Files::stat`]'s way and opens nothing.
+    /// in one round trip with the helper (a view's stat and open), `check`
+    /// run while the helper answers: what it refuses is the answer, and
+    /// what the helper sent is dropped unused. A symbolic link takes
+    /// [`Files::stat`]'s way and opens nothing.
     pub(crate) fn stat_open(
         &self,
         path: &Path,
+        check: &dyn Fn() -> Result<(), FsError>,
     ) -> Result<(Metadata, Option<std::fs::File>), FsError> {
-        let (link, second) = self.opener.stat_open(path).map_err(|e| fs_error(path, e))?;
-        let link = std::fs::File::from(link)
-            .metadata()
-            .map_err(|e| FsError::from_io(path, e))?;
-        if link.file_type().is_symlink() {
+        let mut checked = None;
+        let found = self
+            .opener
+            .stat_open_while(path, &mut || checked = Some(check()));
+        checked.unwrap_or_else(check)?;
+        let (fd, opened) = match found.map_err(|e| fs_error(path, e))? {
+            Found::File(fd) => (fd, true),
+            Found::Other(fd) => (fd, false),
+            _ => return Err(fs_error(path, OpenError::NoFile)),
+        };
+        let fd = std::fs::File::from(fd);
+        let meta = fd.metadata().map_err(|e| FsError::from_io(path, e))?;
+        if meta.file_type().is_symlink() {
             return Ok((self.stat(path)?, None));
         }
-        // The file opened second is kept only if it is the one looked at.
-        let file = second.map(std::fs::File::from).filter(|file| {
-            use std::os::unix::fs::MetadataExt;
-            file.metadata()
-                .is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == (link.dev(), link.ino()))
-        });
-        Ok((metadata(&link, false), file))
+        // What was opened for reading is read only if it is a regular file
+        // (the helper's `fstat` said so too).
+        let file = (opened && meta.is_file()).then_some(fd);
+        Ok((metadata(&meta, false), file))
     }
 
     /// The regular file at `path`, opened in the helper, and its metadata.

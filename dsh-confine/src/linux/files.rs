@@ -47,8 +47,13 @@ const OP_OPEN: u8 = 1;
 const OP_STAT_OPEN: u8 = 2;
 /// The longest request: an operation, flags and a path of `PATH_MAX`.
 const REQUEST_MAX: usize = 5 + 4096;
-/// An answer: errno (0 for success), then a descriptor passed alongside.
-const ANSWER_LEN: usize = 4;
+/// An answer: errno (0 for success) and a byte of [`ANSWER_FILE`], the
+/// descriptors passed alongside.
+const ANSWER_LEN: usize = 5;
+/// In an [`OP_STAT_OPEN`] answer: the one descriptor passed is the regular
+/// file at the path, opened for reading (the helper checked that it is the
+/// inode its `O_PATH` open found there).
+const ANSWER_FILE: u8 = 1;
 
 /// A confined helper that opens files for the host: the descriptors it
 /// opens in the confined view (the module's docs in `linux/files.rs` tell
@@ -70,6 +75,20 @@ const ANSWER_LEN: usize = 4;
 pub struct Opener {
     confinement: Arc<Confinement>,
     live: Mutex<Option<Live>>,
+}
+
+/// What [`Opener::stat_open`] found at a path.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Found {
+    /// A regular file, opened for reading (`O_NONBLOCK`, not following a
+    /// last symbolic link): the helper checked that it is the inode that
+    /// an `O_PATH | O_NOFOLLOW` open of the path found.
+    File(OwnedFd),
+    /// Anything else (a symbolic link itself, a directory, a device, or a
+    /// regular file that could not be opened for reading or was swapped
+    /// meanwhile), opened `O_PATH | O_NOFOLLOW` to look at.
+    Other(OwnedFd),
 }
 
 /// Why the [`Opener`] gave no descriptor.
@@ -128,6 +147,7 @@ impl Opener {
 
     fn start(&self) -> io::Result<Live> {
         let (ours, theirs) = socketpair()?;
+        receive_within(ours.as_fd(), ANSWER_WITHIN)?;
         let confinement = Arc::clone(&self.confinement);
         let fd = theirs.as_raw_fd();
         let mut command = Command::new("/bin/true");
@@ -173,25 +193,52 @@ impl Opener {
     /// Opens `path` in the helper with `open(2)`'s `flags` (plus
     /// `O_CLOEXEC | O_NOCTTY`).
     pub fn open(&self, path: &Path, flags: i32) -> Result<OwnedFd, OpenError> {
-        let mut fds = self.ask(OP_OPEN, path, flags)?;
-        Ok(fds.swap_remove(0))
+        let (fd, _) = self.ask(OP_OPEN, path, flags, &mut || ())?;
+        Ok(fd)
     }
 
-    /// `path` opened `O_PATH | O_NOFOLLOW` (to look at what is there,
-    /// a symbolic link itself included) and, where that is a regular file,
-    /// opened for reading too (`O_NONBLOCK`, not following a link), in one
-    /// round trip. The second may be another file than the first if the
-    /// path was swapped between the two: compare them.
-    pub fn stat_open(&self, path: &Path) -> Result<(OwnedFd, Option<OwnedFd>), OpenError> {
-        let mut fds = self.ask(OP_STAT_OPEN, path, 0)?.into_iter();
-        let link = fds.next().ok_or(OpenError::NoFile)?;
-        Ok((link, fds.next()))
+    /// What is at `path`, in one round trip: where that is a regular file,
+    /// the file opened for reading ([`Found::File`]); else the path opened
+    /// `O_PATH | O_NOFOLLOW`, to look at what is there, a symbolic link
+    /// itself included ([`Found::Other`]).
+    pub fn stat_open(&self, path: &Path) -> Result<Found, OpenError> {
+        self.stat_open_while(path, &mut || ())
+    }
+
+    /// [`Opener::stat_open`], running `meanwhile` on this thread, once,
+    /// while the helper answers (first, where no request could be sent).
+    pub fn stat_open_while(
+        &self,
+        path: &Path,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<Found, OpenError> {
+        let mut ran = false;
+        let asked = self.ask(OP_STAT_OPEN, path, 0, &mut || {
+            ran = true;
+            meanwhile();
+        });
+        if !ran {
+            meanwhile();
+        }
+        let (fd, answer) = asked?;
+        Ok(if answer & ANSWER_FILE != 0 {
+            Found::File(fd)
+        } else {
+            Found::Other(fd)
+        })
     }
 
     /// Sends request `op` for `path` (with `flags`) to the helper, started
-    /// first if none runs: the descriptors it passed back (at least one), or
-    /// the error its first `open` got.
-    fn ask(&self, op: u8, path: &Path, flags: c_int) -> Result<Vec<OwnedFd>, OpenError> {
+    /// first if none runs, and runs `meanwhile` once it was sent: the
+    /// descriptor it passed back and its answer's flags byte, or the error
+    /// its first `open` got.
+    fn ask(
+        &self,
+        op: u8,
+        path: &Path,
+        flags: c_int,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<(OwnedFd, u8), OpenError> {
         let bytes = path.as_os_str().as_bytes();
         if bytes.len() + 6 > REQUEST_MAX || bytes.contains(&0) {
             return Err(OpenError::Open(io::Error::from_raw_os_error(
@@ -205,10 +252,10 @@ impl Opener {
         request.push(0);
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let helper = self.running(&mut live).map_err(OpenError::Start)?;
-        match exchange(helper.socket.as_fd(), &request) {
-            Ok((0, fds)) if !fds.is_empty() => Ok(fds),
-            Ok((0, _)) => Err(OpenError::NoFile),
-            Ok((errno, _)) => Err(OpenError::Open(io::Error::from_raw_os_error(errno))),
+        match exchange(helper.socket.as_fd(), &request, meanwhile) {
+            Ok((0, answer, Some(fd))) => Ok((fd, answer)),
+            Ok((0, _, None)) => Err(OpenError::NoFile),
+            Ok((errno, _, _)) => Err(OpenError::Open(io::Error::from_raw_os_error(errno))),
             Err(e) => {
                 // Killed and reaped by Drop; the next call starts another.
                 *live = None;
@@ -236,9 +283,38 @@ fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Sends one request and waits (at most [`ANSWER_WITHIN`]) for its answer:
-/// the helper's errno and the descriptors it passed (at most two).
-fn exchange(socket: BorrowedFd<'_>, request: &[u8]) -> io::Result<(i32, Vec<OwnedFd>)> {
+/// Makes every receive on `socket` wait at most `within` (`SO_RCVTIMEO`:
+/// then it fails with `EAGAIN`).
+fn receive_within(socket: BorrowedFd<'_>, within: Duration) -> io::Result<()> {
+    let timeout = libc::timeval {
+        tv_sec: within.as_secs() as libc::time_t,
+        tv_usec: libc::suseconds_t::from(within.subsec_micros() as i32),
+    };
+    // SAFETY: `timeout` is a timeval of this frame, its size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&raw const timeout).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends one request, runs `meanwhile`, and waits (at most
+/// [`ANSWER_WITHIN`], the socket's `SO_RCVTIMEO`) for its answer: the
+/// helper's errno, its flags byte and the descriptor it passed (at most
+/// one).
+fn exchange(
+    socket: BorrowedFd<'_>,
+    request: &[u8],
+    meanwhile: &mut dyn FnMut(),
+) -> io::Result<(i32, u8, Option<OwnedFd>)> {
     let socket = socket.as_raw_fd();
     // SAFETY: writing from `request`.
     let sent = unsafe {
@@ -252,7 +328,7 @@ fn exchange(socket: BorrowedFd<'_>, request: &[u8]) -> io::Result<(i32, Vec<Owne
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
-    wait_readable(socket)?;
+    meanwhile();
     let mut answer = [0u8; ANSWER_LEN];
     let mut control = [0u64; 4];
     let mut iov = libc::iovec {
@@ -265,47 +341,34 @@ fn exchange(socket: BorrowedFd<'_>, request: &[u8]) -> io::Result<(i32, Vec<Owne
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: as above; descriptors received are close-on-exec.
-    let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = loop {
+        // SAFETY: as above; descriptors received are close-on-exec.
+        let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n;
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no answer within {} s", ANSWER_WITHIN.as_secs()),
+                ));
+            }
+            _ => return Err(err),
+        }
+    };
+    // SAFETY: `msg` is the header `recvmsg` just filled.
+    let mut fds = unsafe { received_fds(&msg) }.into_iter();
     if n as usize != ANSWER_LEN {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the helper closed its end",
         ));
     }
-    // SAFETY: `msg` is the header `recvmsg` just filled.
-    let fds = unsafe { received_fds(&msg) };
-    Ok((i32::from_ne_bytes(answer), fds))
-}
-
-/// Waits at most [`ANSWER_WITHIN`] until `socket` is readable.
-fn wait_readable(socket: c_int) -> io::Result<()> {
-    let mut pollfd = libc::pollfd {
-        fd: socket,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = ANSWER_WITHIN.as_millis() as c_int;
-    loop {
-        // SAFETY: one pollfd on this frame.
-        let n = unsafe { libc::poll(&mut pollfd, 1, millis) };
-        if n > 0 {
-            return Ok(());
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no answer within {} s", ANSWER_WITHIN.as_secs()),
-            ));
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
+    let errno = i32::from_ne_bytes([answer[0], answer[1], answer[2], answer[3]]);
+    Ok((errno, answer[4], fds.next()))
 }
 
 /// The descriptors passed in `msg`'s `SCM_RIGHTS` messages, owned.
@@ -354,89 +417,102 @@ fn serve(socket: BorrowedFd<'_>) -> ! {
                 libc::_exit(0);
             }
             let n = n as usize;
-            let mut fds: [c_int; 2] = [-1, -1];
-            let errno = if n < 6 || request[n - 1] != 0 {
-                libc::EINVAL
+            let (errno, answer, fd) = if n < 6 || request[n - 1] != 0 {
+                (libc::EINVAL, 0, -1)
             } else {
                 let path = request[5..].as_ptr().cast::<libc::c_char>();
+                let flags = c_int::from_ne_bytes([request[1], request[2], request[3], request[4]]);
                 match request[0] {
-                    OP_OPEN => {
-                        let flags =
-                            c_int::from_ne_bytes([request[1], request[2], request[3], request[4]]);
-                        fds[0] = libc::open(path, flags | libc::O_CLOEXEC | libc::O_NOCTTY);
-                    }
-                    OP_STAT_OPEN => {
-                        fds[0] =
-                            libc::open(path, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC);
-                        let mut st: libc::stat = std::mem::zeroed();
-                        if fds[0] >= 0
-                            && libc::fstat(fds[0], &mut st) == 0
-                            && st.st_mode & libc::S_IFMT == libc::S_IFREG
-                        {
-                            // What a swap meanwhile put there is checked by
-                            // the host (the same inode, a regular file).
-                            fds[1] = libc::open(
-                                path,
-                                libc::O_RDONLY
-                                    | libc::O_NONBLOCK
-                                    | libc::O_NOFOLLOW
-                                    | libc::O_CLOEXEC
-                                    | libc::O_NOCTTY,
-                            );
-                        }
-                    }
-                    _ => {}
-                }
-                if request[0] != OP_OPEN && request[0] != OP_STAT_OPEN {
-                    libc::EINVAL
-                } else if fds[0] < 0 {
-                    io::Error::last_os_error()
-                        .raw_os_error()
-                        .unwrap_or(libc::EIO)
-                } else {
-                    0
+                    OP_OPEN => answered(
+                        libc::open(path, flags | libc::O_CLOEXEC | libc::O_NOCTTY),
+                        0,
+                    ),
+                    OP_STAT_OPEN => stat_open(path),
+                    _ => (libc::EINVAL, 0, -1),
                 }
             };
-            reply(socket, errno, &fds);
-            for fd in fds {
-                if fd >= 0 {
-                    libc::close(fd);
-                }
+            reply(socket, errno, answer, fd);
+            if fd >= 0 {
+                libc::close(fd);
             }
         }
     }
 }
 
-/// Sends `errno` and the descriptors of `fds` that are open (`>= 0`, in
-/// order).
-fn reply(socket: c_int, errno: i32, fds: &[c_int; 2]) {
-    let answer = errno.to_ne_bytes();
+/// An open's result as an answer: errno (0 when `fd` is open), `answer`,
+/// and the descriptor.
+fn answered(fd: c_int, answer: u8) -> (i32, u8, c_int) {
+    if fd >= 0 {
+        return (0, answer, fd);
+    }
+    let errno = io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO);
+    (errno, 0, -1)
+}
+
+/// The helper's half of [`Opener::stat_open`]: where `lstat` finds a
+/// regular file at `path`, the file opened for reading ([`ANSWER_FILE`]
+/// when `fstat` finds it one too: a swap in between answers what was
+/// opened, to look at); else `path` opened `O_PATH | O_NOFOLLOW`.
+///
+/// # Safety
+///
+/// `path` points at a NUL-terminated string.
+unsafe fn stat_open(path: *const libc::c_char) -> (i32, u8, c_int) {
+    let regular = |st: &libc::stat| st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    // SAFETY: raw system calls on `path` and on stat buffers of this frame.
+    unsafe {
+        let mut at: libc::stat = std::mem::zeroed();
+        if libc::fstatat(libc::AT_FDCWD, path, &mut at, libc::AT_SYMLINK_NOFOLLOW) == 0
+            && regular(&at)
+        {
+            let file = libc::open(
+                path,
+                libc::O_RDONLY
+                    | libc::O_NONBLOCK
+                    | libc::O_NOFOLLOW
+                    | libc::O_CLOEXEC
+                    | libc::O_NOCTTY,
+            );
+            let mut opened: libc::stat = std::mem::zeroed();
+            if file >= 0 {
+                let read = libc::fstat(file, &mut opened) == 0 && regular(&opened);
+                return (0, if read { ANSWER_FILE } else { 0 }, file);
+            }
+        }
+        answered(
+            libc::open(path, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC),
+            0,
+        )
+    }
+}
+
+/// Sends `errno`, `answer` and, when it is open (`>= 0`), `fd`.
+fn reply(socket: c_int, errno: i32, answer: u8, fd: c_int) {
+    let e = errno.to_ne_bytes();
+    let bytes: [u8; ANSWER_LEN] = [e[0], e[1], e[2], e[3], answer];
     let mut iov = libc::iovec {
-        iov_base: answer.as_ptr().cast_mut().cast(),
-        iov_len: answer.len(),
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
     };
-    let open: [c_int; 2] = if fds[0] >= 0 { *fds } else { [-1, -1] };
-    let count = open.iter().take_while(|&&fd| fd >= 0).count();
     let mut control = [0u64; 4];
     // SAFETY: zeroed plain data pointed at buffers of this frame; the
-    // control message (at most two descriptors: CMSG_SPACE(8) = 24 bytes)
-    // is built within `control`.
+    // control message (one descriptor: CMSG_SPACE(4) = 24 bytes) is built
+    // within `control`.
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
-        if count > 0 {
-            let bytes = (count * std::mem::size_of::<c_int>()) as u32;
+        if fd >= 0 {
+            let len = std::mem::size_of::<c_int>() as u32;
             msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = libc::CMSG_SPACE(bytes) as _;
+            msg.msg_controllen = libc::CMSG_SPACE(len) as _;
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
             (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(bytes) as _;
-            let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
-            for (i, fd) in open.iter().take(count).enumerate() {
-                std::ptr::write_unaligned(data.add(i), *fd);
-            }
+            (*cmsg).cmsg_len = libc::CMSG_LEN(len) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd);
         }
         libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
     }

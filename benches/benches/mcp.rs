@@ -1,10 +1,11 @@
 //! `dsh-mcp` through its real binary over pipes, one request at a time from
 //! a blocking client, next to its baselines in the same run: a minimal Rust
 //! line-echo JSON-RPC server (`line-echo`, the pipe floor) for `ping`, and
-//! the in-process library calls for `tools/call`, and a plain Python MCP
-//! server (`benches/py/view_server.py`) for the editor's `view` (next to
-//! `dsh-mcp` unconfined and in workspace-write). Prints medians, ratios and
-//! differences; builds `dsh-mcp` (release) first. A second pass repeats the
+//! the in-process library calls for `tools/call`, plain Python MCP servers
+//! for the editor's `view` (`benches/py/view_server.py`, next to `dsh-mcp`
+//! unconfined and in workspace-write) and for `bash true`
+//! (`benches/py/bash_server.py`: one bash on a PTY and a marker line).
+//! Prints medians, ratios and differences; builds `dsh-mcp` (release) first. A second pass repeats the
 //! latency figures with the bench, its servers and all their threads on one
 //! CPU, where no wake-up crosses CPUs. Between the two, a pass times the same `ping`,
 //! `bash true` and `view` over Streamable HTTP (`dsh-mcp --listen`, one
@@ -373,6 +374,31 @@ fn pass(dsh: &Path, ws: &Path, ten: &Path, label: &str, throughput: bool) {
         );
     }
     drop((py, confined));
+
+    // `bash true` next to a plain Python MCP server with one bash on a PTY
+    // and a marker line (`benches/py/bash_server.py`), in turn.
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/bash_server.py");
+    let mut py = Server::start(Path::new("python3"), &[python.to_str().unwrap()]);
+    let call = json!({"name": "bash", "arguments": bash_true});
+    let (py_true, dsh_true) = benches::median_pair(
+        1000,
+        100,
+        || {
+            let answer = py.request("tools/call", call.clone());
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        },
+        || {
+            let answer = server.request("tools/call", call.clone());
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        },
+    );
+    println!(
+        "MCP bash `true`{label}: dsh-mcp {:.1} µs, Python MCP server with a marker line {:.1} µs: {:.2}x (goal <= 0.5x)",
+        us(dsh_true),
+        us(py_true),
+        dsh_true.as_secs_f64() / py_true.as_secs_f64()
+    );
+    drop(py);
     // One `tools/call` through the binary next to the same call in process.
     let mut compare = |tool: &str,
                        what: &str,

@@ -13,7 +13,8 @@
 //! ```text
 //! cargo bench -p benches --bench instr          # needs valgrind
 //! ```
-//! (`DSH_INSTR=bash` counts only bash's share; `DSH_INSTR_CMD=true` makes
+//! (`DSH_INSTR=bash` counts only bash's share, `DSH_INSTR=server` only the
+//! server's; `DSH_INSTR_CMD=true` makes
 //! the calls `true` instead of `echo hi`, on both sides; `DSH_INSTR_KEEP=1`
 //! keeps the callgrind files for `callgrind_annotate`.)
 #![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
@@ -242,12 +243,15 @@ fn main() {
     if std::env::var_os("DSH_INSTR_KEEP").is_some() {
         println!("callgrind files kept in {}", dir.path().display());
     }
-    let (dsh, raw) = bash_share(dir.path());
-    println!(
-        "bash instructions per `{}` call: dsh-shell-persistent {dsh}, raw marker line {raw} ({:.1}x)",
-        bash_command().0,
-        dsh as f64 / raw as f64
-    );
+    let only_server = std::env::var("DSH_INSTR").as_deref() == Ok("server");
+    if !only_server {
+        let (dsh, raw) = bash_share(dir.path());
+        println!(
+            "bash instructions per `{}` call: dsh-shell-persistent {dsh}, raw marker line {raw} ({:.1}x)",
+            bash_command().0,
+            dsh as f64 / raw as f64
+        );
+    }
     if std::env::var("DSH_INSTR").as_deref() == Ok("bash") {
         if std::env::var_os("DSH_INSTR_KEEP").is_some() {
             std::mem::forget(dir);

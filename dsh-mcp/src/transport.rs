@@ -25,6 +25,90 @@ pub const MAX_LINE: usize = 64 << 20;
 
 const PARSE_ERROR: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not valid JSON"}}"#;
 
+/// What [`Peek`] saw of a JSON object: its `method` and whether it has the
+/// keys that make rmcp take it for a request.
+#[derive(Default)]
+struct Peek<'a> {
+    /// The `method`, when it is a string.
+    method: Option<Cow<'a, str>>,
+    /// An `id` key seen.
+    id: bool,
+    /// A `result` or `error` key seen.
+    answer: bool,
+}
+
+impl<'de> serde::Deserialize<'de> for Peek<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(PeekVisitor)
+    }
+}
+
+/// The visitor of [`Peek`].
+struct PeekVisitor;
+
+impl<'de> serde::de::Visitor<'de> for PeekVisitor {
+    type Value = Peek<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Peek<'de>, A::Error> {
+        let mut peek = Peek::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "method" if peek.method.is_none() => {
+                    peek.method = map.next_value::<Option<Cow<'de, str>>>()?;
+                    continue;
+                }
+                "id" => peek.id = true,
+                "result" | "error" => peek.answer = true,
+                _ => {}
+            }
+            map.next_value::<serde::de::IgnoredAny>()?;
+        }
+        Ok(peek)
+    }
+}
+
+/// Parses one line into rmcp's message type. The requests made over and
+/// over (`tools/call`, `ping`) are parsed straight into their own type,
+/// into the message rmcp's generic parse makes of them (which tries each
+/// request type in turn); anything else, or a line the direct parse
+/// refuses, goes through the generic parse.
+fn parse_message(body: &[u8]) -> serde_json::Result<RxJsonRpcMessage<RoleServer>> {
+    use rmcp::model::{
+        CallToolRequest, ClientRequest, JsonRpcMessage, JsonRpcRequest, PingRequest,
+    };
+    fn direct<'a, R: serde::Deserialize<'a>>(
+        body: &'a [u8],
+        wrap: fn(R) -> ClientRequest,
+    ) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let request = serde_json::from_slice::<JsonRpcRequest<R>>(body).ok()?;
+        Some(JsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc: request.jsonrpc,
+            id: request.id,
+            request: wrap(request.request),
+        }))
+    }
+    if let Ok(Peek {
+        method: Some(method),
+        id: true,
+        answer: false,
+    }) = serde_json::from_slice::<Peek<'_>>(body)
+    {
+        let fast = match method.as_ref() {
+            "tools/call" => direct::<CallToolRequest>(body, ClientRequest::CallToolRequest),
+            "ping" => direct::<PingRequest>(body, ClientRequest::PingRequest),
+            _ => None,
+        };
+        if let Some(message) = fast {
+            return Ok(message);
+        }
+    }
+    serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body)
+}
+
 /// Why a JSON value is not a JSON-RPC 2.0 message, if it is not.
 fn invalid_request(message: &Value) -> Option<&'static str> {
     let Some(object) = message.as_object() else {
@@ -282,7 +366,7 @@ impl Transport<RoleServer> for StdioTransport {
                 self.line.clear();
                 continue;
             }
-            let parsed = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body);
+            let parsed = parse_message(body);
             let answer = match &parsed {
                 Ok(_) => None,
                 Err(error) => answer_for(body, error),

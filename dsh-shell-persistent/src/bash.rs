@@ -63,7 +63,7 @@
 
 use crate::dialect::CommandSource;
 use crate::marker::Prompt;
-use crate::quote::{bash_ansi_c, split_token};
+use crate::quote::{bash_ansi_c, push_ansi_c_body, split_token};
 
 /// The first letter of a call's abandon tag; the call's id follows.
 const CALL_TAG: char = 'k';
@@ -470,6 +470,7 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
     }
 
     /// The tag the abandon prompt shows for this call.
+    #[cfg(test)]
     fn abandon_tag(call_id: &str) -> String {
         format!("{CALL_TAG}{call_id}")
     }
@@ -486,32 +487,87 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
         next_start: &str,
         after_syntax_error: bool,
     ) -> String {
-        let v = |c| self.var(c);
-        let command = match source {
-            CommandSource::Inline(cmd) => bash_ansi_c(&format!("\\{}\n{cmd}\n", v(Var::Prologue))),
-            CommandSource::File(path) => format!(
-                "{}\"$(< {})\"$'\\n'",
-                bash_ansi_c(&format!("\\{}\n", v(Var::Prologue))),
-                bash_ansi_c(&path.to_string_lossy())
-            ),
-        };
         let steps = if after_syntax_error {
             Var::StepsAfterSyntaxError
         } else {
             Var::Steps
         };
-        format!(
-            "{c}=0 {enter} {k}={tag} {m}={command} PS0='{start}'; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || \\{not_run}\n",
-            c = v(Var::PrologueRan),
-            enter = self.enter_posix(),
-            k = v(Var::Tag),
-            tag = Self::abandon_tag(call_id),
-            m = v(Var::Command),
-            start = self.prompt_form(next_start),
-            steps = v(steps),
-            end = self.prompt_form(end),
-            not_run = v(Var::NotRun),
-        )
+        let source_len = match source {
+            CommandSource::Inline(cmd) => cmd.len(),
+            CommandSource::File(path) => path.as_os_str().len(),
+        };
+        // One buffer, in the order of the line: `{c}=0 {enter} {k}={tag}
+        // {m}={command} PS0='{start}'; \eval "${steps}"\''{end}'\'; (( {c}
+        // )) || \{not_run}`.
+        let mut line = String::with_capacity(source_len + source_len / 8 + 256);
+        self.push_var(&mut line, Var::PrologueRan);
+        line.push_str("=0 POSIXLY_CORRECT=${POSIXLY_CORRECT-");
+        line.push_str(&self.stem);
+        line.push_str("} ");
+        self.push_var(&mut line, Var::Tag);
+        line.push('=');
+        line.push(CALL_TAG);
+        line.push_str(call_id);
+        line.push(' ');
+        self.push_var(&mut line, Var::Command);
+        line.push('=');
+        self.push_command(&mut line, source);
+        line.push_str(" PS0='");
+        self.push_prompt_form(&mut line, next_start);
+        line.push_str("'; \\eval \"$");
+        self.push_var(&mut line, steps);
+        line.push_str("\"\\''");
+        self.push_prompt_form(&mut line, end);
+        line.push_str("'\\'; (( ");
+        self.push_var(&mut line, Var::PrologueRan);
+        line.push_str(" )) || \\");
+        self.push_var(&mut line, Var::NotRun);
+        line.push('\n');
+        line
+    }
+
+    /// Appends the name of protocol variable `var` (as [`Protocol::var`]).
+    fn push_var(&self, line: &mut String, var: Var) {
+        line.push_str(&self.stem);
+        line.push(char::from(var as u8));
+    }
+
+    /// Appends the command word of a call line: the prologue's call and the
+    /// command, ANSI-C quoted (a file: its contents read by bash).
+    fn push_command(&self, line: &mut String, source: &CommandSource<'_>) {
+        let mut head = String::with_capacity(self.stem.len() + 3);
+        head.push('\\');
+        self.push_var(&mut head, Var::Prologue);
+        head.push('\n');
+        match source {
+            CommandSource::Inline(cmd) => {
+                line.push_str("$'");
+                push_ansi_c_body(line, &head);
+                push_ansi_c_body(line, cmd);
+                push_ansi_c_body(line, "\n");
+                line.push('\'');
+            }
+            CommandSource::File(path) => {
+                line.push_str("$'");
+                push_ansi_c_body(line, &head);
+                line.push_str("'\"$(< $'");
+                push_ansi_c_body(line, &path.to_string_lossy());
+                line.push_str("')\"$'\\n'");
+            }
+        }
+    }
+
+    /// Appends [`Protocol::prompt_form`] of `id`.
+    fn push_prompt_form(&self, line: &mut String, id: &str) {
+        let (head, rest) = self.prefix.split_at(8);
+        line.push_str(head);
+        let mut chars = rest.chars().chain(id.chars());
+        let c = chars.next().map_or(0, u32::from);
+        line.push('\\');
+        for shift in [6, 3, 0] {
+            line.push(char::from(b'0' + ((c >> shift) & 7) as u8));
+        }
+        line.extend(chars);
     }
 }
 
@@ -548,6 +604,75 @@ mod tests {
             assert_eq!(Seen::of(which, tag, call), want, "{which:?} {tag:?}");
         }
     }
+    /// The call line as it was written with `format!`: the one-buffer
+    /// version must write the same text.
+    fn call_line_reference(
+        proto: &Protocol,
+        source: &CommandSource<'_>,
+        call_id: &str,
+        end: &str,
+        next_start: &str,
+        after_syntax_error: bool,
+    ) -> String {
+        let v = |c| proto.var(c);
+        let command = match source {
+            CommandSource::Inline(cmd) => bash_ansi_c(&format!("\\{}\n{cmd}\n", v(Var::Prologue))),
+            CommandSource::File(path) => format!(
+                "{}\"$(< {})\"$'\\n'",
+                bash_ansi_c(&format!("\\{}\n", v(Var::Prologue))),
+                bash_ansi_c(&path.to_string_lossy())
+            ),
+        };
+        let steps = if after_syntax_error {
+            Var::StepsAfterSyntaxError
+        } else {
+            Var::Steps
+        };
+        format!(
+            "{c}=0 {enter} {k}={tag} {m}={command} PS0='{start}'; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || \\{not_run}\n",
+            c = v(Var::PrologueRan),
+            enter = proto.enter_posix(),
+            k = v(Var::Tag),
+            tag = Protocol::abandon_tag(call_id),
+            m = v(Var::Command),
+            start = proto.prompt_form(next_start),
+            steps = v(steps),
+            end = proto.prompt_form(end),
+            not_run = v(Var::NotRun),
+        )
+    }
+
+    #[test]
+    fn call_line_is_the_formatted_line() {
+        let proto = Protocol::new(P, "aaaabbbbccccdddd", "12345678");
+        let path = std::path::Path::new("/tmp/it's \\ a\tfile\u{7f}é");
+        let sources = [
+            CommandSource::Inline(""),
+            CommandSource::Inline("echo 'it's' \\ \"$x\"\n\tnext\r\x01\x1b[0m\x7f héllo ✓"),
+            CommandSource::File(path),
+        ];
+        for source in &sources {
+            for after in [false, true] {
+                let got = proto.call_line(
+                    source,
+                    "0123abcd",
+                    "feedface01234567",
+                    "9876543210abcdef",
+                    after,
+                );
+                let want = call_line_reference(
+                    &proto,
+                    source,
+                    "0123abcd",
+                    "feedface01234567",
+                    "9876543210abcdef",
+                    after,
+                );
+                assert_eq!(got, want, "{source:?} {after}");
+            }
+        }
+    }
+
     use crate::quote::has_control;
 
     const P: &str = "0123456789abcdef";

@@ -119,8 +119,8 @@ impl Dialect {
         source: &CommandSource<'_>,
         ids: &CallIds,
     ) -> String {
-        let start = proto.marker(&ids.start);
-        let end = proto.marker(&ids.end);
+        let start = || proto.marker(&ids.start);
+        let end = || proto.marker(&ids.end);
         match self {
             Dialect::Bash => proto.call_line(
                 source,
@@ -139,8 +139,8 @@ impl Dialect {
                 format!(
                     "{{ PS1=${{{u}-}}; }} 2>/dev/null; printf '%s%s' {}; {run}; \
 {{ {st}=$?; {u}=${{PS1-}}; jobs >/dev/null; PS1={end}\"${st}\"'#'; }} 2>/dev/null\n",
-                    split_token(&start).replacen("''", "' '", 1),
-                    end = split_token(&end),
+                    split_token(&start()).replacen("''", "' '", 1),
+                    end = split_token(&end()),
                     u = proto.var(Var::UserPromptCommand),
                     st = proto.var(Var::Status),
                 )
@@ -159,8 +159,8 @@ impl Dialect {
                 format!(
                     "$global:LASTEXITCODE = $null; [Console]::Write({}); $__dsh_ok = $true; try {{ {run}; $__dsh_ok = $? }} catch {{ $__dsh_ok = $false; [Console]::Error.WriteLine(($_ | Out-String).TrimEnd()) }}; \
 $__dsh_s = if ($null -ne $global:LASTEXITCODE) {{ $global:LASTEXITCODE }} elseif ($__dsh_ok) {{ 0 }} else {{ 1 }}; function global:prompt {{ {} + $__dsh_s + '#' }}\n",
-                    pwsh_concat(&start),
-                    pwsh_concat(&end),
+                    pwsh_concat(&start()),
+                    pwsh_concat(&end()),
                 )
             }
         }

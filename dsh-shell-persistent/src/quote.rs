@@ -12,21 +12,38 @@
 pub fn bash_ansi_c(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 3);
     out.push_str("$'");
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c == '\x7f' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
+    push_ansi_c_body(&mut out, s);
     out.push('\'');
     out
+}
+
+/// Appends `s` as the inside of a bash ANSI-C quoted string (what
+/// [`bash_ansi_c`] puts between `$'` and `'`).
+pub(crate) fn push_ansi_c_body(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len());
+    let mut plain = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'\\' => "\\\\",
+            b'\'' => "\\'",
+            b'\n' => "\\n",
+            b'\t' => "\\t",
+            b'\r' => "\\r",
+            b if b < 0x20 || b == 0x7f => "\\x",
+            _ => continue,
+        };
+        // Every byte escaped is ASCII, so `plain..i` and `i + 1..` are
+        // character boundaries.
+        out.push_str(&s[plain..i]);
+        out.push_str(escape);
+        if escape == "\\x" {
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        }
+        plain = i + 1;
+    }
+    out.push_str(&s[plain..]);
 }
 
 /// POSIX single quoting: `'` becomes `'\''`. Only for text without control

@@ -74,13 +74,15 @@ async fn a_dead_reader_is_reported_then_replaced_and_none_outlives_its_filesyste
     // The reader's processes: the supervisor and, in their own PID
     // namespace, its init and the helper that answers.
     let reader_ns = std::fs::read_link(format!("/proc/{}/ns/user", first[0])).unwrap();
+    // Read before the kill: after it, the whole namespace may be gone
+    // before a reading could see it.
+    let live = live_in(&reader_ns);
+    assert!(!live.is_empty(), "no process in the reader's namespace");
     // SAFETY: killing the reader this test's filesystem started.
     unsafe { libc::kill(first[0], libc::SIGKILL) };
     // The supervisor is reaped only by its owner (a zombie until the next
     // read); the helper goes a moment after it: wait until no live process
     // is left in the reader's namespace, so the next read finds it dead.
-    let live = live_in(&reader_ns);
-    assert!(!live.is_empty(), "no process in the reader's namespace");
     let left = common::ended_within(&live, Duration::from_secs(30)).await;
     assert!(left.is_empty(), "the reader did not die: {left:?} live");
     let err = dsh_editor::contract::render_error(&editor.execute(&view).await.unwrap_err());

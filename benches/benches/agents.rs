@@ -93,17 +93,7 @@ fn idle_threads() {
     let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
     rt.block_on(pool.run("first", "true")).unwrap();
     let before = threads();
-    rt.block_on(async {
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..SHELLS {
-            let pool = pool.clone();
-            tasks.spawn(async move { pool.run(&format!("owner-{i}"), "true").await.unwrap() });
-            if tasks.len() >= 32 {
-                tasks.join_next().await;
-            }
-        }
-        while tasks.join_next().await.is_some() {}
-    });
+    start_owners(&rt, &pool, SHELLS);
     let during = threads();
     // The blocking pool's idle threads leave after 10 s; what stays is what
     // the shells hold.
@@ -115,20 +105,26 @@ fn idle_threads() {
     rt.block_on(pool.close_all());
 }
 
+/// Starts the shells of owners `a0` to `a{n-1}` (one `true` each), 32 at a
+/// time so the machine is not flooded.
+fn start_owners(rt: &tokio::runtime::Runtime, pool: &ShellPool, n: usize) {
+    rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let pool = pool.clone();
+            tasks.spawn(async move { pool.run(&format!("a{i}"), "true").await.unwrap() });
+            if tasks.len() >= 32 {
+                tasks.join_next().await;
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    });
+}
+
 /// `n` agents, [`CALLS`] `echo hi` each, all at once: calls per second.
 fn library_agents(rt: &tokio::runtime::Runtime, n: usize) -> f64 {
     let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
-    rt.block_on(async {
-        let mut warm = tokio::task::JoinSet::new();
-        for i in 0..n {
-            let pool = pool.clone();
-            warm.spawn(async move { pool.run(&format!("a{i}"), "true").await.unwrap() });
-            if warm.len() >= 32 {
-                warm.join_next().await;
-            }
-        }
-        while warm.join_next().await.is_some() {}
-    });
+    start_owners(rt, &pool, n);
     let start = Instant::now();
     rt.block_on(async {
         let mut tasks = tokio::task::JoinSet::new();

@@ -306,6 +306,29 @@ fn http_pass(dsh: &Path, ws: &Path, ten: &Path) {
     }
 }
 
+/// The medians of `n` `tools/call` requests of `call` to `dsh` and to the
+/// Python server `py`, in turn (after `n / 10` of each untimed): `(dsh, py)`.
+fn versus_python(
+    dsh: &mut Server,
+    py: &mut Server,
+    call: &Value,
+    n: usize,
+) -> (Duration, Duration) {
+    let (py_time, dsh_time) = benches::median_pair(
+        n,
+        n / 10,
+        || {
+            let answer = py.request("tools/call", call.clone());
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        },
+        || {
+            let answer = dsh.request("tools/call", call.clone());
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+        },
+    );
+    (dsh_time, py_time)
+}
+
 /// One pass of the figures; every thread and process it starts inherits the
 /// calling thread's CPU affinity.
 fn pass(dsh: &Path, ws: &Path, ten: &Path, label: &str, throughput: bool) {
@@ -354,18 +377,7 @@ fn pass(dsh: &Path, ws: &Path, ten: &Path, label: &str, throughput: bool) {
     );
     let call = json!({"name": "str_replace_editor", "arguments": view});
     for (dsh_server, how) in [(&mut server, ""), (&mut confined, ", confined")] {
-        let (py_view, dsh_view) = benches::median_pair(
-            2000,
-            200,
-            || {
-                let answer = py.request("tools/call", call.clone());
-                assert_eq!(answer["result"]["isError"], false, "{answer}");
-            },
-            || {
-                let answer = dsh_server.request("tools/call", call.clone());
-                assert_eq!(answer["result"]["isError"], false, "{answer}");
-            },
-        );
+        let (dsh_view, py_view) = versus_python(dsh_server, &mut py, &call, 2000);
         println!(
             "MCP str_replace_editor view of 10 lines{how}{label}: dsh-mcp {:.1} µs, Python MCP server {:.1} µs: {:.2}x (goal <= 1x)",
             us(dsh_view),
@@ -380,18 +392,7 @@ fn pass(dsh: &Path, ws: &Path, ten: &Path, label: &str, throughput: bool) {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/bash_server.py");
     let mut py = Server::start(Path::new("python3"), &[python.to_str().unwrap()]);
     let call = json!({"name": "bash", "arguments": bash_true});
-    let (py_true, dsh_true) = benches::median_pair(
-        1000,
-        100,
-        || {
-            let answer = py.request("tools/call", call.clone());
-            assert_eq!(answer["result"]["isError"], false, "{answer}");
-        },
-        || {
-            let answer = server.request("tools/call", call.clone());
-            assert_eq!(answer["result"]["isError"], false, "{answer}");
-        },
-    );
+    let (dsh_true, py_true) = versus_python(&mut server, &mut py, &call, 1000);
     println!(
         "MCP bash `true`{label}: dsh-mcp {:.1} µs, Python MCP server with a marker line {:.1} µs: {:.2}x (goal <= 0.5x)",
         us(dsh_true),

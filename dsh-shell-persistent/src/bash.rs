@@ -268,18 +268,18 @@ impl Protocol {
 
     /// The name of protocol variable `var` in this shell.
     pub(crate) fn var(&self, var: Var) -> String {
-        format!("{}{}", self.stem, char::from(var as u8))
+        let mut name = String::with_capacity(self.stem.len() + 1);
+        self.push_var(&mut name, var);
+        name
     }
 
     /// The prompt-string form of a marker: the full text, one character
     /// written as an octal escape that bash decodes only when it shows the
     /// prompt.
     fn prompt_form(&self, id: &str) -> String {
-        let marker = format!("{}{id}", self.prefix);
-        let (head, rest) = marker.split_at(8);
-        let mut chars = rest.chars();
-        let c = chars.next().map_or(0, u32::from);
-        format!("{head}\\{c:03o}{}", chars.as_str())
+        let mut form = String::with_capacity(self.prefix.len() + id.len() + 3);
+        self.push_prompt_form(&mut form, id);
+        form
     }
 
     /// The text `${unset?word}` prints for a fatal stop: the abandon marker,
@@ -351,7 +351,16 @@ impl Protocol {
     /// unsets it), an unset one becomes the stem, which tells
     /// [`Protocol::restore_posix`] to leave POSIX mode again.
     fn enter_posix(&self) -> String {
-        format!("POSIXLY_CORRECT=${{POSIXLY_CORRECT-{}}}", self.stem)
+        let mut text = String::new();
+        self.push_enter_posix(&mut text);
+        text
+    }
+
+    /// Appends [`Protocol::enter_posix`].
+    fn push_enter_posix(&self, line: &mut String) {
+        line.push_str("POSIXLY_CORRECT=${POSIXLY_CORRECT-");
+        line.push_str(&self.stem);
+        line.push('}');
     }
 
     /// Back to the mode [`Protocol::enter_posix`] found (run while still in
@@ -501,9 +510,9 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
         // )) || \{not_run}`.
         let mut line = String::with_capacity(source_len + source_len / 8 + 256);
         self.push_var(&mut line, Var::PrologueRan);
-        line.push_str("=0 POSIXLY_CORRECT=${POSIXLY_CORRECT-");
-        line.push_str(&self.stem);
-        line.push_str("} ");
+        line.push_str("=0 ");
+        self.push_enter_posix(&mut line);
+        line.push(' ');
         self.push_var(&mut line, Var::Tag);
         line.push('=');
         line.push(CALL_TAG);

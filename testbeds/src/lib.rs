@@ -416,7 +416,7 @@ mod sshd {
 
     impl Sshd {
         /// Makes the keys and the configuration, starts `sshd` and waits until
-        /// it accepts connections.
+        /// it listens.
         pub fn start() -> Sshd {
             let dir = tempfile::tempdir().unwrap();
             let d = dir.path();
@@ -429,11 +429,34 @@ mod sshd {
                 assert!(made.success());
             }
             std::fs::copy(d.join("id_ed25519.pub"), d.join("authorized_keys")).unwrap();
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+            let mut sshd = Sshd {
+                dir,
+                port: 0,
+                child: None,
+            };
+            // A port free when asked can be taken by another test's sshd
+            // before ours binds it: then ours exits, and another port is
+            // tried.
+            let mut refused = String::new();
+            for _ in 0..10 {
+                sshd.port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port();
+                sshd.configure();
+                match sshd.try_launch() {
+                    Ok(()) => return sshd,
+                    Err(log) => refused = log,
+                }
+            }
+            panic!("sshd did not start on any of ten ports: {refused}");
+        }
+
+        /// Writes the configuration and the known-hosts file for `self.port`.
+        fn configure(&self) {
+            let d = self.dir.path();
+            let port = self.port;
             let host_pub = std::fs::read_to_string(d.join("host_key.pub")).unwrap();
             std::fs::write(
                 d.join("known_hosts"),
@@ -441,47 +464,56 @@ mod sshd {
             )
             .unwrap();
             std::fs::write(
-            d.join("sshd_config"),
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\n\
-                 StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n",
-                hk = d.join("host_key").display(),
-                ak = d.join("authorized_keys").display(),
-                pid = d.join("sshd.pid").display(),
-            ),
-        )
-        .unwrap();
-            let mut sshd = Sshd {
-                dir,
-                port,
-                child: None,
-            };
-            sshd.launch();
-            sshd
+                d.join("sshd_config"),
+                format!(
+                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\n\
+                     StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                     PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n",
+                    hk = d.join("host_key").display(),
+                    ak = d.join("authorized_keys").display(),
+                    pid = d.join("sshd.pid").display(),
+                ),
+            )
+            .unwrap();
         }
 
         /// Starts `sshd` (again, after [`Sshd::stop`]) on the same port and keys.
         pub fn launch(&mut self) {
+            if let Err(log) = self.try_launch() {
+                panic!("sshd did not start: {log}");
+            }
+        }
+
+        /// Starts `sshd` and waits until it listens: sshd writes its pid file
+        /// after its listening socket is bound, and exits if it cannot bind
+        /// it. (A probe connection proves less: it can reach another test's
+        /// sshd on the same port, or connect to itself.) `Err` holds its log.
+        fn try_launch(&mut self) -> Result<(), String> {
             let d = self.dir.path();
+            let pid_file = d.join("sshd.pid");
+            let _ = std::fs::remove_file(&pid_file);
             let log = std::fs::File::create(d.join("sshd.log")).unwrap();
-            let child = std::process::Command::new("/usr/sbin/sshd")
+            let mut child = std::process::Command::new("/usr/sbin/sshd")
                 .args(["-D", "-e", "-f"])
                 .arg(d.join("sshd_config"))
                 .stderr(log)
                 .spawn()
                 .expect("/usr/sbin/sshd (openssh-server; it also needs /run/sshd)");
-            self.child = Some(child);
-            for _ in 0..500 {
-                if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                    return;
+            let pid = child.id().to_string();
+            let log = || std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default();
+            for _ in 0..6000 {
+                if std::fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() == pid) {
+                    self.child = Some(child);
+                    return Ok(());
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!("{status}: {}", log()));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            panic!(
-                "sshd did not start: {}",
-                std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default()
-            );
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!("no pid file after 60 s: {}", log()))
         }
 
         /// Where to connect, with the test's key and known-hosts file.

@@ -201,7 +201,8 @@ impl SandboxedShell {
         if let Some(fs) = state.fs.get() {
             fs.set_mode(mode);
         }
-        turn.set_live(None);
+        // A closed owner keeps nothing live anyway.
+        let _ = turn.set_live(None);
         tracing::info!(owner, %from, to = %mode, "sandbox mode changed");
         Ok(())
     }
@@ -450,7 +451,7 @@ impl SandboxedShell {
             let mut shell_request = ShellRequest::new(request.command.as_str());
             shell_request.timeout = request.timeout;
             let namespaces = used.enforcement.namespaces;
-            turn.set_live(Some(handle));
+            turn.set_live(Some(handle))?;
             let result = match fresh.as_mut() {
                 Some(used) => used.shell.call(shell_request, cancel.as_mut()).await,
                 None => match turn.parts().0 {
@@ -460,7 +461,9 @@ impl SandboxedShell {
             };
             drop(fresh);
             let kept = turn.parts().0.as_ref().map(|c| c.shell.handle());
-            turn.set_live(kept);
+            // Closed meanwhile: closing ended the call's shell, which
+            // answers so below.
+            let _ = turn.set_live(kept);
             match result {
                 Ok(call) => {
                     let denial =
@@ -484,7 +487,7 @@ impl SandboxedShell {
                 }) => {
                     if persistent {
                         *turn.parts().0 = None;
-                        turn.set_live(None);
+                        let _ = turn.set_live(None);
                     }
                     if namespaces && self.config.policy.degrade {
                         tracing::warn!(%err, "namespaces unavailable; the policy allows the weaker mode");

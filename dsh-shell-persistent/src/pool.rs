@@ -280,8 +280,20 @@ impl<K: OwnerKind> OwnerTurn<K> {
 
     /// Makes `handle` the shell that closing the owner ends and that input
     /// reaches (a call's own shell while it runs, then the kept one again).
-    pub fn set_live(&self, handle: Option<ShellHandle>) {
-        *self.owner.live() = handle;
+    ///
+    /// [`ShellError::Closed`] if the owner was closed since its turn began
+    /// (then `handle` is not kept, and the call must not start): closing
+    /// ends the shell it finds here, and one set after it looked would
+    /// outlive the close.
+    pub fn set_live(&self, handle: Option<ShellHandle>) -> Result<(), ShellError> {
+        // Checked under the lock that closing takes after it marks the
+        // owner closed: either closing finds `handle`, or this sees the mark.
+        let mut live = self.owner.live();
+        if self.owner.closed.load(Ordering::Acquire) {
+            return Err(ShellError::Closed);
+        }
+        *live = handle;
+        Ok(())
     }
 }
 
@@ -363,7 +375,7 @@ impl ShellPool<PlainShells> {
         }
         let mut turn = self.turn(owner).await?;
         let handle = self.seated(&mut turn).handle();
-        turn.set_live(Some(handle));
+        turn.set_live(Some(handle))?;
         self.seated(&mut turn).call(request, cancel).await
     }
 

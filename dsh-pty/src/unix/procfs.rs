@@ -234,16 +234,29 @@ pub(crate) fn group_members(pgid: i32) -> Vec<ProcStat> {
     let Some(leader) = stat_of(pgid).filter(|l| l.pgrp == pgid) else {
         return scan();
     };
-    let mut queue = match stat_of(leader.ppid) {
-        Some(parent) if parent.session == leader.session => match children(parent.pid) {
+    // Of the parent only its session matters: `getsid` asks the kernel for
+    // it, where reading a `stat` costs tens of microseconds (more for this
+    // process, often the parent, whose reading sums over its threads).
+    // SAFETY: `getsid` only reads the process table.
+    let parent_in_session =
+        leader.ppid > 0 && unsafe { libc::getsid(leader.ppid) } == leader.session;
+    let mut queue = if parent_in_session {
+        match children(leader.ppid) {
             Some(c) => c,
             None => return scan(),
-        },
-        _ => vec![leader.pid],
+        }
+    } else {
+        vec![leader.pid]
     };
     let mut members = Vec::new();
     while let Some(pid) = queue.pop() {
-        let Some(p) = stat_of(pid) else { continue };
+        // The leader's reading above serves again.
+        let Some(p) = (pid == leader.pid)
+            .then_some(leader)
+            .or_else(|| stat_of(pid))
+        else {
+            continue;
+        };
         if p.pgrp != pgid || members.iter().any(|m: &ProcStat| m.pid == pid) {
             continue;
         }

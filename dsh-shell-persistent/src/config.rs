@@ -107,6 +107,14 @@ pub struct ShellConfig {
     pub scrollback: ScrollbackLimits,
     /// How long a new shell may take to show its first prompt (default 30 s).
     pub start_timeout: Duration,
+    /// How long closing a shell waits, after `SIGTERM` (and the `SIGHUP`
+    /// the shell passes on to its jobs), for its processes to leave before
+    /// `SIGKILL` ends what is left (default 200 ms; zero: `SIGKILL` at once).
+    /// Closing returns as soon as every process left, so a tree that obeys
+    /// `SIGTERM` closes in about a millisecond whatever this is; raise it
+    /// for jobs that clean up on `SIGTERM` (a server flushing its data).
+    /// A call's timeout kills with its own short grace.
+    pub close_grace: Duration,
     /// The PTY backend (default: [`dsh_pty::default_backend`]).
     pub backend: Arc<dyn PtyBackend>,
     /// Whether an owner keeps its shell between calls (the default). With
@@ -249,6 +257,7 @@ setters! {
     term_size: TermSize,
     scrollback: ScrollbackLimits,
     start_timeout: Duration,
+    close_grace: Duration,
     backend: Arc<dyn PtyBackend>,
     persistent: bool,
     pre_exec: Vec<Arc<dyn PreExec>>,
@@ -284,6 +293,7 @@ impl ShellConfig {
             term_size: TermSize::default(),
             scrollback: SHELL_SCROLLBACK,
             start_timeout: Duration::from_secs(30),
+            close_grace: Duration::from_millis(200),
             backend: dsh_pty::default_backend(),
             persistent: true,
             pre_exec: Vec::new(),

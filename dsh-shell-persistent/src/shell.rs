@@ -14,7 +14,7 @@ use crate::bash::{Fatal, strip_fatal_residue};
 use crate::outcome::{
     BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
 };
-use crate::process::{Broken, KILL_GRACE, Outcome, Process};
+use crate::process::{Broken, Outcome, Process};
 use crate::{ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
 
 /// One persistent shell: a shell process (started by the first call, started
@@ -64,7 +64,7 @@ impl Shell {
     /// A shell with a configuration already validated (a pool's).
     pub(crate) fn shared(config: Arc<ShellConfig>, owner: Option<Arc<str>>) -> Self {
         Shell {
-            handle: ShellHandle::new(config.dialect.tool_name()),
+            handle: ShellHandle::new(config.dialect.tool_name(), config.close_grace),
             config,
             process: None,
             owner,
@@ -195,7 +195,8 @@ impl Shell {
         result
     }
 
-    /// Ends the shell's process tree (`SIGTERM`, a short grace, `SIGKILL`)
+    /// Ends the shell's process tree (`SIGTERM`, up to
+    /// [`ShellConfig::close_grace`] for it to leave, `SIGKILL`)
     /// and refuses every later call with [`ShellError::Closed`]; the same
     /// as [`ShellHandle::close`].
     pub async fn close(&mut self) {
@@ -319,6 +320,8 @@ pub struct ShellHandle {
 struct Reach {
     /// The dialect's name, for errors.
     shell: &'static str,
+    /// [`ShellConfig::close_grace`](crate::ShellConfig::close_grace).
+    close_grace: Duration,
     /// The shell process's terminal, while there is one (the process holds
     /// it: dropping the process ends it).
     session: Mutex<Option<Weak<dyn PtySession>>>,
@@ -339,10 +342,11 @@ impl Reach {
 }
 
 impl ShellHandle {
-    fn new(shell: &'static str) -> Self {
+    fn new(shell: &'static str, close_grace: Duration) -> Self {
         ShellHandle {
             inner: Arc::new(Reach {
                 shell,
+                close_grace,
                 session: Mutex::new(None),
                 taking_input: AtomicBool::new(false),
                 closed: watch::channel(false).0,
@@ -374,13 +378,14 @@ impl ShellHandle {
 
     /// Closes the shell: a call under way ends with [`ShellError::Closed`],
     /// every later call is refused the same way, and the process tree is
-    /// ended (`SIGTERM`, a short grace, `SIGKILL`) before this returns.
+    /// ended (`SIGTERM`, up to [`ShellConfig::close_grace`](crate::ShellConfig::close_grace)
+    /// for it to leave, `SIGKILL`) before this returns.
     pub async fn close(&self) {
         self.inner.closed.send_replace(true);
         let session = self.inner.live();
         self.inner.session().take();
         if let Some(session) = session {
-            let _ = session.end(KILL_GRACE).await;
+            let _ = session.end(self.inner.close_grace).await;
         }
     }
 

@@ -20,6 +20,8 @@
 use std::time::{Duration, Instant};
 
 use benches::RawPty;
+
+mod common;
 use dsh_shell_persistent::{ShellConfig, ShellPool};
 
 /// Calls each agent makes in the throughput part.
@@ -93,7 +95,7 @@ fn idle_threads() {
     let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
     rt.block_on(pool.run("first", "true")).unwrap();
     let before = threads();
-    start_owners(&rt, &pool, SHELLS);
+    rt.block_on(common::start_owners(&pool, "a", SHELLS));
     let during = threads();
     // The blocking pool's idle threads leave after 10 s; what stays is what
     // the shells hold.
@@ -105,26 +107,10 @@ fn idle_threads() {
     rt.block_on(pool.close_all());
 }
 
-/// Starts the shells of owners `a0` to `a{n-1}` (one `true` each), 32 at a
-/// time so the machine is not flooded.
-fn start_owners(rt: &tokio::runtime::Runtime, pool: &ShellPool, n: usize) {
-    rt.block_on(async {
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..n {
-            let pool = pool.clone();
-            tasks.spawn(async move { pool.run(&format!("a{i}"), "true").await.unwrap() });
-            if tasks.len() >= 32 {
-                tasks.join_next().await;
-            }
-        }
-        while tasks.join_next().await.is_some() {}
-    });
-}
-
 /// `n` agents, [`CALLS`] `echo hi` each, all at once: calls per second.
 fn library_agents(rt: &tokio::runtime::Runtime, n: usize) -> f64 {
     let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
-    start_owners(rt, &pool, n);
+    rt.block_on(common::start_owners(&pool, "a", n));
     let start = Instant::now();
     rt.block_on(async {
         let mut tasks = tokio::task::JoinSet::new();

@@ -14,6 +14,8 @@ use dsh_pty::{NativeBackend, PtyBackend, SpawnSpec};
 use dsh_shell_persistent::__private::{CallScanner, Markers};
 use dsh_shell_persistent::{ShellConfig, ShellPool};
 
+mod common;
+
 const PREFIX: &str = "0123456789abcdef";
 const START: &str = "0123456789abcdef0123456789abcdef";
 const END: &str = "0123456789abcdeffedcba9876543210";
@@ -228,18 +230,7 @@ fn closing(_c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let pool = ShellPool::new(ShellConfig::new(std::env::temp_dir())).unwrap();
     let start = Instant::now();
-    rt.block_on(async {
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..SHELLS {
-            let pool = pool.clone();
-            tasks.spawn(async move { pool.run(&format!("owner-{i}"), "true").await.unwrap() });
-            // Spawn in waves of 32 so the machine is not flooded.
-            if tasks.len() >= 32 {
-                tasks.join_next().await;
-            }
-        }
-        while tasks.join_next().await.is_some() {}
-    });
+    rt.block_on(common::start_owners(&pool, "owner-", SHELLS));
     let spawned = start.elapsed();
     assert_eq!(pool.owners().len(), SHELLS);
     let start = Instant::now();

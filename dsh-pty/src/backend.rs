@@ -185,6 +185,15 @@ pub trait PtySession: Send + Sync + fmt::Debug {
     /// other side.
     async fn foreground(&self) -> Result<Foreground, PtyError>;
 
+    /// [`PtySession::foreground`] for a caller that needs only the group in
+    /// front and the program's own state ([`Foreground::leader`]), such as
+    /// a shell's first look at itself: `waiting_for_input`, `input_mode`
+    /// and `reader` may be `None`. A local backend then skips the walk of
+    /// the group's processes. The default asks [`PtySession::foreground`].
+    async fn foreground_brief(&self) -> Result<Foreground, PtyError> {
+        self.foreground().await
+    }
+
     /// Ends every process of the terminal session and returns the program's
     /// exit record. With a `grace` period: `SIGTERM` (and `SIGHUP` to the
     /// leader, since interactive shells ignore `SIGTERM`), up to `grace` for

@@ -377,6 +377,19 @@ async fn the_foreground_reports_the_programs_state() {
             backend.name()
         );
         assert!(!leader.stopped);
+        // The brief look (a shell's first look at itself) sees the same
+        // group and program.
+        let brief = s.foreground_brief().await.unwrap();
+        assert_eq!(
+            (
+                brief.pgid,
+                brief.is_leader,
+                brief.leader.as_ref().map(|l| &l.program)
+            ),
+            (fg.pgid, true, Some(&leader.program)),
+            "{}",
+            backend.name()
+        );
 
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
@@ -400,6 +413,13 @@ async fn the_foreground_reports_the_programs_state() {
         .await;
         let program = fg.leader.and_then(|l| l.program).unwrap();
         assert!(program.ends_with("sleep"), "{program:?}");
+        let brief = s.foreground_brief().await.unwrap();
+        assert_eq!(
+            brief.leader.and_then(|l| l.program),
+            Some(program),
+            "{}",
+            backend.name()
+        );
         s.end(Duration::ZERO).await.unwrap();
     }
 }

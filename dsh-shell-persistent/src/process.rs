@@ -205,8 +205,9 @@ impl Process {
         };
         match tokio::time::timeout(config.start_timeout, wait_ready).await {
             Ok(true) => {
-                // At its prompt, the terminal's foreground is the shell itself.
-                let fg = shell_obj.look().await.fg;
+                // At its prompt, the terminal's foreground is the shell
+                // itself; whether it waits for input does not matter here.
+                let fg = shell_obj.session.foreground_brief().await.ok();
                 shell_obj.home = fg.as_ref().map(home::Home::new);
                 shell_obj.output.park(output);
                 Ok(shell_obj)

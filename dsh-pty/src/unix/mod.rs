@@ -489,6 +489,17 @@ impl PtySession for NativeSession {
         .await)
     }
 
+    async fn foreground_brief(&self) -> Result<Foreground, PtyError> {
+        let pgid = nix::unistd::tcgetpgrp(self.master.get_ref().as_fd())
+            .map_err(|e| PtyError::io("reading the terminal's foreground process group", e))?
+            .as_raw();
+        let pid = self.pid;
+        let leader = crate::blocking::off_runtime(move || procfs::leader(pid)).await;
+        let mut fg = Foreground::new(pgid, pgid == pid);
+        fg.leader = leader;
+        Ok(fg)
+    }
+
     async fn end(&self, grace: Duration) -> Result<ExitStatus, PtyError> {
         let mut status = self.status.clone();
         let st = self.tree.end(grace, &mut status).await;

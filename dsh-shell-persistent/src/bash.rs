@@ -368,7 +368,7 @@ impl Protocol {
     /// if it put the stem there, else nothing to do.
     fn restore_posix(&self) -> String {
         format!(
-            "[[ ${{POSIXLY_CORRECT-}} != {} ]] || set +o posix || unset POSIXLY_CORRECT",
+            "case ${{POSIXLY_CORRECT-}} in {}) set +o posix || unset POSIXLY_CORRECT;; esac",
             self.stem
         )
     }
@@ -379,7 +379,7 @@ impl Protocol {
     fn prologue(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{{ [[ ${{{o}}} == *[xv]* ]] && set -${{{o}//[^xv]/}}; {restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
+            "{{ case ${o} in *[xv]*) set -${{{o}//[^xv]/}};; esac; {restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
             o = v(Var::Options),
             restore = self.restore_posix(),
             a = v(Var::AbandonPrompt),
@@ -411,7 +411,7 @@ impl Protocol {
         let v = |c| self.var(c);
         format!(
             "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}} {k}=q${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}}\n\
-[[ ${o} != *[xv]* ]] || {{ {enter}; set +xv; {leave}; }}\n",
+case ${o} in *[xv]*) {enter}; set +xv; {leave};; esac\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),

@@ -522,3 +522,70 @@ async fn pre_exec_hooks_run_in_the_child_and_their_failure_is_reported() {
         .unwrap_err();
     assert!(matches!(err, PtyError::Unsupported { .. }), "{err:?}");
 }
+
+/// A hook that does nothing: a spec with it is started with `fork` and
+/// `exec`, one without it (on Linux) with `posix_spawn`.
+#[derive(Debug)]
+struct Nothing;
+// SAFETY: `pre_exec` calls nothing.
+unsafe impl dsh_pty::PreExec for Nothing {
+    fn pre_exec(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A program started without a hook (`posix_spawn` on Linux) and one
+/// started with a hook (`fork` and `exec`) start alike: the same arguments,
+/// directory and environment (its order too), the same ignored and blocked
+/// signals, each the leader of its own session and process group with the
+/// terminal as its controlling terminal. (Signals 32 and 33 are glibc's
+/// own: its `posix_spawn` leaves them ignored in the child, as in every
+/// program started through it, the standard library's `Command` without a
+/// hook included.)
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawned_and_forked_programs_start_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"printf '[%s]' "$0" "$@"; echo; pwd
+read -r _ _ _ _ pgrp sid tty _ < /proc/$$/stat
+echo "leader=$(( sid == $$ )) group=$(( pgrp == $$ )) tty=$(( tty != 0 ))"
+[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo "streams=terminal"
+grep '^SigBlk' /proc/$$/status
+read -r _ ign < <(grep '^SigIgn' /proc/$$/status)
+printf 'SigIgn but 32 and 33: %x\n' $(( 0x$ign & ~0x180000000 ))
+tr '\0' '\n' < /proc/$$/environ"#;
+    let path = format!("/nonexistent-dir:{}", std::env::var("PATH").unwrap());
+    let spec = || {
+        SpawnSpec::new("bash")
+            .args(["-c", script, "arg A", "arg B"])
+            .env("DSH_PROBE", "x y")
+            .env("A_FIRST", "1")
+            .env_remove("HOME")
+            .env("PATH", &path)
+            .cwd(dir.path())
+    };
+    let mut seen = Vec::new();
+    for hook in [false, true] {
+        let spec = if hook {
+            spec().pre_exec(Arc::new(Nothing))
+        } else {
+            spec()
+        };
+        let mut s = NativeBackend::new().spawn(spec).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        seen.push(read_to_end(&mut out).await.replace("\r\n", "\n"));
+    }
+    let text = &seen[0];
+    let dir_line = format!("\n{}\n", dir.path().canonicalize().unwrap().display());
+    for want in [
+        "[arg A][arg B]\n",
+        dir_line.as_str(),
+        "leader=1 group=1 tty=1\n",
+        "streams=terminal\n",
+        "\nDSH_PROBE=x y\n",
+    ] {
+        assert!(text.contains(want), "{want:?} not in {text}");
+    }
+    assert!(!text.contains("\nHOME="), "{text}");
+    assert_eq!(seen[0], seen[1], "posix_spawn and fork + exec differ");
+}

@@ -1,12 +1,18 @@
 //! The native Unix backend: `posix_openpt`, a child that becomes a session
 //! leader with the terminal as its controlling terminal, a non-blocking master
 //! registered with tokio, and the child reaped by tokio's process driver.
-//! A session costs two tokio tasks (output pump, exit waiter) and no thread.
+//! On Linux a spec that needs no code between `fork` and `exec` (no hook,
+//! rlimit or cgroup) is started with `posix_spawn` instead and reaped
+//! through its pidfd ([`posix_spawn`]), so that spawning does not slow down
+//! as this process grows. A session costs two tokio tasks (output pump,
+//! exit waiter) and no thread.
 
 #[cfg(target_os = "linux")]
 pub(crate) mod cgroup;
 #[cfg(target_os = "linux")]
 mod delegation;
+#[cfg(target_os = "linux")]
+mod posix_spawn;
 pub(crate) mod procfs;
 mod pty;
 pub(crate) mod tree;
@@ -176,6 +182,134 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
         spec.get_echo(),
         spec.get_output_processing(),
     )?;
+    let plain = hooks_rlimits_free(&spec, &join_fds, &rlimits, ignore_xfsz);
+    #[cfg(target_os = "linux")]
+    let leader = if plain && posix_spawn::available() {
+        Leader::Spawned(posix_spawn::spawn_leader(
+            &spec,
+            &pair.tty_path,
+            &RESET_SIGNALS,
+        )?)
+    } else {
+        Leader::Forked(fork_leader(&spec, &pair, join_fds, rlimits, ignore_xfsz)?)
+    };
+    #[cfg(not(target_os = "linux"))]
+    let leader = {
+        let _ = plain;
+        Leader::Forked(fork_leader(&spec, &pair, join_fds, rlimits, ignore_xfsz)?)
+    };
+    drop(pair.slave);
+    let pid = match &leader {
+        Leader::Forked(child) => child
+            .id()
+            .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?
+            as i32,
+        #[cfg(target_os = "linux")]
+        Leader::Spawned(pid) => *pid,
+    };
+    // SAFETY: the `AsyncFd` owns the descriptor for its whole life and the
+    // descriptor is never replaced (`get_mut` is not used), so it stays valid
+    // until tokio deregisters it on drop.
+    let master = unsafe { AsyncFd::register(pair.master) }
+        .map_err(|e| PtyError::io("registering the terminal with tokio", e.into_parts().1))?;
+    let master = Arc::new(master);
+
+    let (status_tx, status_rx) = watch::channel(None);
+    let (closed_tx, closed_rx) = watch::channel(false);
+    let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
+    let scrollback = ScrollbackHandle::new(spec.get_scrollback());
+
+    tokio::spawn(async move {
+        let status = match leader.wait().await {
+            Ok(st) => ExitStatus::from(st),
+            Err(err) => {
+                tracing::warn!(pid, %err, "waiting for the pty child failed");
+                ExitStatus::unknown()
+            }
+        };
+        tracing::debug!(pid, %status, "pty child exited");
+        let _ = status_tx.send(Some(status));
+    });
+    tokio::spawn(pump::run(
+        MasterReader {
+            fd: Arc::clone(&master),
+            buf: vec![0u8; 64 * 1024],
+        },
+        PumpWiring {
+            tx: out_tx,
+            scrollback: scrollback.clone(),
+            status: status_rx.clone(),
+            closed: closed_rx,
+            drain_grace: spec.get_drain_grace(),
+        },
+    ));
+    tracing::debug!(pid, program = %spec.program_lossy(), "pty session spawned");
+
+    #[cfg(target_os = "linux")]
+    let tree = match limiter.cgroup.take() {
+        Some(mut cg) => {
+            cg.joined();
+            tree::Tree::in_cgroup(pid, cg)
+        }
+        None => tree::Tree::new(pid),
+    };
+    #[cfg(not(target_os = "linux"))]
+    let tree = tree::Tree::new(pid);
+    drop(limiter);
+    Ok(NativeSession {
+        pid,
+        tree,
+        master,
+        tty_path: pair.tty_path,
+        status: status_rx,
+        closed: closed_tx,
+        output: Some(OutputStream::new(out_rx)),
+        scrollback,
+        write_lock: tokio::sync::Mutex::new(()),
+    })
+}
+
+/// The session's program as it was started: forked (then reaped by tokio's
+/// process driver) or, on Linux, spawned with `posix_spawn` (reaped through
+/// its pidfd).
+enum Leader {
+    Forked(tokio::process::Child),
+    #[cfg(target_os = "linux")]
+    Spawned(i32),
+}
+
+impl Leader {
+    /// Waits for the program to exit and reaps it.
+    async fn wait(self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Leader::Forked(mut child) => child.wait().await,
+            #[cfg(target_os = "linux")]
+            Leader::Spawned(pid) => posix_spawn::wait(pid).await,
+        }
+    }
+}
+
+/// Whether the spec needs nothing run between `fork` and `exec` beyond what
+/// `posix_spawn` does: no hook, no cgroup to join, no rlimit, `SIGXFSZ`
+/// left alone.
+fn hooks_rlimits_free(
+    spec: &SpawnSpec,
+    join_fds: &[std::os::fd::RawFd],
+    rlimits: &Rlimits,
+    ignore_xfsz: bool,
+) -> bool {
+    spec.get_pre_exec().is_empty() && join_fds.is_empty() && rlimits.is_empty() && !ignore_xfsz
+}
+
+/// Starts the spec's program with `fork` and `exec`, running what the spec
+/// needs in between (joining the cgroup, the hooks, the rlimits).
+fn fork_leader(
+    spec: &SpawnSpec,
+    pair: &pty::PtyPair,
+    join_fds: Vec<std::os::fd::RawFd>,
+    rlimits: Rlimits,
+    ignore_xfsz: bool,
+) -> Result<tokio::process::Child, PtyError> {
     let stdio = |fd: &OwnedFd| -> Result<Stdio, PtyError> {
         fd.try_clone().map(Stdio::from).map_err(PtyError::OpenPty)
     };
@@ -266,8 +400,8 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
 
     let spawned = cmd.spawn();
     drop(cmd); // closes the parent's copies of the slave
-    let child = match spawned {
-        Ok(child) => child,
+    match spawned {
+        Ok(child) => Ok(child),
         Err(err) => {
             if let Some((rx, tx)) = confine_pipe {
                 drop(tx);
@@ -281,78 +415,12 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
                     program: spec.program_lossy(),
                 });
             }
-            return Err(PtyError::Spawn {
+            Err(PtyError::Spawn {
                 program: spec.program_lossy(),
                 source: err,
-            });
+            })
         }
-    };
-    drop(pair.slave);
-    let pid = child
-        .id()
-        .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?
-        as i32;
-    // SAFETY: the `AsyncFd` owns the descriptor for its whole life and the
-    // descriptor is never replaced (`get_mut` is not used), so it stays valid
-    // until tokio deregisters it on drop.
-    let master = unsafe { AsyncFd::register(pair.master) }
-        .map_err(|e| PtyError::io("registering the terminal with tokio", e.into_parts().1))?;
-    let master = Arc::new(master);
-
-    let (status_tx, status_rx) = watch::channel(None);
-    let (closed_tx, closed_rx) = watch::channel(false);
-    let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
-    let scrollback = ScrollbackHandle::new(spec.get_scrollback());
-
-    tokio::spawn(async move {
-        let mut child = child;
-        let status = match child.wait().await {
-            Ok(st) => ExitStatus::from(st),
-            Err(err) => {
-                tracing::warn!(pid, %err, "waiting for the pty child failed");
-                ExitStatus::unknown()
-            }
-        };
-        tracing::debug!(pid, %status, "pty child exited");
-        let _ = status_tx.send(Some(status));
-    });
-    tokio::spawn(pump::run(
-        MasterReader {
-            fd: Arc::clone(&master),
-            buf: vec![0u8; 64 * 1024],
-        },
-        PumpWiring {
-            tx: out_tx,
-            scrollback: scrollback.clone(),
-            status: status_rx.clone(),
-            closed: closed_rx,
-            drain_grace: spec.get_drain_grace(),
-        },
-    ));
-    tracing::debug!(pid, program = %spec.program_lossy(), "pty session spawned");
-
-    #[cfg(target_os = "linux")]
-    let tree = match limiter.cgroup.take() {
-        Some(mut cg) => {
-            cg.joined();
-            tree::Tree::in_cgroup(pid, cg)
-        }
-        None => tree::Tree::new(pid),
-    };
-    #[cfg(not(target_os = "linux"))]
-    let tree = tree::Tree::new(pid);
-    drop(limiter);
-    Ok(NativeSession {
-        pid,
-        tree,
-        master,
-        tty_path: pair.tty_path,
-        status: status_rx,
-        closed: closed_tx,
-        output: Some(OutputStream::new(out_rx)),
-        scrollback,
-        write_lock: tokio::sync::Mutex::new(()),
-    })
+    }
 }
 
 struct MasterReader {

@@ -589,3 +589,41 @@ tr '\0' '\n' < /proc/$$/environ"#;
     assert!(!text.contains("\nHOME="), "{text}");
     assert_eq!(seen[0], seen[1], "posix_spawn and fork + exec differ");
 }
+
+/// A program whose runtime ended before it exited is not left a zombie:
+/// the next spawn reaps it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_program_whose_runtime_ended_is_reaped_by_the_next_spawn() {
+    let state = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(") ").next().and_then(|r| r.chars().next()))
+    };
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let first = runtime();
+    let pid = first.block_on(async {
+        let s = NativeBackend::new().spawn(bash()).await.unwrap();
+        s.pid().unwrap() as i32
+        // dropped here: SIGKILL, its waiter left on the runtime
+    });
+    drop(first);
+    let deadline = std::time::Instant::now() + BOUND;
+    while state(pid).is_some_and(|s| s != 'Z') {
+        assert!(std::time::Instant::now() < deadline, "{pid} never ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Dead, and a zombie unless its waiter reaped it before the runtime ended.
+    let second = runtime();
+    second.block_on(async {
+        let s = NativeBackend::new().spawn(bash()).await.unwrap();
+        drop(s);
+    });
+    assert_eq!(state(pid), None, "{pid} is still in the process table");
+}

@@ -46,10 +46,42 @@ fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Children whose waiter was dropped before they exited (their runtime shut
+/// down): reaped by the next spawn, as tokio's process driver reaps its
+/// own orphans, so that none stays a zombie for the life of this process.
+static ORPHANS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Reaps what of [`ORPHANS`] has exited.
+fn reap_orphans() {
+    let Ok(mut orphans) = ORPHANS.lock() else {
+        return;
+    };
+    orphans.retain(|&pid| {
+        let mut status = 0;
+        // SAFETY: `status` is a valid place for the wait status; `pid` is a
+        // child of this process that nothing else reaps.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == 0 }
+    });
+}
+
+/// Hands the child to [`ORPHANS`] if its waiter goes away before reaping it.
+struct Unreaped(Option<i32>);
+
+impl Drop for Unreaped {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            if let Ok(mut orphans) = ORPHANS.lock() {
+                orphans.push(pid);
+            }
+        }
+    }
+}
+
 /// Waits for `pid`, a child this process started and has not reaped, to
 /// exit, and reaps it.
 pub(super) async fn wait(pid: i32) -> std::io::Result<std::process::ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
+    let mut unreaped = Unreaped(Some(pid));
     // SAFETY: the `AsyncFd` owns the pidfd for its whole life and it is
     // never replaced, so it stays valid until tokio deregisters it on drop.
     let fd = unsafe { AsyncFd::register_with_interest(pidfd_open(pid)?, Interest::READABLE) }
@@ -62,10 +94,14 @@ pub(super) async fn wait(pid: i32) -> std::io::Result<std::process::ExitStatus> 
             -1 => {
                 let err = std::io::Error::last_os_error();
                 if err.kind() != std::io::ErrorKind::Interrupted {
+                    unreaped.0 = None;
                     return Err(err);
                 }
             }
-            _ => return Ok(std::process::ExitStatus::from_raw(status)),
+            _ => {
+                unreaped.0 = None;
+                return Ok(std::process::ExitStatus::from_raw(status));
+            }
         }
         fd.readable().await?.clear_ready();
     }
@@ -78,6 +114,7 @@ pub(super) fn spawn_leader(
     tty: &Path,
     reset: &[libc::c_int],
 ) -> Result<i32, PtyError> {
+    reap_orphans();
     let invalid = |what: &str| PtyError::Spawn {
         program: spec.program_lossy(),
         source: std::io::Error::new(

@@ -69,10 +69,8 @@ struct Unreaped(Option<i32>);
 
 impl Drop for Unreaped {
     fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            if let Ok(mut orphans) = ORPHANS.lock() {
-                orphans.push(pid);
-            }
+        if let (Some(pid), Ok(mut orphans)) = (self.0.take(), ORPHANS.lock()) {
+            orphans.push(pid);
         }
     }
 }

@@ -501,12 +501,15 @@ impl<'a> CallState<'a> {
         // calls end long before, and inspecting /proc is not free.
         let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // One timer for the whole call, not one made (and cancelled) at
+        // each chunk.
+        let mut timeout = pin!(tokio::time::sleep_until(deadline));
         loop {
             let end = tokio::select! {
                 biased;
                 () = cancel.as_mut() => Some(End::Cancelled),
                 chunk = self.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
-                () = tokio::time::sleep_until(deadline) => Some(self.on_timeout().await),
+                () = timeout.as_mut() => Some(self.on_timeout().await),
                 _ = checks.tick(), if self.scanner.started() => self.on_tick().await,
             };
             if let Some(end) = end {

@@ -247,7 +247,7 @@ impl ServerHandler for DshServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
@@ -267,7 +267,7 @@ impl ServerHandler for DshServer {
                 None,
             ));
         }
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let arguments = Value::Object(request.arguments.take().unwrap_or_default());
         let ct = context.ct.clone();
         // On the heap: a tool call's state is kilobytes, and rmcp holds the
         // future of every request (a ping too) sized for its largest handler.

@@ -15,6 +15,10 @@ use std::borrow::Cow;
 use std::future::Future;
 
 use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, Extensions, JsonRpcMessage,
+    JsonRpcRequest, JsonRpcVersion2_0, PingRequest, RequestId,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -25,88 +29,170 @@ pub const MAX_LINE: usize = 64 << 20;
 
 const PARSE_ERROR: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not valid JSON"}}"#;
 
-/// What [`Peek`] saw of a JSON object: its `method` and whether it has the
-/// keys that make rmcp take it for a request.
+/// One pass over a message's top level: the keys of a request, each read
+/// as rmcp's parse reads it, and whether anything else was there.
 #[derive(Default)]
-struct Peek<'a> {
-    /// The `method`, when it is a string.
+struct Envelope<'a> {
+    jsonrpc: Option<JsonRpcVersion2_0>,
+    id: Option<RequestId>,
     method: Option<Cow<'a, str>>,
-    /// An `id` key seen.
-    id: bool,
-    /// A `result` or `error` key seen.
-    answer: bool,
+    params: Params,
+    /// A key other than those four (`result`, `error`, an extension), one
+    /// of them twice, or `params` before `method`: rmcp's own parse
+    /// decides then.
+    unusual: bool,
 }
 
-impl<'de> serde::Deserialize<'de> for Peek<'de> {
+/// The `params` of an [`Envelope`], read as its `method` (seen before)
+/// asks.
+#[derive(Default)]
+enum Params {
+    /// None given.
+    #[default]
+    Absent,
+    /// Those of `tools/call`.
+    Call(CallToolRequestParams),
+    /// Those of `ping` (`null`, or an object): whether they hold a `_meta`.
+    Ping { meta: bool },
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(PeekVisitor)
+        deserializer.deserialize_map(EnvelopeVisitor)
     }
 }
 
-/// The visitor of [`Peek`].
-struct PeekVisitor;
+/// The visitor of [`Envelope`]. A value of the wrong type fails the whole
+/// pass, which leaves the message to rmcp's parse.
+struct EnvelopeVisitor;
 
-impl<'de> serde::de::Visitor<'de> for PeekVisitor {
-    type Value = Peek<'de>;
+impl<'de> serde::de::Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope<'de>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a JSON object")
     }
 
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Peek<'de>, A::Error> {
-        let mut peek = Peek::default();
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<Envelope<'de>, A::Error> {
+        let mut envelope = Envelope::default();
+        let mut params_seen = false;
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             match key.as_ref() {
-                "method" if peek.method.is_none() => {
-                    peek.method = map.next_value::<Option<Cow<'de, str>>>()?;
-                    continue;
+                "jsonrpc" if envelope.jsonrpc.is_none() => {
+                    envelope.jsonrpc = Some(map.next_value()?);
                 }
-                "id" => peek.id = true,
-                "result" | "error" => peek.answer = true,
-                _ => {}
+                "id" if envelope.id.is_none() => envelope.id = Some(map.next_value()?),
+                "method" if envelope.method.is_none() && !params_seen => {
+                    envelope.method = Some(map.next_value()?);
+                }
+                "params" if !params_seen => {
+                    params_seen = true;
+                    envelope.params = match envelope.method.as_deref() {
+                        Some("tools/call") => {
+                            Params::Call(map.next_value::<Object<CallToolRequestParams>>()?.0)
+                        }
+                        Some("ping") => Params::Ping {
+                            meta: map
+                                .next_value::<Option<Object<MetaKey>>>()?
+                                .is_some_and(|params| params.0.meta.is_some()),
+                        },
+                        _ => {
+                            envelope.unusual = true;
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            Params::Absent
+                        }
+                    };
+                }
+                _ => {
+                    envelope.unusual = true;
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
             }
-            map.next_value::<serde::de::IgnoredAny>()?;
         }
-        Ok(peek)
+        Ok(envelope)
     }
 }
 
-/// Parses one line into rmcp's message type. The requests made over and
-/// over (`tools/call`, `ping`) are parsed straight into their own type,
-/// into the message rmcp's generic parse makes of them (which tries each
-/// request type in turn); anything else, or a line the direct parse
-/// refuses, goes through the generic parse.
-fn parse_message(body: &[u8]) -> serde_json::Result<RxJsonRpcMessage<RoleServer>> {
-    use rmcp::model::{
-        CallToolRequest, ClientRequest, JsonRpcMessage, JsonRpcRequest, PingRequest,
-    };
-    fn direct<'a, R: serde::Deserialize<'a>>(
-        body: &'a [u8],
-        wrap: fn(R) -> ClientRequest,
-    ) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let request = serde_json::from_slice::<JsonRpcRequest<R>>(body).ok()?;
-        Some(JsonRpcMessage::Request(JsonRpcRequest {
-            jsonrpc: request.jsonrpc,
-            id: request.id,
-            request: wrap(request.request),
-        }))
-    }
-    if let Ok(Peek {
-        method: Some(method),
-        id: true,
-        answer: false,
-    }) = serde_json::from_slice::<Peek<'_>>(body)
-    {
-        let fast = match method.as_ref() {
-            "tools/call" => direct::<CallToolRequest>(body, ClientRequest::CallToolRequest),
-            "ping" => direct::<PingRequest>(body, ClientRequest::PingRequest),
-            _ => None,
-        };
-        if let Some(message) = fast {
-            return Ok(message);
+/// A `T` read only from a JSON object (as rmcp reads params: a derived
+/// struct alone would also take an array).
+struct Object<T>(T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// Hands the object's entries to `T`.
+        struct ObjectVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for ObjectVisitor<T> {
+            type Value = Object<T>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Object<T>, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Object)
+            }
         }
+        deserializer.deserialize_map(ObjectVisitor(std::marker::PhantomData))
     }
-    serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body)
+}
+
+/// Whether a params object holds a `_meta` that rmcp would keep (anything
+/// but `null`; a `_meta` twice fails the pass).
+#[derive(serde::Deserialize)]
+struct MetaKey {
+    #[serde(rename = "_meta")]
+    meta: Option<serde::de::IgnoredAny>,
+}
+
+/// The requests made over and over (`tools/call`, `ping`) in their plain
+/// form (the four keys of a request, each once, `method` before `params`;
+/// params an object without `_meta`), made in one pass into the message
+/// rmcp's generic parse makes of them (which buffers the message twice,
+/// for its flattened fields, and tries each request type in turn).
+/// `None`: anything else, left to rmcp's parse.
+fn parse_plain(body: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    let Envelope {
+        jsonrpc: Some(jsonrpc),
+        id: Some(id),
+        method: Some(method),
+        params,
+        unusual: false,
+    } = serde_json::from_slice::<Envelope<'_>>(body).ok()?
+    else {
+        return None;
+    };
+    let request = match (method.as_ref(), params) {
+        ("tools/call", Params::Call(params)) if params.meta.is_none() => {
+            ClientRequest::CallToolRequest(CallToolRequest::new(params))
+        }
+        ("ping", Params::Absent | Params::Ping { meta: false }) => {
+            ClientRequest::PingRequest(PingRequest {
+                method: Default::default(),
+                extensions: Extensions::new(),
+            })
+        }
+        _ => return None,
+    };
+    Some(JsonRpcMessage::Request(JsonRpcRequest {
+        jsonrpc,
+        id,
+        request,
+    }))
+}
+
+/// Parses one line into rmcp's message type: [`parse_plain`] where it
+/// can, else rmcp's generic parse.
+fn parse_message(body: &[u8]) -> serde_json::Result<RxJsonRpcMessage<RoleServer>> {
+    match parse_plain(body) {
+        Some(message) => Ok(message),
+        None => serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body),
+    }
 }
 
 /// Why a JSON value is not a JSON-RPC 2.0 message, if it is not.
@@ -402,6 +488,49 @@ fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-pass parse takes exactly the plain requests, and makes of
+    /// each the message rmcp's own parse makes.
+    #[test]
+    fn the_plain_parse_is_rmcps() {
+        let plain = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true"}}}"#,
+            r#"{"id":"x","jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"command":"a\nb","n":1.5,"z":[1,{"k":null}]},"name":"bash"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools\/call","params":{"name":"bash","arguments":null,"_meta":null}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"e","arguments":{"a":1,"a":2},"unknown":3}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":2.0,"method":"ping","params":{"x":1}}"#,
+            r#"{"method":"ping","params":{},"id":3,"jsonrpc":"2.0"}"#,
+        ];
+        for line in plain {
+            let fast = parse_plain(line.as_bytes()).unwrap_or_else(|| panic!("{line}"));
+            let generic: RxJsonRpcMessage<RoleServer> = serde_json::from_str(line).unwrap();
+            assert_eq!(format!("{fast:?}"), format!("{generic:?}"), "{line}");
+        }
+        // Left to rmcp's parse: it may refuse them, or keep more of them.
+        let other = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","_meta":{"progressToken":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["bash"]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"params":{"name":"bash"},"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","extra":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":5}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        ];
+        for line in other {
+            assert!(parse_plain(line.as_bytes()).is_none(), "{line}");
+        }
+    }
 
     #[test]
     fn requests_are_told_from_what_is_not_one() {

@@ -570,13 +570,18 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
     fn push_prompt_form(&self, line: &mut String, id: &str) {
         let (head, rest) = self.prefix.split_at(8);
         line.push_str(head);
-        let mut chars = rest.chars().chain(id.chars());
-        let c = chars.next().map_or(0, u32::from);
+        // The first character of `rest` then `id` in octal, then the others.
+        let (c, rest, id) = match (rest.chars().next(), id.chars().next()) {
+            (Some(c), _) => (u32::from(c), &rest[c.len_utf8()..], id),
+            (None, Some(c)) => (u32::from(c), rest, &id[c.len_utf8()..]),
+            (None, None) => (0, rest, id),
+        };
         line.push('\\');
         for shift in [6, 3, 0] {
             line.push(char::from(b'0' + ((c >> shift) & 7) as u8));
         }
-        line.extend(chars);
+        line.push_str(rest);
+        line.push_str(id);
     }
 }
 

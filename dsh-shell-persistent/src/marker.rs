@@ -33,6 +33,17 @@ impl Search {
         }
     }
 
+    /// Whether this is a search for `marker`.
+    pub(crate) fn is_for(&self, marker: &str) -> bool {
+        self.finder.needle() == marker.as_bytes()
+    }
+
+    /// Back to the start of a stream (the finder and the buffers are kept).
+    pub(crate) fn reset(&mut self) {
+        self.held.clear();
+        self.window.clear();
+    }
+
     /// Feeds one chunk. Bytes that are certainly before the marker go to
     /// `sink`, in order. Returns the offset in `chunk` just past the marker
     /// once it is found; bytes after it are not consumed.
@@ -179,6 +190,29 @@ impl CallScanner {
             phase: Phase::Start,
             started: false,
         }
+    }
+
+    /// A scanner for one call that searches with `search` (made for the
+    /// same prefix by an earlier call: building a search is most of the
+    /// cost of a new scanner); a new one when it was made for another.
+    pub(crate) fn with_search(markers: Markers, search: Option<Search>) -> Self {
+        match search {
+            Some(mut search) if search.is_for(&markers.prefix) => {
+                search.reset();
+                CallScanner {
+                    search,
+                    markers,
+                    phase: Phase::Start,
+                    started: false,
+                }
+            }
+            _ => CallScanner::new(markers),
+        }
+    }
+
+    /// The scanner's search, for the next call's [`CallScanner::with_search`].
+    pub(crate) fn into_search(self) -> Search {
+        self.search
     }
 
     /// `true` once the start marker was seen (the shell began the command).

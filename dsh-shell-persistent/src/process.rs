@@ -117,6 +117,8 @@ pub(crate) struct Process {
     /// The last call's status.
     last_status: i32,
     scratch: Option<tempfile::TempDir>,
+    /// The search for the marker prefix, kept from call to call.
+    search: Option<Search>,
 }
 
 /// A fresh id of `len` hex digits.
@@ -179,6 +181,7 @@ impl Process {
             errexit: false,
             last_status: 0,
             scratch: None,
+            search: None,
         };
         let init = config
             .dialect
@@ -455,13 +458,16 @@ impl<'a> CallState<'a> {
         timeout: Duration,
     ) -> Self {
         let bash = config.dialect == Dialect::Bash;
-        let scanner = CallScanner::new(Markers {
-            prefix: process.proto.prefix().to_owned(),
-            start: ids.start.clone(),
-            end: ids.end.clone(),
-            abandon: bash.then(|| process.proto.abandon_id().to_owned()),
-            stale: if bash { process.last_end.take() } else { None },
-        });
+        let scanner = CallScanner::with_search(
+            Markers {
+                prefix: process.proto.prefix().to_owned(),
+                start: ids.start.clone(),
+                end: ids.end.clone(),
+                abandon: bash.then(|| process.proto.abandon_id().to_owned()),
+                stale: if bash { process.last_end.take() } else { None },
+            },
+            process.search.take(),
+        );
         let text = Text {
             normalizer: Normalizer::new(config.normalize),
             notices: (config.dialect != Dialect::Pwsh).then(NoticeFilter::new),
@@ -496,12 +502,15 @@ impl<'a> CallState<'a> {
         // calls end long before, and inspecting /proc is not free.
         let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // One timer for the whole call, not one made (and cancelled) at
+        // each chunk.
+        let mut timeout = pin!(tokio::time::sleep_until(deadline));
         loop {
             let end = tokio::select! {
                 biased;
                 () = cancel.as_mut() => Some(End::Cancelled),
                 chunk = self.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
-                () = tokio::time::sleep_until(deadline) => Some(self.on_timeout().await),
+                () = timeout.as_mut() => Some(self.on_timeout().await),
                 _ = checks.tick(), if self.scanner.started() => self.on_tick().await,
             };
             if let Some(end) = end {
@@ -730,8 +739,10 @@ impl<'a> CallState<'a> {
             process,
             timeout,
             config,
+            scanner,
             ..
         } = self;
+        process.search = Some(scanner.into_search());
         match end {
             End::Completed { status, repairs } => Outcome::Completed {
                 output: text.finish(),

@@ -526,7 +526,9 @@ fn one_of<T: Copy + Send + Sync + 'static>(
 
 /// mimalloc: a request's small, short-lived allocations (its task, its
 /// parsed message, its answer) cost a few dozen instructions each, not the
-/// hundreds glibc's allocator spends once its per-thread cache misses.
+/// hundreds glibc's allocator spends once its per-thread cache misses
+/// (server instructions per `tools/call bash true`: 83,540 -> 67,221).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -525,9 +525,11 @@ async fn pre_exec_hooks_run_in_the_child_and_their_failure_is_reported() {
 
 /// A hook that does nothing: a spec with it is started with `fork` and
 /// `exec`, one without it (on Linux) with `posix_spawn`.
+#[cfg(target_os = "linux")]
 #[derive(Debug)]
 struct Nothing;
 // SAFETY: `pre_exec` calls nothing.
+#[cfg(target_os = "linux")]
 unsafe impl dsh_pty::PreExec for Nothing {
     fn pre_exec(&self) -> std::io::Result<()> {
         Ok(())

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
-use crate::pump::{self, ChannelSource, PumpWiring};
+use crate::pump::{self, ChannelSource};
 use crate::{ExitStatus, OutputStream, ScrollbackHandle, SpawnSpec};
 
 /// The session side of a backend's output and exit: the backend's reader
@@ -41,29 +41,16 @@ impl SessionPlumbing {
     /// Starts the output pump (a tokio task: call it inside a runtime) with
     /// the scrollback limits and drain grace of `spec`.
     pub fn start(spec: &SpawnSpec) -> (SessionPlumbing, OutputFeeder, OutputStream) {
-        let (status_tx, status) = watch::channel(None);
-        let (closed, closed_rx) = watch::channel(false);
-        let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
         let (raw, raw_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
-        let scrollback = ScrollbackHandle::new(spec.get_scrollback());
-        tokio::spawn(pump::run(
-            ChannelSource(raw_rx),
-            PumpWiring {
-                tx: out_tx,
-                scrollback: scrollback.clone(),
-                status: status.clone(),
-                closed: closed_rx,
-                drain_grace: spec.get_drain_grace(),
-            },
-        ));
+        let pump = pump::start(ChannelSource(raw_rx), spec);
         let plumbing = SessionPlumbing {
             lost: std::sync::OnceLock::new(),
-            status_tx,
-            status,
-            closed,
-            scrollback,
+            status_tx: pump.status_tx,
+            status: pump.status,
+            closed: pump.closed,
+            scrollback: pump.scrollback,
         };
-        (plumbing, OutputFeeder(raw), OutputStream::new(out_rx))
+        (plumbing, OutputFeeder(raw), pump.output)
     }
 
     /// Publishes the program's exit record (the first one counts).

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use tokio::sync::{mpsc, watch};
 
-use crate::pump::{self, ChannelSource, PumpWiring};
+use crate::pump::{self, ChannelSource};
 use crate::{
     ExitStatus, Foreground, OutputStream, PtyBackend, PtyError, PtySession, ScrollbackHandle,
     Signal, SpawnSpec, TermSize,
@@ -158,27 +158,13 @@ fn spawn_portable(spec: SpawnSpec) -> Result<PortableSession, PtyError> {
         .take_writer()
         .map_err(|e| other("taking the terminal writer", e))?;
 
-    let (status_tx, status_rx) = watch::channel(None);
-    let (closed_tx, closed_rx) = watch::channel(false);
-    let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
     let (raw_tx, raw_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
-    let scrollback = ScrollbackHandle::new(spec.get_scrollback());
-
-    spawn_waiter(child, status_tx)?;
+    let pump = pump::start(ChannelSource(raw_rx), &spec);
+    spawn_waiter(child, pump.status_tx)?;
     std::thread::Builder::new()
         .name("dsh-pty-reader".into())
         .spawn(move || read_loop(reader, raw_tx))
         .map_err(|e| PtyError::io("starting the reader thread", e))?;
-    tokio::spawn(pump::run(
-        ChannelSource(raw_rx),
-        PumpWiring {
-            tx: out_tx,
-            scrollback: scrollback.clone(),
-            status: status_rx.clone(),
-            closed: closed_rx,
-            drain_grace: spec.get_drain_grace(),
-        },
-    ));
     Ok(PortableSession {
         pid,
         #[cfg(unix)]
@@ -189,10 +175,10 @@ fn spawn_portable(spec: SpawnSpec) -> Result<PortableSession, PtyError> {
         killer: Mutex::new(killer),
         #[cfg(windows)]
         job,
-        status: status_rx,
-        closed: closed_tx,
-        output: Some(OutputStream::new(out_rx)),
-        scrollback,
+        status: pump.status,
+        closed: pump.closed,
+        output: Some(pump.output),
+        scrollback: pump.scrollback,
     })
 }
 

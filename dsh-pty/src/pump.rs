@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::{ExitStatus, ScrollbackHandle};
+use crate::{ExitStatus, OutputStream, ScrollbackHandle, SpawnSpec};
 
 /// Capacity of a session's output channel, in chunks.
 pub(crate) const OUTPUT_CHANNEL_CHUNKS: usize = 64;
@@ -29,18 +29,56 @@ impl ChunkSource for ChannelSource {
     }
 }
 
-/// The pump's wiring.
-pub(crate) struct PumpWiring {
-    pub(crate) tx: mpsc::Sender<Bytes>,
-    pub(crate) scrollback: ScrollbackHandle,
+/// What a session keeps of its pump: the exit record's two ends (the
+/// backend's waiter publishes through `status_tx`), the closing signal, the
+/// output stream and the scrollback.
+pub(crate) struct PumpEnds {
+    pub(crate) status_tx: watch::Sender<Option<ExitStatus>>,
     pub(crate) status: watch::Receiver<Option<ExitStatus>>,
-    pub(crate) closed: watch::Receiver<bool>,
-    pub(crate) drain_grace: Duration,
+    pub(crate) closed: watch::Sender<bool>,
+    pub(crate) output: OutputStream,
+    pub(crate) scrollback: ScrollbackHandle,
+}
+
+/// Starts the pump of a session whose raw output comes from `source` (a
+/// tokio task: call it inside a runtime), with the scrollback limits and
+/// drain grace of `spec`.
+pub(crate) fn start<S: ChunkSource + 'static>(source: S, spec: &SpawnSpec) -> PumpEnds {
+    let (status_tx, status) = watch::channel(None);
+    let (closed, closed_rx) = watch::channel(false);
+    let (out_tx, out_rx) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
+    let scrollback = ScrollbackHandle::new(spec.get_scrollback());
+    tokio::spawn(run(
+        source,
+        PumpWiring {
+            tx: out_tx,
+            scrollback: scrollback.clone(),
+            status: status.clone(),
+            closed: closed_rx,
+            drain_grace: spec.get_drain_grace(),
+        },
+    ));
+    PumpEnds {
+        status_tx,
+        status,
+        closed,
+        output: OutputStream::new(out_rx),
+        scrollback,
+    }
+}
+
+/// The pump's wiring.
+struct PumpWiring {
+    tx: mpsc::Sender<Bytes>,
+    scrollback: ScrollbackHandle,
+    status: watch::Receiver<Option<ExitStatus>>,
+    closed: watch::Receiver<bool>,
+    drain_grace: Duration,
 }
 
 /// Runs until end-of-file, until `drain_grace` after the program exited, or
 /// until the session is closed.
-pub(crate) async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
+async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
     let PumpWiring {
         tx,
         scrollback,

@@ -29,9 +29,9 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal as NixSignal, killpg};
 use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-use crate::pump::{self, ChunkSource, PumpWiring};
+use crate::pump::{self, ChunkSource};
 use crate::{
     ExitStatus, Foreground, OutputStream, PtyBackend, PtyError, PtySession, ScrollbackHandle,
     Signal, SpawnSpec, TermSize,
@@ -214,11 +214,14 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
         .map_err(|e| PtyError::io("registering the terminal with tokio", e.into_parts().1))?;
     let master = Arc::new(master);
 
-    let (status_tx, status_rx) = watch::channel(None);
-    let (closed_tx, closed_rx) = watch::channel(false);
-    let (out_tx, out_rx) = mpsc::channel(pump::OUTPUT_CHANNEL_CHUNKS);
-    let scrollback = ScrollbackHandle::new(spec.get_scrollback());
-
+    let pump = pump::start(
+        MasterReader {
+            fd: Arc::clone(&master),
+            buf: vec![0u8; 64 * 1024],
+        },
+        &spec,
+    );
+    let status_tx = pump.status_tx;
     tokio::spawn(async move {
         let status = match leader.wait().await {
             Ok(st) => ExitStatus::from(st),
@@ -230,19 +233,6 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
         tracing::debug!(pid, %status, "pty child exited");
         let _ = status_tx.send(Some(status));
     });
-    tokio::spawn(pump::run(
-        MasterReader {
-            fd: Arc::clone(&master),
-            buf: vec![0u8; 64 * 1024],
-        },
-        PumpWiring {
-            tx: out_tx,
-            scrollback: scrollback.clone(),
-            status: status_rx.clone(),
-            closed: closed_rx,
-            drain_grace: spec.get_drain_grace(),
-        },
-    ));
     tracing::debug!(pid, program = %spec.program_lossy(), "pty session spawned");
 
     #[cfg(target_os = "linux")]
@@ -261,10 +251,10 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
         tree,
         master,
         tty_path: pair.tty_path,
-        status: status_rx,
-        closed: closed_tx,
-        output: Some(OutputStream::new(out_rx)),
-        scrollback,
+        status: pump.status,
+        closed: pump.closed,
+        output: Some(pump.output),
+        scrollback: pump.scrollback,
         write_lock: tokio::sync::Mutex::new(()),
     })
 }

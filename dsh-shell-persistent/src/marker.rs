@@ -184,29 +184,25 @@ pub struct CallScanner {
 impl CallScanner {
     /// A scanner for one call.
     pub fn new(markers: Markers) -> Self {
-        CallScanner {
-            search: Search::new(&markers.prefix),
-            markers,
-            phase: Phase::Start,
-            started: false,
-        }
+        CallScanner::with_search(markers, None)
     }
 
     /// A scanner for one call that searches with `search` (made for the
     /// same prefix by an earlier call: building a search is most of the
     /// cost of a new scanner); a new one when it was made for another.
     pub(crate) fn with_search(markers: Markers, search: Option<Search>) -> Self {
-        match search {
+        let search = match search {
             Some(mut search) if search.is_for(&markers.prefix) => {
                 search.reset();
-                CallScanner {
-                    search,
-                    markers,
-                    phase: Phase::Start,
-                    started: false,
-                }
+                search
             }
-            _ => CallScanner::new(markers),
+            _ => Search::new(&markers.prefix),
+        };
+        CallScanner {
+            search,
+            markers,
+            phase: Phase::Start,
+            started: false,
         }
     }
 

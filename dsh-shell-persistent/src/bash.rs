@@ -2,50 +2,59 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines five functions with random names (the
-//! prologue, the one that keeps the status, the epilogue, its rare repair
-//! path, and the one that prints the fatal marker of a call whose prologue
-//! did not run) and the fixed text of the call's steps, parsed once and made
-//! read-only (`readonly -f`, `readonly`): a command cannot redefine, unset or
-//! replace them, so a call through their random names (with `\` before it,
-//! so no alias) reaches them whatever the command defined. One call is then
-//! one physical line of three statements:
+//! The shell's init line defines four functions with random names (the
+//! prologue, the one that keeps the status, the epilogue and its rare
+//! repair path), parsed once and made read-only (`readonly -f`): a command
+//! cannot redefine, unset or replace them, so a call through their random
+//! names (with `\` before it, so no alias) reaches them whatever the
+//! command defined. The init line ends by entering POSIX mode
+//! (`POSIXLY_CORRECT` set to the random stem of the protocol's names unless
+//! the user set it; it is set exactly when bash is in POSIX mode), and so
+//! does every call's epilogue: bash waits for each call line in POSIX mode,
+//! where it does not expand aliases of reserved words and finds special
+//! builtins (`eval`, `exec`, `set`, `unset`) before functions. One call is
+//! then one physical line, parsed once, before any of it runs (so `set -v`
+//! never echoes it):
 //!
-//! 1. assignments only (nothing is looked up): `POSIXLY_CORRECT` set to
-//!    the random stem of the protocol's names unless the user set it (it is
-//!    set exactly when bash is in POSIX mode), the call's abandon tag, the command (with a call
-//!    of the prologue before it) into a variable, and the next call's start
-//!    marker (`PS0`). An assignment that fails abandons the line, so a stale
-//!    tag then shows that it failed. In POSIX mode bash finds special
-//!    builtins (`eval`, `exec`, `set`, `unset`) before functions and does not
-//!    expand aliases of reserved words, and `\eval` skips aliases, so no
-//!    function, alias or hijack reaches the wrapper.
-//! 2. `\eval` of the read-only steps with the end prompt appended (the only
-//!    per-call text the wrapper parses twice is that prompt): an inner
-//!    `\eval` of the command variable, whose prologue sets the abandon
+//! 1. assignments only (nothing is looked up): the prologue's flag cleared,
+//!    the call's abandon tag, the command (with a call of the prologue
+//!    before it, and a final newline: two after a final backslash, see
+//!    [`command_end`]) into a variable, and the next call's start marker
+//!    (`PS0`). An assignment that fails abandons the line, so a stale tag
+//!    then shows that it failed.
+//! 2. after a call whose status was 2, a throwaway `[[` (below).
+//! 3. `\eval` of the command variable, whose prologue sets the abandon
 //!    prompt, restores the user's `PROMPT_COMMAND`, `set -x`/`-v` and POSIX
-//!    mode and raises a flag, so the command runs exactly as the user left
-//!    the shell; on the same line (parsed before the command runs, so
-//!    `set -v` never echoes it), a function called with standard error
-//!    closed that keeps the status and the options, turns `set -x`/`-v`
-//!    off, so no later step is traced or echoed, and assigns every variable
-//!    the protocol writes in one statement: an assignment to a read-only
-//!    variable abandons the rest of that line of the `eval` (the function's
-//!    remainder too), so the tag it sets last (`q` and the attributes of a
-//!    set `POSIXLY_CORRECT`, which it cannot assign without entering POSIX
-//!    mode) shows whether all went through; the epilogue, called with the end prompt. The outer `eval`
-//!    goes on after a syntax error in the inner one or an abandoned line,
-//!    and its parse resets bash's prompt state. The epilogue is one
-//!    statement: if the tag is exactly `q`, every standard stream is the terminal
-//!    and `set -e` is off, it makes `PS1` the end marker and the status;
-//!    else it calls its repair path, which prints the read-only fatal marker
-//!    unless the tag starts with `q` and has no `r`, points standard input, output and error back
-//!    at the terminal (in POSIX mode just for that `exec`), notes `set -e`,
-//!    and makes `PS1` the end marker, the repair flags and the status.
-//! 3. `(( flag )) ||` a call of the function that prints a fatal marker
-//!    through `${unset?word}` (a function's call is lexed in a few bytes,
-//!    its body never again): the prologue did not run (`eval` disabled) or could
-//!    not restore POSIX mode (`set` and `unset` disabled).
+//!    mode and raises the flag, so the command runs exactly as the user left
+//!    the shell. A syntax error in it ends only this `eval`.
+//! 4. a function called with standard error closed that keeps the status
+//!    and the options, turns `set -x`/`-v` off, so no later step is traced
+//!    or echoed, and assigns every variable the protocol writes in one
+//!    statement: an assignment to a read-only variable abandons the rest of
+//!    the function, so the tag it sets last (`q` and the attributes of a
+//!    set `POSIXLY_CORRECT` and `PS0`) shows whether all went through.
+//!    After status 2 it also parses an empty `eval` in POSIX mode, which
+//!    clears what a syntax error left in bash's parser (else the next
+//!    prompt shows a stale `PS1`).
+//! 5. the epilogue, called with the end prompt, one statement: if the
+//!    prologue ran, the tag is exactly `q`, every standard stream is the
+//!    terminal and `set -e` is off, it makes `PS1` the end marker and the
+//!    status and enters POSIX mode; else it calls its repair path, which
+//!    prints a fatal marker through `${unset?word}` if a protocol variable
+//!    is read-only (the tag does not start with `q` or has an `r`) or the
+//!    prologue did not run or could not restore POSIX mode (`eval`, `set`
+//!    or `unset` disabled), points standard input, output and error back at
+//!    the terminal (in POSIX mode just for that `exec`), notes `set -e`, and
+//!    makes `PS1` the end marker, the repair flags and the status, entering
+//!    POSIX mode.
+//!
+//! When the previous call did not come back through its epilogue (bash
+//! abandoned its line, or it was ended by the timeout or cancelled), bash
+//! may wait outside POSIX mode, where an alias of `{` would expand in the
+//! line: that line enters POSIX mode in its first assignments and runs
+//! steps 3 to 5 through `\eval '…'`, parsed once it is in POSIX mode.
+//! After a `[[` syntax error, bash 5.x fails to parse the next `[[` once;
+//! the throwaway of step 2 takes that failure, in POSIX mode.
 //!
 //! Inside the functions a `DEBUG` trap does not fire (unless `functrace` or
 //! `extdebug` is on), and their text is never parsed again. bash copies a
@@ -200,7 +209,7 @@ pub(crate) enum Var {
     Status = b's',
     /// What the abandon prompt shows: `k<call id>` while the command runs, a letter in the epilogue.
     Tag = b'k',
-    /// `1` once the prologue ran: the fatal marker's test.
+    /// `1` once the prologue ran: the epilogue's test.
     PrologueRan = b'c',
     /// The call's command, with the prologue's call before it.
     Command = b'm',
@@ -223,13 +232,6 @@ pub(crate) enum Var {
     /// The epilogue's rare path: reopens standard streams on the terminal
     /// and notes `set -e`.
     Repair = b'R',
-    /// Prints the fatal marker of a call whose prologue did not run or could
-    /// not restore POSIX mode (the call line's last statement calls it).
-    NotRun = b'X',
-    /// The fixed text the call line's `\eval` runs (read-only).
-    Steps = b'L',
-    /// [`Var::Steps`] after a throwaway `[[` (read-only).
-    StepsAfterSyntaxError = b'T',
 }
 
 /// One shell's protocol: its marker prefix, abandon id and variable names.
@@ -304,7 +306,7 @@ impl Protocol {
             v(Var::Tag)
         );
         let functions = format!(
-            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n{not_run}() {{\n{y}=${{{z}?{bi}}}\n}}\n",
+            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
             pre = v(Var::Prologue),
             prec = self.prologue(),
             ended = v(Var::Ended),
@@ -313,14 +315,10 @@ impl Protocol {
             postc = self.epilogue(),
             repair = v(Var::Repair),
             repairc = self.repair(),
-            not_run = v(Var::NotRun),
-            y = v(Var::Sink),
-            z = v(Var::Unset),
-            bi = self.fatal_word(Fatal::Builtins),
         );
-        let steps = self.steps();
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair} {not_run}; {l}={steps} {t}={steps_t}; readonly {l} {t}; export PS1; PS0={ps0}; PS1={ready}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair}; export PS1; PS0={ps0}; PS1={ready} {enter}\n",
+            enter = self.enter_posix(),
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
             s = v(Var::Status),
@@ -335,11 +333,6 @@ impl Protocol {
             ended = v(Var::Ended),
             post = v(Var::Epilogue),
             repair = v(Var::Repair),
-            not_run = v(Var::NotRun),
-            l = v(Var::Steps),
-            t = v(Var::StepsAfterSyntaxError),
-            steps = bash_ansi_c(&steps),
-            steps_t = bash_ansi_c(&format!("\\eval '[[ -n x ]]' 2>&-\n{steps}")),
             ps0 = bash_ansi_c(&self.prompt_form(first_start)),
             ready = split_token(ready),
         )
@@ -398,20 +391,27 @@ impl Protocol {
     /// variable the protocol writes (most the value it has, the others the
     /// empty value they need next, `PROMPT_COMMAND` after saving the user's),
     /// and an assignment to a read-only variable makes bash abandon the rest
-    /// of the `eval`'s line, this function's remainder with it (standard
-    /// error is closed, so bash's message goes nowhere). Only if that
+    /// of the call line (or of the `\eval` that runs its steps), this
+    /// function's remainder and the epilogue with it, and show the abandon
+    /// prompt with the tag `p` (standard error is closed, so bash's message
+    /// goes nowhere). Only if that
     /// statement went through does its last assignment make the tag `q`
     /// followed by the attributes of `POSIXLY_CORRECT` if it is set (an
     /// assignment would put bash in POSIX mode, so it is checked by its
-    /// attributes): the epilogue's common path needs exactly `q`, and its
-    /// repair path stops at a tag without `q` or with `r` (read-only). The
-    /// last statement's status is 0 (with `set -e`, the function's status
-    /// would end the shell).
+    /// attributes) and of `PS0` (assigned in the call line; bash 5.2 reads
+    /// freed memory when `PS0` is assigned again here after a parse that
+    /// met the end of the command's text): the epilogue's common path needs
+    /// exactly `q`, and its repair path stops at a tag without `q` or with
+    /// `r` (read-only). After status 2 (a syntax error) it parses an empty
+    /// `eval` in POSIX mode, which resets the parser state the error left.
+    /// The last statement's status is 0 (with `set -e`, the function's
+    /// status would end the shell).
     fn ended(&self) -> String {
         let v = |c| self.var(c);
         format!(
-            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS0=${{PS0-}} PS1=${{PS1-}} {k}=q${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}}\n\
-case ${o} in *[xv]*) {enter}; set +xv; {leave};; esac\n",
+            "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS1=${{PS1-}} {k}=q${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}}${{PS0+${{PS0@a}}}}\n\
+case ${o} in *[xv]*) {enter}; set +xv; {leave};; esac\n\
+case ${s} in 2) {enter}; \\eval ''; {leave};; esac\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),
@@ -425,15 +425,17 @@ case ${o} in *[xv]*) {enter}; set +xv; {leave};; esac\n",
     }
 
     /// Runs after the command, in the mode the command left, one statement:
-    /// if [`Protocol::ended`] got through its assignments (tag exactly `q`), every
-    /// standard stream is the terminal and `set -e` is off, makes `PS1` the
-    /// end marker (its argument) and the status; else calls the repair path
-    /// with the end marker. Either way its status is 0 (with `set -e`, the
-    /// function's status would end the shell).
+    /// if the prologue ran, [`Protocol::ended`] got through its assignments
+    /// (tag exactly `q`), every standard stream is the terminal and `set -e`
+    /// is off, makes `PS1` the end marker (its argument) and the status; else
+    /// calls the repair path with the end marker. Either way its status is 0
+    /// (with `set -e`, the function's status would end the shell).
     fn epilogue(&self) -> String {
         format!(
-            "[[ ${k} == q && -t 2 && -t 1 && -t 0 && ! -o errexit ]] && PS1=$1:${{{s}}}# || \\{repair} \"$1\"\n",
+            "[[ ${k} == q && ${c} == 1 && -t 2 && -t 1 && -t 0 && ! -o errexit ]] && PS1=$1:${{{s}}}# {enter} || \\{repair} \"$1\"\n",
+            enter = self.enter_posix(),
             k = self.var(Var::Tag),
+            c = self.var(Var::PrologueRan),
             s = self.var(Var::Status),
             repair = self.var(Var::Repair),
         )
@@ -443,7 +445,9 @@ case ${o} in *[xv]*) {enter}; set +xv; {leave};; esac\n",
     /// one is small (bash copies a function's body at every call): prints
     /// the read-only fatal marker unless [`Protocol::ended`] got through its
     /// assignments and `POSIXLY_CORRECT` is not read-only (the tag starts
-    /// with `q` and has no `r`), then (tag `r`: an `exec` that fails abandons
+    /// with `q` and has no `r`), and the fatal marker of a call whose
+    /// prologue did not run or could not restore POSIX mode (`eval`, `set`
+    /// or `unset` disabled); then (tag `r`: an `exec` that fails abandons
     /// the line) points standard error, output and input back at the
     /// terminal if the command moved them, entering POSIX mode just for the
     /// `exec` (the special builtin), notes `set -e`, and makes `PS1` the end
@@ -455,26 +459,15 @@ case ${o} in *[xv]*) {enter}; set +xv; {leave};; esac\n",
         let leave = format!("{{ {}; }} 2>&-", self.restore_posix());
         format!(
             "[[ ${k} == q* && ${k} != *r* ]] || {y}=${{{z}?{ro}}}\n\
+[[ ${c} == 1 ]] || {y}=${{{z}?{bi}}}\n\
 {k}=r\n\
 [[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
 {{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\
-PS1=$1${{{f}}}:${{{s}}}#\n",
+PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
             s = v(Var::Status),
+            c = v(Var::PrologueRan),
             ro = self.fatal_word(Fatal::ReadOnly),
-        )
-    }
-
-    /// What the call line's `\eval` runs, the same for every call: the
-    /// command (through the inner `\eval`, whose syntax error this one
-    /// outlives), on the same line the function that keeps its status and
-    /// options, and the call of the epilogue, whose argument (the end
-    /// prompt) the call line appends.
-    fn steps(&self) -> String {
-        format!(
-            "\\eval \"${m}\"; {{ \\{q}; }} 2>&-\n\\{e} ",
-            m = self.var(Var::Command),
-            q = self.var(Var::Ended),
-            e = self.var(Var::Epilogue),
+            bi = self.fatal_word(Fatal::Builtins),
         )
     }
 
@@ -488,6 +481,11 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
     /// `after_syntax_error` (the previous call's status was 2) adds a
     /// throwaway `[[` in POSIX mode: after a `[[` syntax error, bash 5.x
     /// fails to parse the next `[[` once, and that should not be the model's.
+    /// `in_posix` says that bash waits in POSIX mode (the previous call's
+    /// epilogue ran, or the init line): the line's own `{ }` are then safe
+    /// from aliases. Otherwise (a line bash abandoned, a call ended by the
+    /// timeout or cancelled) the line enters POSIX mode itself and `\eval`s
+    /// its steps, which bash then parses in POSIX mode.
     pub(crate) fn call_line(
         &self,
         source: &CommandSource<'_>,
@@ -495,24 +493,24 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
         end: &str,
         next_start: &str,
         after_syntax_error: bool,
+        in_posix: bool,
     ) -> String {
-        let steps = if after_syntax_error {
-            Var::StepsAfterSyntaxError
-        } else {
-            Var::Steps
-        };
         let source_len = match source {
             CommandSource::Inline(cmd) => cmd.len(),
-            CommandSource::File(path) => path.as_os_str().len(),
+            CommandSource::File { path, .. } => path.as_os_str().len(),
         };
-        // One buffer, in the order of the line: `{c}=0 {enter} {k}={tag}
-        // {m}={command} PS0='{start}'; \eval "${steps}"\''{end}'\'; (( {c}
-        // )) || \{not_run}`.
+        // One buffer, in the order of the line: `{c}=0 [{enter} ]{k}={tag}
+        // {m}={command} PS0='{start}'; [\eval '[[ -n x ]]' 2>&-; ]{steps}`,
+        // the steps `\eval "${m}"; { \{ended}; } 2>&-; \{epilogue} '{end}'`,
+        // or (not `in_posix`) `\eval '{steps}'` with each `'` of the steps
+        // as `'\''`.
         let mut line = String::with_capacity(source_len + source_len / 8 + 256);
         self.push_var(&mut line, Var::PrologueRan);
         line.push_str("=0 ");
-        self.push_enter_posix(&mut line);
-        line.push(' ');
+        if !in_posix {
+            self.push_enter_posix(&mut line);
+            line.push(' ');
+        }
         self.push_var(&mut line, Var::Tag);
         line.push('=');
         line.push(CALL_TAG);
@@ -523,14 +521,29 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
         self.push_command(&mut line, source);
         line.push_str(" PS0='");
         self.push_prompt_form(&mut line, next_start);
-        line.push_str("'; \\eval \"$");
-        self.push_var(&mut line, steps);
-        line.push_str("\"\\''");
+        line.push_str("'; ");
+        if after_syntax_error {
+            line.push_str("\\eval '[[ -n x ]]' 2>&-; ");
+        }
+        let quote = if in_posix {
+            "'"
+        } else {
+            line.push_str("\\eval '");
+            "'\\''"
+        };
+        line.push_str("\\eval \"$");
+        self.push_var(&mut line, Var::Command);
+        line.push_str("\"; { \\");
+        self.push_var(&mut line, Var::Ended);
+        line.push_str("; } 2>&-; \\");
+        self.push_var(&mut line, Var::Epilogue);
+        line.push(' ');
+        line.push_str(quote);
         self.push_prompt_form(&mut line, end);
-        line.push_str("'\\'; (( ");
-        self.push_var(&mut line, Var::PrologueRan);
-        line.push_str(" )) || \\");
-        self.push_var(&mut line, Var::NotRun);
+        line.push_str(quote);
+        if !in_posix {
+            line.push('\'');
+        }
         line.push('\n');
         line
     }
@@ -542,7 +555,8 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
     }
 
     /// Appends the command word of a call line: the prologue's call and the
-    /// command, ANSI-C quoted (a file: its contents read by bash).
+    /// command, ANSI-C quoted (a file: its contents read by bash), and
+    /// [`command_end`].
     fn push_command(&self, line: &mut String, source: &CommandSource<'_>) {
         let mut head = String::with_capacity(self.stem.len() + 3);
         head.push('\\');
@@ -553,15 +567,18 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
                 line.push_str("$'");
                 push_ansi_c_body(line, &head);
                 push_ansi_c_body(line, cmd);
-                push_ansi_c_body(line, "\n");
+                push_ansi_c_body(line, command_end(cmd));
                 line.push('\'');
             }
-            CommandSource::File(path) => {
+            CommandSource::File { path, command } => {
                 line.push_str("$'");
                 push_ansi_c_body(line, &head);
                 line.push_str("'\"$(< $'");
                 push_ansi_c_body(line, &path.to_string_lossy());
-                line.push_str("')\"$'\\n'");
+                line.push_str("')\"$'");
+                // `$(< )` drops the file's final newlines.
+                push_ansi_c_body(line, command_end(command.trim_end_matches('\n')));
+                line.push('\'');
             }
         }
     }
@@ -583,6 +600,15 @@ PS1=$1${{{f}}}:${{{s}}}#\n",
         line.push_str(rest);
         line.push_str(id);
     }
+}
+
+/// What ends the command text the prologue's `\eval` runs: a newline, and
+/// a second one after a final backslash, so that the command ends at a
+/// newline rather than at the end of the string. bash 5.2 keeps the last
+/// token of a parse that met the end of an `eval`'d string inside a
+/// command, and the next prompt then shows a stale `PS1`.
+fn command_end(text: &str) -> &'static str {
+    if text.ends_with('\\') { "\n\n" } else { "\n" }
 }
 
 #[cfg(test)]
@@ -627,32 +653,55 @@ mod tests {
         end: &str,
         next_start: &str,
         after_syntax_error: bool,
+        in_posix: bool,
     ) -> String {
         let v = |c| proto.var(c);
         let command = match source {
-            CommandSource::Inline(cmd) => bash_ansi_c(&format!("\\{}\n{cmd}\n", v(Var::Prologue))),
-            CommandSource::File(path) => format!(
-                "{}\"$(< {})\"$'\\n'",
+            CommandSource::Inline(cmd) => bash_ansi_c(&format!(
+                "\\{}\n{cmd}\n{}",
+                v(Var::Prologue),
+                if cmd.ends_with('\\') { "\n" } else { "" }
+            )),
+            CommandSource::File { path, command } => format!(
+                "{}\"$(< {})\"{}",
                 bash_ansi_c(&format!("\\{}\n", v(Var::Prologue))),
-                bash_ansi_c(&path.to_string_lossy())
+                bash_ansi_c(&path.to_string_lossy()),
+                if command.trim_end_matches('\n').ends_with('\\') {
+                    "$'\\n\\n'"
+                } else {
+                    "$'\\n'"
+                }
             ),
         };
-        let steps = if after_syntax_error {
-            Var::StepsAfterSyntaxError
-        } else {
-            Var::Steps
-        };
+        let end = proto.prompt_form(end);
+        let steps = format!(
+            "\\eval \"${m}\"; {{ \\{ended}; }} 2>&-; \\{epilogue} '{end}'",
+            m = v(Var::Command),
+            ended = v(Var::Ended),
+            epilogue = v(Var::Epilogue),
+        );
         format!(
-            "{c}=0 {enter} {k}={tag} {m}={command} PS0='{start}'; \\eval \"${steps}\"\\''{end}'\\'; (( {c} )) || \\{not_run}\n",
+            "{c}=0 {enter}{k}={tag} {m}={command} PS0='{start}'; {throwaway}{steps}\n",
             c = v(Var::PrologueRan),
-            enter = proto.enter_posix(),
+            enter = if in_posix {
+                String::new()
+            } else {
+                format!("{} ", proto.enter_posix())
+            },
             k = v(Var::Tag),
             tag = Protocol::abandon_tag(call_id),
             m = v(Var::Command),
             start = proto.prompt_form(next_start),
-            steps = v(steps),
-            end = proto.prompt_form(end),
-            not_run = v(Var::NotRun),
+            throwaway = if after_syntax_error {
+                "\\eval '[[ -n x ]]' 2>&-; "
+            } else {
+                ""
+            },
+            steps = if in_posix {
+                steps
+            } else {
+                format!("\\eval '{}'", steps.replace('\'', "'\\''"))
+            },
         )
     }
 
@@ -663,16 +712,25 @@ mod tests {
         let sources = [
             CommandSource::Inline(""),
             CommandSource::Inline("echo 'it's' \\ \"$x\"\n\tnext\r\x01\x1b[0m\x7f héllo ✓"),
-            CommandSource::File(path),
+            CommandSource::Inline("echo \\"),
+            CommandSource::File {
+                path,
+                command: "echo hi",
+            },
+            CommandSource::File {
+                path,
+                command: "echo \\\n\n",
+            },
         ];
         for source in &sources {
-            for after in [false, true] {
+            for (after, in_posix) in [(false, true), (true, true), (false, false), (true, false)] {
                 let got = proto.call_line(
                     source,
                     "0123abcd",
                     "feedface01234567",
                     "9876543210abcdef",
                     after,
+                    in_posix,
                 );
                 let want = call_line_reference(
                     &proto,
@@ -681,8 +739,9 @@ mod tests {
                     "feedface01234567",
                     "9876543210abcdef",
                     after,
+                    in_posix,
                 );
-                assert_eq!(got, want, "{source:?} {after}");
+                assert_eq!(got, want, "{source:?} {after} {in_posix}");
             }
         }
     }
@@ -696,14 +755,17 @@ mod tests {
         let proto = Protocol::new(P, "aaaabbbbccccdddd", "12345678");
         let ids = ["1111222233334444", "5555666677778888", "9999000011112222"];
         let init = proto.init_line(ids[0], ids[1]);
-        let line = proto.call_line(
-            &CommandSource::Inline("echo 'it's"),
-            "c0ffee00",
-            ids[1],
-            ids[2],
-            true,
-        );
-        for text in [&init, &line] {
+        let lines = [true, false].map(|in_posix| {
+            proto.call_line(
+                &CommandSource::Inline("echo 'it's"),
+                "c0ffee00",
+                ids[1],
+                ids[2],
+                true,
+                in_posix,
+            )
+        });
+        for text in [&init, &lines[0], &lines[1]] {
             assert_eq!(text.matches('\n').count(), 1, "{text}");
             assert!(!has_control(text.trim_end_matches('\n')), "{text:?}");
             for id in ids.iter().chain(["aaaabbbbccccdddd"].iter()) {

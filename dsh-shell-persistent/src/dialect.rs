@@ -128,11 +128,12 @@ impl Dialect {
                 &ids.end,
                 &ids.next_start,
                 ids.after_syntax_error,
+                ids.in_posix,
             ),
             Dialect::Sh => {
                 let run = match source {
                     CommandSource::Inline(cmd) => format!("\\eval {}", posix_single(cmd)),
-                    CommandSource::File(path) => {
+                    CommandSource::File { path, .. } => {
                         format!(". {}", posix_single(&path.to_string_lossy()))
                     }
                 };
@@ -151,7 +152,7 @@ impl Dialect {
                         "Invoke-Expression ([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('{}')))",
                         base64(cmd.as_bytes())
                     ),
-                    CommandSource::File(path) => format!(
+                    CommandSource::File { path, .. } => format!(
                         "Invoke-Expression ([IO.File]::ReadAllText({}))",
                         pwsh_single(&path.to_string_lossy())
                     ),
@@ -185,13 +186,23 @@ pub(crate) struct CallIds {
     pub(crate) next_start: String,
     /// The previous call ended with status 2 (bash: a syntax error).
     pub(crate) after_syntax_error: bool,
+    /// bash waits at its prompt in POSIX mode: the previous call ended
+    /// through its epilogue (or none ran since the init line).
+    pub(crate) in_posix: bool,
 }
 
 /// Where the wrapper finds the command.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum CommandSource<'a> {
+    /// The command itself, quoted in the line.
     Inline(&'a str),
-    File(&'a Path),
+    /// A file holding `command`, which the shell reads.
+    File {
+        /// Where the file is, as the shell sees it.
+        path: &'a Path,
+        /// What it holds.
+        command: &'a str,
+    },
 }
 
 /// `'abc' + 'def'`: a PowerShell expression for the token, in two halves.
@@ -236,12 +247,16 @@ mod tests {
             end: "2222222222222222".into(),
             next_start: "3333333333333333".into(),
             after_syntax_error: true,
+            in_posix: false,
         };
         let markers = [&ids.start, &ids.end, &ids.next_start].map(|id| proto.marker(id));
         for dialect in [Dialect::Bash, Dialect::Sh, Dialect::Pwsh] {
             for cmd in ["echo hi", "cat <<EOF\nx\nEOF", "printf '\\x03'\u{3}\t"] {
                 let source = if dialect.needs_file(cmd) {
-                    CommandSource::File(Path::new("/tmp/d/cmd"))
+                    CommandSource::File {
+                        path: Path::new("/tmp/d/cmd"),
+                        command: cmd,
+                    }
                 } else {
                     CommandSource::Inline(cmd)
                 };

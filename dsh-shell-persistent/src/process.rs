@@ -116,6 +116,9 @@ pub(crate) struct Process {
     errexit: bool,
     /// The last call's status.
     last_status: i32,
+    /// bash waits at its prompt in POSIX mode: the last call ended through
+    /// its epilogue, or none ran since the init line (which enters it).
+    in_posix: bool,
     scratch: Option<tempfile::TempDir>,
     /// The search for the marker prefix, kept from call to call.
     search: Option<Search>,
@@ -180,6 +183,7 @@ impl Process {
             home: None,
             errexit: false,
             last_status: 0,
+            in_posix: true,
             scratch: None,
             search: None,
         };
@@ -260,6 +264,8 @@ impl Process {
             end: end.to_owned(),
             next_start: next_start.to_owned(),
             after_syntax_error: self.last_status == 2,
+            // Until this call's epilogue shows its end prompt.
+            in_posix: std::mem::take(&mut self.in_posix),
         };
         let (file, local_file) = if dialect.needs_file(command) {
             match self.put_command_file(command, shell).await? {
@@ -270,7 +276,7 @@ impl Process {
             (None, None)
         };
         let source = match &file {
-            Some(path) => CommandSource::File(path),
+            Some(path) => CommandSource::File { path, command },
             None => CommandSource::Inline(command),
         };
         let line = dialect.call_line(&self.proto, &source, &ids);
@@ -541,6 +547,7 @@ impl<'a> CallState<'a> {
         self.process.last_status = status.unwrap_or(-1);
         match Seen::of(which, &tag, &self.ids.call) {
             Seen::End(repairs) => {
+                self.process.in_posix = true;
                 self.process.errexit = repairs.errexit;
                 self.process.last_end = Some(self.ids.end.clone());
                 return Some(End::Completed { status, repairs });

@@ -689,12 +689,12 @@ async fn commands_waiting_for_input_do_not_hang(w: Where) {
 async fn tracing_shows_only_the_commands(w: Where) {
     let f = Fixture::new(w).await;
     let out = f.run("set -x; printf '%s\\n' traced").await;
-    assert_eq!(out, "+++ printf '%s\\n' traced\ntraced");
+    assert_eq!(out, "++ printf '%s\\n' traced\ntraced");
     let out = f.run("echo two; false").await;
-    assert_eq!(out, "+++ echo two\ntwo\n+++ false\n[exit code: 1]");
+    assert_eq!(out, "++ echo two\ntwo\n++ false\n[exit code: 1]");
     let out = f.run("set +x; set -v; echo verbose").await;
     // The line was read before `set -v`: its rest is not echoed.
-    assert_eq!(out, "+++ set +x\nverbose");
+    assert_eq!(out, "++ set +x\nverbose");
     let out = f.run("echo three").await;
     assert_eq!(out, "echo three\nthree");
     assert_eq!(f.run("set +v").await, "set +v");

@@ -2,9 +2,9 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines four functions with random names (the
-//! prologue, the one that keeps the status, the epilogue and its rare
-//! repair path), parsed once and made read-only (`readonly -f`): a command
+//! The shell's init line defines five functions with random names (the
+//! prologue, the one that keeps the status and its rare path, the epilogue
+//! and its rare repair path), parsed once and made read-only (`readonly -f`): a command
 //! cannot redefine, unset or replace them, so a call through their random
 //! names (with `\` before it, so no alias) reaches them whatever the
 //! command defined. The init line ends by entering POSIX mode
@@ -33,9 +33,10 @@
 //!    statement: an assignment to a read-only variable abandons the rest of
 //!    the function, so the tag it sets last (`q` and the attributes of a
 //!    set `POSIXLY_CORRECT` and `PS0`) shows whether all went through.
-//!    After status 2 it also parses an empty `eval` in POSIX mode, which
-//!    clears what a syntax error left in bash's parser (else the next
-//!    prompt shows a stale `PS1`).
+//!    With `set -x`/`-v` on or after status 2 it calls its rare path, which
+//!    turns them off and, after status 2, parses an empty `eval` in POSIX
+//!    mode, which clears what a syntax error left in bash's parser (else
+//!    the next prompt shows a stale `PS1`).
 //! 5. the epilogue, called with the end prompt, one statement: if the
 //!    prologue ran, the tag is exactly `q`, every standard stream is the
 //!    terminal and `set -e` is off, it makes `PS1` the end marker and the
@@ -59,7 +60,7 @@
 //! Inside the functions a `DEBUG` trap does not fire (unless `functrace` or
 //! `extdebug` is on), and their text is never parsed again. bash copies a
 //! function's body at every call, so the common path's bodies are kept
-//! small.
+//! small and each rare path is a function of its own.
 //!
 //! While the command runs, `PS1` is the *abandon prompt*: the shell's marker
 //! prefix and abandon id, `${tag}` and `$?`, expanded when bash shows it. If
@@ -232,6 +233,9 @@ pub(crate) enum Var {
     /// The epilogue's rare path: reopens standard streams on the terminal
     /// and notes `set -e`.
     Repair = b'R',
+    /// The status keeper's rare path: turns `set -x` and `set -v` off and,
+    /// after status 2, resets bash's parser, in POSIX mode.
+    Settle = b'W',
 }
 
 /// One shell's protocol: its marker prefix, abandon id and variable names.
@@ -306,18 +310,20 @@ impl Protocol {
             v(Var::Tag)
         );
         let functions = format!(
-            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
+            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{settle}() {{\n{settlec}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
             pre = v(Var::Prologue),
             prec = self.prologue(),
             ended = v(Var::Ended),
             endedc = self.ended(),
+            settle = v(Var::Settle),
+            settlec = self.settle(),
             post = v(Var::Epilogue),
             postc = self.epilogue(),
             repair = v(Var::Repair),
             repairc = self.repair(),
         );
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {post} {repair}; export PS1; PS0={ps0}; PS1={ready} {enter}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {settle} {post} {repair}; export PS1; PS0={ps0}; PS1={ready} {enter}\n",
             enter = self.enter_posix(),
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
@@ -331,6 +337,7 @@ impl Protocol {
             functions = bash_ansi_c(&functions),
             pre = v(Var::Prologue),
             ended = v(Var::Ended),
+            settle = v(Var::Settle),
             post = v(Var::Epilogue),
             repair = v(Var::Repair),
             ps0 = bash_ansi_c(&self.prompt_form(first_start)),
@@ -402,16 +409,14 @@ impl Protocol {
     /// freed memory when `PS0` is assigned again here after a parse that
     /// met the end of the command's text): the epilogue's common path needs
     /// exactly `q`, and its repair path stops at a tag without `q` or with
-    /// `r` (read-only). After status 2 (a syntax error) it parses an empty
-    /// `eval` in POSIX mode, which resets the parser state the error left.
-    /// The last statement's status is 0 (with `set -e`, the function's
-    /// status would end the shell).
+    /// `r` (read-only). With `set -x` or `set -v` on, or after status 2, it
+    /// calls [`Protocol::settle`]. The last statement's status is 0 (with
+    /// `set -e`, the function's status would end the shell).
     fn ended(&self) -> String {
         let v = |c| self.var(c);
         format!(
             "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS1=${{PS1-}} {k}=q${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}}${{PS0+${{PS0@a}}}}\n\
-case ${o} in *[xv]*) {enter}; set +xv; {leave};; esac\n\
-case ${s} in 2) {enter}; \\eval ''; {leave};; esac\n",
+case ${o}:${s} in *[xv]*|*:2) \\{settle};; esac\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),
@@ -419,6 +424,21 @@ case ${s} in 2) {enter}; \\eval ''; {leave};; esac\n",
             m = v(Var::Command),
             f = v(Var::Repaired),
             u = v(Var::UserPromptCommand),
+            settle = v(Var::Settle),
+        )
+    }
+
+    /// The rare path of [`Protocol::ended`], its own function because bash
+    /// copies a function's body at every call: in POSIX mode (so `set` and
+    /// `eval` are the builtins), turns `set -x` and `set -v` off, and after
+    /// status 2 (a syntax error) parses an empty `eval`, which resets the
+    /// parser state the error left (else the next prompt shows a stale
+    /// `PS1`).
+    fn settle(&self) -> String {
+        format!(
+            "{enter}\ncase ${o} in *[xv]*) set +xv;; esac\ncase ${s} in 2) \\eval '';; esac\n{leave}\n",
+            o = self.var(Var::Options),
+            s = self.var(Var::Status),
             enter = self.enter_posix(),
             leave = self.restore_posix(),
         )
@@ -432,7 +452,7 @@ case ${s} in 2) {enter}; \\eval ''; {leave};; esac\n",
     /// (with `set -e`, the function's status would end the shell).
     fn epilogue(&self) -> String {
         format!(
-            "[[ ${k} == q && ${c} == 1 && -t 2 && -t 1 && -t 0 && ! -o errexit ]] && PS1=$1:${{{s}}}# {enter} || \\{repair} \"$1\"\n",
+            "[[ ${k}${c} == q1 && -t 2 && -t 1 && -t 0 && ! -o errexit ]] && PS1=$1:${{{s}}}# {enter} || \\{repair} \"$1\"\n",
             enter = self.enter_posix(),
             k = self.var(Var::Tag),
             c = self.var(Var::PrologueRan),

@@ -160,12 +160,13 @@ impl Fatal {
 /// Removes what bash printed around a fatal marker (`bash: <variable>: `)
 /// from the end of a result: the tool's own diagnostics are not output.
 pub(crate) fn strip_fatal_residue(text: &mut String) {
-    const SHAPE: &str = "bash: _D01234567_z: ";
-    let Some(i) = text.rfind("bash: _D") else {
+    const HEAD: &str = "bash: _D";
+    const TAIL: &str = "_z: ";
+    let Some(i) = text.rfind(HEAD) else {
         return;
     };
     let tail = &text[i..];
-    if tail.len() == SHAPE.len() && tail.ends_with("_z: ") {
+    if tail.len() == HEAD.len() + STEM_HEX + TAIL.len() && tail.ends_with(TAIL) {
         text.truncate(i);
         if text.ends_with('\n') {
             text.pop();
@@ -238,17 +239,26 @@ pub(crate) enum Var {
     Settle = b'W',
 }
 
+/// How many random hex digits the protocol's names carry: few, since bash
+/// lexes each name in the call line and prints each statement it runs into
+/// `BASH_COMMAND` (a digit less is about 3k instructions less a call). They
+/// are random so that no script's own names meet them by chance; no
+/// guarantee rests on them being secret (`set` lists them), but on the
+/// functions being read-only and the variables checked at every call.
+pub(crate) const STEM_HEX: usize = 4;
+
 /// One shell's protocol: its marker prefix, abandon id and variable names.
 #[derive(Debug, Clone)]
 pub(crate) struct Protocol {
     prefix: String,
     abandon: String,
-    /// `_D` + 8 random hex digits + `_`: the variables' common stem.
+    /// `_D` + [`STEM_HEX`] random hex digits + `_`: the variables' common
+    /// stem.
     stem: String,
 }
 
 impl Protocol {
-    /// `prefix` and `abandon` are 16 hex digits, `stem_hex` 8.
+    /// `prefix` and `abandon` are 16 hex digits, `stem_hex` [`STEM_HEX`].
     pub(crate) fn new(prefix: &str, abandon: &str, stem_hex: &str) -> Protocol {
         Protocol {
             prefix: prefix.to_owned(),
@@ -727,7 +737,7 @@ mod tests {
 
     #[test]
     fn call_line_is_the_formatted_line() {
-        let proto = Protocol::new(P, "aaaabbbbccccdddd", "12345678");
+        let proto = Protocol::new(P, "aaaabbbbccccdddd", "1234");
         let path = std::path::Path::new("/tmp/it's \\ a\tfile\u{7f}é");
         let sources = [
             CommandSource::Inline(""),
@@ -772,7 +782,7 @@ mod tests {
 
     #[test]
     fn no_line_holds_a_whole_marker() {
-        let proto = Protocol::new(P, "aaaabbbbccccdddd", "12345678");
+        let proto = Protocol::new(P, "aaaabbbbccccdddd", "1234");
         let ids = ["1111222233334444", "5555666677778888", "9999000011112222"];
         let init = proto.init_line(ids[0], ids[1]);
         let lines = [true, false].map(|in_posix| {
@@ -796,10 +806,10 @@ mod tests {
 
     #[test]
     fn the_prompt_form_escapes_one_character() {
-        let proto = Protocol::new(P, "aaaabbbbccccdddd", "12345678");
+        let proto = Protocol::new(P, "aaaabbbbccccdddd", "1234");
         assert_eq!(proto.prompt_form("ffff"), r"01234567\0709abcdefffff");
         assert_eq!(Fatal::from_tag("p"), Some(Fatal::ReadOnly));
-        let mut text = "bash: eval: command not found\nbash: _D0a1b2c3d_z: ".to_owned();
+        let mut text = "bash: eval: command not found\nbash: _D0a1b_z: ".to_owned();
         strip_fatal_residue(&mut text);
         assert_eq!(text, "bash: eval: command not found");
         assert_eq!(Fatal::from_tag("k12"), None);

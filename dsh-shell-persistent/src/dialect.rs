@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn wrappers_are_one_line_and_never_hold_a_whole_marker() {
-        let proto = Protocol::new(P, "8899aabbccddeeff", "01234567");
+        let proto = Protocol::new(P, "8899aabbccddeeff", "0123");
         let ids = CallIds {
             call: "c0c0c0c0".into(),
             start: "1111111111111111".into(),

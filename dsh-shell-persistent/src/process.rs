@@ -9,7 +9,7 @@ use std::time::Duration;
 use dsh_pty::{ExitStatus, Foreground, OutputStream, PtySession, Signal, SpawnSpec};
 use tokio::time::Instant;
 
-use crate::bash::{Fatal, Protocol, Repairs, Seen};
+use crate::bash::{Fatal, Protocol, Repairs, STEM_HEX, Seen};
 use crate::dialect::{CallIds, CommandSource, Dialect};
 use crate::drain::Reader;
 use crate::home;
@@ -136,7 +136,7 @@ impl Process {
         let argv = config.effective_argv();
         let ready = id(ID_LEN)?;
         let first_start = id(ID_LEN)?;
-        let proto = Protocol::new(&id(ID_LEN)?, &id(ID_LEN)?, &id(8)?);
+        let proto = Protocol::new(&id(ID_LEN)?, &id(ID_LEN)?, &id(STEM_HEX)?);
         let mut spec = SpawnSpec::new(&argv[0]);
         if !config.inherit_env {
             spec = spec.env_clear();

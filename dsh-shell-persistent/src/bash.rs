@@ -4,10 +4,10 @@
 //!
 //! The shell's init line defines five functions with random names (the
 //! prologue, the one that keeps the status and its rare path, the epilogue
-//! and its rare repair path), parsed once and made read-only (`readonly -f`): a command
-//! cannot redefine, unset or replace them, so a call through their random
-//! names (with `\` before it, so no alias) reaches them whatever the
-//! command defined. The init line ends by entering POSIX mode
+//! and its rare repair path), parsed once and made read-only
+//! (`readonly -f`): a command cannot redefine, unset or replace them, so a
+//! call through their random names (with `\` before it, so no alias)
+//! reaches them whatever the command defined. The init line ends by entering POSIX mode
 //! (`POSIXLY_CORRECT` set to the random stem of the protocol's names unless
 //! the user set it; it is set exactly when bash is in POSIX mode), and so
 //! does every call's epilogue: bash waits for each call line in POSIX mode,
@@ -31,8 +31,9 @@
 //!    and the options, turns `set -x`/`-v` off, so no later step is traced
 //!    or echoed, and assigns every variable the protocol writes in one
 //!    statement: an assignment to a read-only variable abandons the rest of
-//!    the function, so the tag it sets last (`q` and the attributes of a
-//!    set `POSIXLY_CORRECT` and `PS0`) shows whether all went through.
+//!    the line (the abandon prompt then shows the tag `p` it set first), so
+//!    the tag it sets last (`q` and the attributes of a set
+//!    `POSIXLY_CORRECT` and `PS0`) shows that all went through.
 //!    With `set -x`/`-v` on or after status 2 it calls its rare path, which
 //!    turns them off and, after status 2, parses an empty `eval` in POSIX
 //!    mode, which clears what a syntax error left in bash's parser (else

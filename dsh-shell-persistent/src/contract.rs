@@ -199,6 +199,7 @@ fn broken_line(why: BrokenReason, shell: &str) -> String {
         BrokenReason::ReadOnlyVariable => "[a variable the tool sets (PS0, PS1, PROMPT_COMMAND or one of its own) was made read-only]".to_owned(),
         BrokenReason::StreamsUnrecoverable => "[the tool could not point the shell back at its terminal after the command]".to_owned(),
         BrokenReason::WrapperDidNotRun => "[the tool's own commands did not run in the shell (a DEBUG trap with extdebug, a disabled builtin or a read-only variable stopped them)]".to_owned(),
+        BrokenReason::LineNotRun => format!("[the {shell} shell read the tool's command line and ran none of it (an alias of `{{` or `}}`, expanded because a trap turned POSIX mode off between calls, makes the line a syntax error)]"),
         BrokenReason::PromptExpansionOff => "[prompt expansion was turned off (shopt -u promptvars), which the tool needs]".to_owned(),
         BrokenReason::Replaced => "[another program replaced the shell (exec)]".to_owned(),
     }

@@ -100,7 +100,7 @@
 //! | bash abandoned the line (`SIGINT`, `set -u`, a syntax error) | bash's error text and `[exit code: N]` with bash's status; the shell keeps its state |
 //! | the command moved the shell's stdin, stdout or stderr away from the terminal | the result, then a line saying which stream the tool pointed back at the terminal |
 //! | the shell stopped itself (`kill -STOP $$`) | the tool continues it and says so ([`CONTINUED_NOTE`]) |
-//! | `eval`, `set` or `unset` disabled, a prompt variable or `POSIXLY_CORRECT` read-only, prompt expansion off, another program `exec`'d in the shell's place, the previous prompt back | the output, a line naming the cause, the reset line |
+//! | `eval`, `set` or `unset` disabled, a prompt variable or `POSIXLY_CORRECT` read-only, prompt expansion off, another program `exec`'d in the shell's place, the previous prompt back, bash back at its prompt without running any of the line (a syntax error an alias of `{` makes when a trap left POSIX mode between calls; seen within seconds) | the output, a line naming the cause, the reset line |
 //! | `set -e` was on and the shell exited | the exit line, [`ERREXIT_NOTE`], the reset line |
 //!
 //! Job status notices (`[1]+  Done ...`) never appear in a result (the job's

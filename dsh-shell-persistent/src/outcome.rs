@@ -153,6 +153,11 @@ pub enum BrokenReason {
     StreamsUnrecoverable,
     /// None of the tool's wrapper ran: the previous prompt came back.
     WrapperDidNotRun,
+    /// The shell read the tool's command line and ran none of it: it waits
+    /// at its prompt again and never printed the call's start marker (a
+    /// syntax error in the line, as an alias of `{` makes when a trap turned
+    /// POSIX mode off between calls).
+    LineNotRun,
     /// Prompt expansion was turned off (`shopt -u promptvars`).
     PromptExpansionOff,
     /// Another program replaced the shell (`exec`).

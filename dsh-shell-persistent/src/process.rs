@@ -33,6 +33,12 @@ const MAX_EOFS: u32 = 3;
 // group is killed (`SIGKILL`: no emergency save an editor would make on a
 // hang-up, and bash puts the terminal's modes back after a job a signal
 // killed).
+/// How long bash must wait at its prompt after a call line was written,
+/// reading its terminal, with no start marker and no output, before the line
+/// counts as read and not run (a syntax error at the top level: bash prints
+/// no `PS0` for it). Long beside the microseconds `PS0` takes, so that a
+/// loaded machine's late output is not taken for it.
+const NOT_RUN_PATIENCE: Duration = Duration::from_secs(2);
 /// How long an abandoned-line prompt may take to be confirmed (bash prints
 /// it, then blocks reading the terminal within microseconds).
 const CONFIRM_WITHIN: Duration = Duration::from_millis(100);
@@ -81,6 +87,9 @@ pub(crate) enum Broken {
     Fatal(Fatal),
     /// The previous call's prompt came back: none of this call's wrapper ran.
     Stale,
+    /// bash waits at its prompt and printed no start marker: it read the
+    /// line and ran none of it.
+    NotRun,
     /// Prompt expansion is off (`shopt -u promptvars`).
     NoPromptExpansion,
     /// Another program replaced the shell (`exec`).
@@ -436,6 +445,9 @@ struct CallState<'a> {
     continued: bool,
     /// This call's abandoned-line prompt, seen but not yet confirmed.
     unconfirmed: Option<Unconfirmed>,
+    /// Before the start marker: since when bash has been seen waiting at
+    /// its prompt with no output in between.
+    idle_unstarted: Option<Instant>,
     /// The program in front (not the shell), and how long it has waited
     /// for a person.
     person: Option<PersonWait>,
@@ -491,6 +503,7 @@ impl<'a> CallState<'a> {
             eofs_sent: 0,
             continued: false,
             unconfirmed: None,
+            idle_unstarted: None,
             person: None,
             ended: Vec::new(),
         }
@@ -517,7 +530,13 @@ impl<'a> CallState<'a> {
                 () = cancel.as_mut() => Some(End::Cancelled),
                 chunk = self.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
                 () = timeout.as_mut() => Some(self.on_timeout().await),
-                _ = checks.tick(), if self.scanner.started() => self.on_tick().await,
+                _ = checks.tick(), if self.scanner.started() || self.watch_unstarted() => {
+                    if self.scanner.started() {
+                        self.on_tick().await
+                    } else {
+                        self.on_tick_unstarted().await
+                    }
+                }
             };
             if let Some(end) = end {
                 return self.outcome(end);
@@ -534,6 +553,7 @@ impl<'a> CallState<'a> {
         let Some(chunk) = chunk else {
             return Some(self.on_output_end().await);
         };
+        self.idle_unstarted = None;
         let text = &mut self.text;
         let Progress::Prompt { which, tag, status } =
             self.scanner.feed(chunk.as_ref(), &mut |b| text.feed(b))
@@ -593,6 +613,37 @@ impl<'a> CallState<'a> {
         self.finish_scan();
         let _ = self.process.session.end(KILL_GRACE).await;
         End::TimedOut
+    }
+
+    /// Whether the periodic look runs before the start marker: for bash
+    /// (whose line can fail to parse as a whole) where the shell's own
+    /// process can be told apart.
+    fn watch_unstarted(&self) -> bool {
+        self.config.dialect == Dialect::Bash && self.process.home.is_some()
+    }
+
+    /// The periodic look before the start marker: bash in front and seen
+    /// blocked reading its terminal (not merely "cannot tell"), with
+    /// nothing printed in between, for [`NOT_RUN_PATIENCE`]: it read the
+    /// line and ran none of it.
+    async fn on_tick_unstarted(&mut self) -> Option<End> {
+        let look = self.process.look().await;
+        let waiting = match (&self.process.home, &look.fg) {
+            (Some(home), Some(fg)) => {
+                home.in_front(fg) && !look.replaced && fg.waiting_for_input == Some(true)
+            }
+            _ => false,
+        };
+        if !waiting {
+            self.idle_unstarted = None;
+            return None;
+        }
+        let now = Instant::now();
+        let since = *self.idle_unstarted.get_or_insert(now);
+        (now.duration_since(since) >= NOT_RUN_PATIENCE).then(|| {
+            self.finish_scan();
+            End::Broken(Broken::NotRun)
+        })
     }
 
     /// The periodic look at the foreground: an abandoned line confirmed, a

@@ -497,6 +497,7 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
                 Broken::Fatal(Fatal::ReadOnly) => BrokenReason::ReadOnlyVariable,
                 Broken::Fatal(Fatal::Epilogue) => BrokenReason::StreamsUnrecoverable,
                 Broken::Stale => BrokenReason::WrapperDidNotRun,
+                Broken::NotRun => BrokenReason::LineNotRun,
                 Broken::NoPromptExpansion => BrokenReason::PromptExpansionOff,
                 Broken::Replaced => BrokenReason::Replaced,
             };

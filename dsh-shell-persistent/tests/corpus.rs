@@ -393,6 +393,49 @@ async fn a_fixed_sequence_after_set_e() {
     f.pool.close_all().await;
 }
 
+/// Waits (bounded) until `path` exists.
+async fn wait_for_file(path: &Path) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// bash waits for each call line in POSIX mode, where no alias of `{` is
+/// expanded; a trap that leaves POSIX mode between calls, with such an
+/// alias, makes the next line a syntax error that bash reads and runs none
+/// of (no start marker). The call ends in a reset that says so, long
+/// before the timeout, and the next call runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_bash_reads_and_does_not_run_ends_in_a_reset_not_the_timeout() {
+    let f = Fixture::new();
+    let go = f.seen.path().join("go");
+    let fired = f.seen.path().join("fired");
+    let setup = format!(
+        "alias '{{'='echo X;'; trap 'set +o posix; : >\"{fired}\"' USR1; (while [ ! -e \"{go}\" ]; do sleep 0.01; done; kill -USR1 $$) & echo set",
+        fired = fired.display(),
+        go = go.display(),
+    );
+    assert!(f.run("t", &setup).await.ends_with("set"));
+    // The signal comes between calls, once this one has ended.
+    std::fs::write(&go, b"").unwrap();
+    wait_for_file(&fired).await;
+    let out = f.run("t", "echo hi").await;
+    assert!(!out.contains("hi"), "{out:?}");
+    assert!(
+        out.contains("read the tool's command line and ran none of it"),
+        "{out:?}"
+    );
+    assert!(out.contains(&reset_line()), "{out:?}");
+    assert_eq!(f.run("t", "echo again").await, "again");
+    f.pool.close_all().await;
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 32,

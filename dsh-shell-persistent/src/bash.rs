@@ -72,7 +72,7 @@
 //! carry one character as an octal escape, so `echo $PS1`, `set` or `env`
 //! never print a marker; only the prompt itself does.
 
-use crate::dialect::CommandSource;
+use crate::dialect::{CallIds, CommandSource};
 use crate::marker::Prompt;
 use crate::quote::{bash_ansi_c, push_ansi_c_body, split_token};
 
@@ -508,7 +508,8 @@ PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
         format!("{CALL_TAG}{call_id}")
     }
 
-    /// The one physical line of a call. `call_id` goes into the abandon tag;
+    /// The one physical line of a call (`ids.start` was set one call
+    /// ahead). The call id goes into the abandon tag;
     /// `after_syntax_error` (the previous call's status was 2) adds a
     /// throwaway `[[` in POSIX mode: after a `[[` syntax error, bash 5.x
     /// fails to parse the next `[[` once, and that should not be the model's.
@@ -517,15 +518,16 @@ PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
     /// from aliases. Otherwise (a line bash abandoned, a call ended by the
     /// timeout or cancelled) the line enters POSIX mode itself and `\eval`s
     /// its steps, which bash then parses in POSIX mode.
-    pub(crate) fn call_line(
-        &self,
-        source: &CommandSource<'_>,
-        call_id: &str,
-        end: &str,
-        next_start: &str,
-        after_syntax_error: bool,
-        in_posix: bool,
-    ) -> String {
+    pub(crate) fn call_line(&self, source: &CommandSource<'_>, ids: &CallIds) -> String {
+        let CallIds {
+            call: call_id,
+            end,
+            next_start,
+            after_syntax_error,
+            in_posix,
+            ..
+        } = ids;
+        let (after_syntax_error, in_posix) = (*after_syntax_error, *in_posix);
         let source_len = match source {
             CommandSource::Inline(cmd) => cmd.len(),
             CommandSource::File { path, .. } => path.as_os_str().len(),
@@ -677,6 +679,24 @@ mod tests {
     }
     /// The call line as it was written with `format!`: the one-buffer
     /// version must write the same text.
+    /// The ids of one call (the start id is unused by the line).
+    fn call_ids(
+        call: &str,
+        end: &str,
+        next_start: &str,
+        after_syntax_error: bool,
+        in_posix: bool,
+    ) -> CallIds {
+        CallIds {
+            call: call.to_owned(),
+            start: String::new(),
+            end: end.to_owned(),
+            next_start: next_start.to_owned(),
+            after_syntax_error,
+            in_posix,
+        }
+    }
+
     fn call_line_reference(
         proto: &Protocol,
         source: &CommandSource<'_>,
@@ -755,14 +775,14 @@ mod tests {
         ];
         for source in &sources {
             for (after, in_posix) in [(false, true), (true, true), (false, false), (true, false)] {
-                let got = proto.call_line(
-                    source,
+                let ids = call_ids(
                     "0123abcd",
                     "feedface01234567",
                     "9876543210abcdef",
                     after,
                     in_posix,
                 );
+                let got = proto.call_line(source, &ids);
                 let want = call_line_reference(
                     &proto,
                     source,
@@ -789,11 +809,7 @@ mod tests {
         let lines = [true, false].map(|in_posix| {
             proto.call_line(
                 &CommandSource::Inline("echo 'it's"),
-                "c0ffee00",
-                ids[1],
-                ids[2],
-                true,
-                in_posix,
+                &call_ids("c0ffee00", ids[1], ids[2], true, in_posix),
             )
         });
         for text in [&init, &lines[0], &lines[1]] {

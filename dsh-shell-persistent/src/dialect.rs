@@ -122,14 +122,7 @@ impl Dialect {
         let start = || proto.marker(&ids.start);
         let end = || proto.marker(&ids.end);
         match self {
-            Dialect::Bash => proto.call_line(
-                source,
-                &ids.call,
-                &ids.end,
-                &ids.next_start,
-                ids.after_syntax_error,
-                ids.in_posix,
-            ),
+            Dialect::Bash => proto.call_line(source, ids),
             Dialect::Sh => {
                 let run = match source {
                     CommandSource::Inline(cmd) => format!("\\eval {}", posix_single(cmd)),

@@ -205,7 +205,9 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
             .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?
             as i32,
         #[cfg(target_os = "linux")]
-        Leader::Spawned(pid) => *pid,
+        Leader::Spawned(child) => child
+            .pid()
+            .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?,
     };
     // SAFETY: the `AsyncFd` owns the descriptor for its whole life and the
     // descriptor is never replaced (`get_mut` is not used), so it stays valid
@@ -265,7 +267,7 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
 enum Leader {
     Forked(tokio::process::Child),
     #[cfg(target_os = "linux")]
-    Spawned(i32),
+    Spawned(posix_spawn::Unreaped),
 }
 
 impl Leader {
@@ -274,7 +276,7 @@ impl Leader {
         match self {
             Leader::Forked(mut child) => child.wait().await,
             #[cfg(target_os = "linux")]
-            Leader::Spawned(pid) => posix_spawn::wait(pid).await,
+            Leader::Spawned(child) => posix_spawn::wait(child).await,
         }
     }
 }

@@ -64,8 +64,18 @@ fn reap_orphans() {
     });
 }
 
-/// Hands the child to [`ORPHANS`] if its waiter goes away before reaping it.
-struct Unreaped(Option<i32>);
+/// A child this process started and has not reaped: handed to [`ORPHANS`]
+/// if dropped before [`wait`] reaps it. Made at the spawn itself, so that a
+/// waiter dropped before it first ran (its runtime shut down at once) hands
+/// the child over too.
+pub(super) struct Unreaped(Option<i32>);
+
+impl Unreaped {
+    /// The child's pid.
+    pub(super) fn pid(&self) -> Option<i32> {
+        self.0
+    }
+}
 
 impl Drop for Unreaped {
     fn drop(&mut self) {
@@ -75,11 +85,12 @@ impl Drop for Unreaped {
     }
 }
 
-/// Waits for `pid`, a child this process started and has not reaped, to
-/// exit, and reaps it.
-pub(super) async fn wait(pid: i32) -> std::io::Result<std::process::ExitStatus> {
+/// Waits for the child to exit, and reaps it.
+pub(super) async fn wait(mut unreaped: Unreaped) -> std::io::Result<std::process::ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
-    let mut unreaped = Unreaped(Some(pid));
+    let Some(pid) = unreaped.0 else {
+        return Err(std::io::Error::from_raw_os_error(libc::ECHILD));
+    };
     // SAFETY: the `AsyncFd` owns the pidfd for its whole life and it is
     // never replaced, so it stays valid until tokio deregisters it on drop.
     let fd = unsafe { AsyncFd::register_with_interest(pidfd_open(pid)?, Interest::READABLE) }
@@ -106,12 +117,12 @@ pub(super) async fn wait(pid: i32) -> std::io::Result<std::process::ExitStatus> 
 }
 
 /// Starts `spec`'s program as the leader of a new session whose controlling
-/// terminal is `tty`; returns its pid.
+/// terminal is `tty`.
 pub(super) fn spawn_leader(
     spec: &SpawnSpec,
     tty: &Path,
     reset: &[libc::c_int],
-) -> Result<i32, PtyError> {
+) -> Result<Unreaped, PtyError> {
     reap_orphans();
     let invalid = |what: &str| PtyError::Spawn {
         program: spec.program_lossy(),
@@ -174,7 +185,7 @@ pub(super) fn spawn_leader(
         )
     };
     match code {
-        0 => Ok(pid),
+        0 => Ok(Unreaped(Some(pid))),
         // The directory went away since the spec was checked, or the
         // program did.
         libc::ENOENT | libc::ENOTDIR => {

@@ -184,12 +184,20 @@ fn open_parent(root: &Dir, rel: &Path, create: bool) -> io::Result<Dir> {
     }
 }
 
-fn write_temp(dir: &Dir, tmp: &OsString, data: &[u8], mode: u32) -> io::Result<std::fs::File> {
+/// Creates `tmp` in `dir` with `data`; returns it and the time the kernel
+/// gave it when it was created (for [`LocalFs::after_the_tick`]).
+fn write_temp(
+    dir: &Dir,
+    tmp: &OsString,
+    data: &[u8],
+    mode: u32,
+) -> io::Result<(std::fs::File, Option<std::time::SystemTime>)> {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true).mode(mode);
     let mut file = dir.open_with(tmp, &options)?.into_std();
+    let began = file.metadata().and_then(|m| m.modified()).ok();
     file.write_all(data)?;
-    Ok(file)
+    Ok((file, began))
 }
 
 /// Where a write lands: the directory (opened beneath its root and
@@ -249,7 +257,7 @@ pub(crate) fn create_new(
     FsError::check_file_size(path, data.len() as u64, file_size)?;
     let tmp = temp_name(&name);
     // The process umask applies to 0o666, as `open(2)` would do.
-    let file = write_temp(&dir, &tmp, data, 0o666).map_err(io)?;
+    let (file, _) = write_temp(&dir, &tmp, data, 0o666).map_err(io)?;
     let result = file
         .sync_all()
         .and_then(|()| dir.hard_link(&tmp, &dir, &name));
@@ -300,10 +308,12 @@ pub(crate) fn replace(
     let before = version_now()?;
     FsError::check_file_size(path, data.len() as u64, file_size)?;
     let tmp = temp_name(&name);
-    let file = write_temp(&dir, &tmp, data, 0o600).map_err(io)?;
+    let (file, began) = write_temp(&dir, &tmp, data, 0o600).map_err(io)?;
     let finish = || -> Result<Version, Outcome> {
-        // Edits the next command sees: a same-size edit gets a later second.
+        // Edits the next command sees: a same-size edit gets a later second,
+        // every edit a time after what was written before it.
         LocalFs::later_second(&file, &before).map_err(io)?;
+        LocalFs::after_the_tick(&file, began).map_err(io)?;
         file.set_permissions(before.permissions()).map_err(io)?;
         // Keep the owner where we may (as root); elsewhere chown fails harmlessly.
         let _ = std::os::unix::fs::fchown(&file, Some(before.uid()), Some(before.gid()));

@@ -30,6 +30,10 @@ use super::{BlockingFs, DirEntry, FileKind, Fs, FsError, Metadata, Version};
 ///   future ([`LocalFs::later_second`]), so a cache keyed on the time in
 ///   seconds and the size (Python's bytecode) never takes the edit for the
 ///   old content.
+/// * [`Fs::replace`] leaves the file newer than every file written before
+///   it began, even in the same tick of the kernel's clock for file times
+///   ([`LocalFs::after_the_tick`]), so `make` rebuilds what an edit made
+///   right after a build changed.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), dsh_editor::fs::FsError> {
@@ -93,6 +97,29 @@ impl LocalFs {
     ///   nothing is changed then.
     pub fn later_second(new: &std::fs::File, old: &std::fs::Metadata) -> std::io::Result<()> {
         later_second(new, old)
+    }
+
+    /// Moves `new`'s modification time 1 ns past `began`, the time the
+    /// kernel gave the file when it was created (read right then), if the
+    /// writes since left it that time: the kernel stamps writes from a
+    /// coarse clock, the same for every file written in one tick, so a file
+    /// written just before the edit began (`make`'s target, copied from
+    /// this very source) would otherwise have the edit's time exactly and
+    /// `make` would take the edit as no newer. Never ahead of the clock
+    /// (the tick began before the file was created); a file written later
+    /// in that same tick gets the tick's time, 1 ns earlier, so a build run
+    /// within the tick may run once more: an extra build, where the other
+    /// way was a missed one. Linux ≥ 6.13 gives a write a fine-grained
+    /// time once the file's time has been read, as reading `began` does, so
+    /// there this rarely changes anything.
+    pub fn after_the_tick(new: &std::fs::File, began: Option<SystemTime>) -> std::io::Result<()> {
+        let Some(began) = began else {
+            return Ok(());
+        };
+        if new.metadata()?.modified().ok() == Some(began) {
+            new.set_modified(began + Duration::from_nanos(1))?;
+        }
+        Ok(())
     }
 }
 
@@ -263,8 +290,10 @@ fn replace_sync(path: &Path, data: &[u8], expected: &Version) -> Result<Version,
     let (dir, name) = split_parent(&target)?;
     let mut tmp = temp_in(&dir, &name)?;
     let io = |e| FsError::from_io(path, e);
+    let began = tmp.as_file().metadata().and_then(|m| m.modified()).ok();
     tmp.write_all(data).map_err(io)?;
     later_second(tmp.as_file(), &before).map_err(io)?;
+    LocalFs::after_the_tick(tmp.as_file(), began).map_err(io)?;
     std::fs::set_permissions(tmp.path(), before.permissions()).map_err(io)?;
     #[cfg(unix)]
     {
@@ -477,6 +506,33 @@ mod tests {
         assert_eq!(bytes, b"one\n");
         run_here(Fs::replace(&fs, &path, b"two\n".to_vec(), &version)).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
+    }
+
+    /// `make`'s loop at the speed of a program: the target is written just
+    /// before each edit of its source, mostly in the same tick of the
+    /// kernel's clock for file times; the edited source is newer every time.
+    #[test]
+    fn an_edit_is_newer_than_a_file_written_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, out) = (dir.path().join("src.txt"), dir.path().join("out.txt"));
+        let fs = LocalFs::new();
+        BlockingFs::create_new(&fs, &src, b"round 0\n").unwrap();
+        for round in 1..=50 {
+            let (text, version) = BlockingFs::read(&fs, &src, u64::MAX).unwrap();
+            std::fs::write(&out, &text).unwrap();
+            // Another size each round: the same-size rule stays out of it.
+            let text = format!("round {}\n", "x".repeat(round));
+            BlockingFs::replace(&fs, &src, text.as_bytes(), &version).unwrap();
+            let (src_time, out_time) = (
+                std::fs::metadata(&src).unwrap().modified().unwrap(),
+                std::fs::metadata(&out).unwrap().modified().unwrap(),
+            );
+            assert!(
+                src_time > out_time,
+                "round {round}: {src_time:?} {out_time:?}"
+            );
+            assert!(src_time <= SystemTime::now());
+        }
     }
 
     #[cfg(unix)]

@@ -509,37 +509,48 @@ impl<'a> CallState<'a> {
         }
     }
 
-    /// Runs the call to its end.
-    async fn run<C: Future<Output = ()>>(mut self, mut cancel: Pin<&mut C>) -> Outcome {
-        // A host's timeout may be any duration: one beyond what the clock
-        // can add is a deadline that never comes (about 30 years).
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(self.timeout)
-            .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
-        // The first look at the foreground comes after one period: most
-        // calls end long before, and inspecting /proc is not free.
-        let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
-        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // One timer for the whole call, not one made (and cancelled) at
-        // each chunk.
-        let mut timeout = pin!(tokio::time::sleep_until(deadline));
-        loop {
-            let end = tokio::select! {
-                biased;
-                () = cancel.as_mut() => Some(End::Cancelled),
-                chunk = self.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
-                () = timeout.as_mut() => Some(self.on_timeout().await),
-                _ = checks.tick(), if self.scanner.started() || self.watch_unstarted() => {
-                    if self.scanner.started() {
-                        self.on_tick().await
-                    } else {
-                        self.on_tick_unstarted().await
+    /// Runs the call to its end. Not an `async fn`: that would keep the
+    /// state twice in its future (the argument, and the local it is moved
+    /// into), and every future that awaits this one is that much larger.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps its arguments twice"
+    )]
+    fn run<C: Future<Output = ()>>(
+        mut self,
+        mut cancel: Pin<&mut C>,
+    ) -> impl Future<Output = Outcome> {
+        async move {
+            // A host's timeout may be any duration: one beyond what the clock
+            // can add is a deadline that never comes (about 30 years).
+            let now = Instant::now();
+            let deadline = now
+                .checked_add(self.timeout)
+                .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
+            // The first look at the foreground comes after one period: most
+            // calls end long before, and inspecting /proc is not free.
+            let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
+            checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // One timer for the whole call, not one made (and cancelled) at
+            // each chunk.
+            let mut timeout = pin!(tokio::time::sleep_until(deadline));
+            loop {
+                let end = tokio::select! {
+                    biased;
+                    () = cancel.as_mut() => Some(End::Cancelled),
+                    chunk = self.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
+                    () = timeout.as_mut() => Some(self.on_timeout().await),
+                    _ = checks.tick(), if self.scanner.started() || self.watch_unstarted() => {
+                        if self.scanner.started() {
+                            self.on_tick().await
+                        } else {
+                            self.on_tick_unstarted().await
+                        }
                     }
+                };
+                if let Some(end) = end {
+                    return self.outcome(end);
                 }
-            };
-            if let Some(end) = end {
-                return self.outcome(end);
             }
         }
     }

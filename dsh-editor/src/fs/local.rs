@@ -109,9 +109,10 @@ impl LocalFs {
     /// (the tick began before the file was created); a file written later
     /// in that same tick gets the tick's time, 1 ns earlier, so a build run
     /// within the tick may run once more: an extra build, where the other
-    /// way was a missed one. Linux ≥ 6.13 gives a write a fine-grained
-    /// time once the file's time has been read, as reading `began` does, so
-    /// there this rarely changes anything.
+    /// way was a missed one. Where the kernel has multigrain file times
+    /// (Linux ≥ 6.13 on ext4, XFS, Btrfs and tmpfs), a write to a file whose
+    /// time was read since its last change, as reading `began` does, gets a
+    /// fine-grained time, so there this rarely changes anything.
     pub fn after_the_tick(new: &std::fs::File, began: Option<SystemTime>) -> std::io::Result<()> {
         let Some(began) = began else {
             return Ok(());

@@ -677,8 +677,6 @@ mod tests {
             assert_eq!(Seen::of(which, tag, call), want, "{which:?} {tag:?}");
         }
     }
-    /// The call line as it was written with `format!`: the one-buffer
-    /// version must write the same text.
     /// The ids of one call (the start id is unused by the line).
     fn call_ids(
         call: &str,
@@ -697,6 +695,8 @@ mod tests {
         }
     }
 
+    /// The call line as it was written with `format!`: the one-buffer
+    /// version must write the same text.
     fn call_line_reference(
         proto: &Protocol,
         source: &CommandSource<'_>,

@@ -205,9 +205,7 @@ fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
             .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?
             as i32,
         #[cfg(target_os = "linux")]
-        Leader::Spawned(child) => child
-            .pid()
-            .ok_or_else(|| PtyError::io("reading the child's pid", std::io::ErrorKind::NotFound))?,
+        Leader::Spawned(child) => child.pid(),
     };
     // SAFETY: the `AsyncFd` owns the descriptor for its whole life and the
     // descriptor is never replaced (`get_mut` is not used), so it stays valid

@@ -68,19 +68,22 @@ fn reap_orphans() {
 /// if dropped before [`wait`] reaps it. Made at the spawn itself, so that a
 /// waiter dropped before it first ran (its runtime shut down at once) hands
 /// the child over too.
-pub(super) struct Unreaped(Option<i32>);
+pub(super) struct Unreaped {
+    pid: i32,
+    reaped: bool,
+}
 
 impl Unreaped {
     /// The child's pid.
-    pub(super) fn pid(&self) -> Option<i32> {
-        self.0
+    pub(super) fn pid(&self) -> i32 {
+        self.pid
     }
 }
 
 impl Drop for Unreaped {
     fn drop(&mut self) {
-        if let (Some(pid), Ok(mut orphans)) = (self.0.take(), ORPHANS.lock()) {
-            orphans.push(pid);
+        if let (false, Ok(mut orphans)) = (self.reaped, ORPHANS.lock()) {
+            orphans.push(self.pid);
         }
     }
 }
@@ -88,9 +91,7 @@ impl Drop for Unreaped {
 /// Waits for the child to exit, and reaps it.
 pub(super) async fn wait(mut unreaped: Unreaped) -> std::io::Result<std::process::ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
-    let Some(pid) = unreaped.0 else {
-        return Err(std::io::Error::from_raw_os_error(libc::ECHILD));
-    };
+    let pid = unreaped.pid;
     // SAFETY: the `AsyncFd` owns the pidfd for its whole life and it is
     // never replaced, so it stays valid until tokio deregisters it on drop.
     let fd = unsafe { AsyncFd::register_with_interest(pidfd_open(pid)?, Interest::READABLE) }
@@ -103,12 +104,12 @@ pub(super) async fn wait(mut unreaped: Unreaped) -> std::io::Result<std::process
             -1 => {
                 let err = std::io::Error::last_os_error();
                 if err.kind() != std::io::ErrorKind::Interrupted {
-                    unreaped.0 = None;
+                    unreaped.reaped = true;
                     return Err(err);
                 }
             }
             _ => {
-                unreaped.0 = None;
+                unreaped.reaped = true;
                 return Ok(std::process::ExitStatus::from_raw(status));
             }
         }
@@ -185,7 +186,7 @@ pub(super) fn spawn_leader(
         )
     };
     match code {
-        0 => Ok(Unreaped(Some(pid))),
+        0 => Ok(Unreaped { pid, reaped: false }),
         // The directory went away since the spec was checked, or the
         // program did.
         libc::ENOENT | libc::ENOTDIR => {

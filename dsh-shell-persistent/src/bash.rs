@@ -2,9 +2,9 @@
 //! that nothing the model's command leaves behind can make it run something
 //! else, hide its prompt, or hang it.
 //!
-//! The shell's init line defines five functions with random names (the
-//! prologue, the one that keeps the status and its rare path, the epilogue
-//! and its rare repair path), parsed once and made read-only
+//! The shell's init line defines six functions with random names (the
+//! prologue in two forms, the one that keeps the status and its rare path,
+//! the epilogue and its rare repair path), parsed once and made read-only
 //! (`readonly -f`): a command cannot redefine, unset or replace them, so a
 //! call through their random names (with `\` before it, so no alias)
 //! reaches them whatever the command defined. The init line ends by entering POSIX mode
@@ -24,9 +24,11 @@
 //!    then shows that it failed.
 //! 2. after a call whose status was 2, a throwaway `[[` (below).
 //! 3. `\eval` of the command variable, whose prologue sets the abandon
-//!    prompt, restores the user's `PROMPT_COMMAND`, `set -x`/`-v` and POSIX
-//!    mode and raises the flag, so the command runs exactly as the user left
-//!    the shell. A syntax error in it ends only this `eval`.
+//!    prompt, restores the user's `PROMPT_COMMAND`, `set -x`/`-v` (its
+//!    traced form, called only when the last call left one on or did not
+//!    end through its epilogue) and POSIX mode and raises the flag, so the
+//!    command runs exactly as the user left the shell. A syntax error in it
+//!    ends only this `eval`.
 //! 4. a function called with standard error closed that keeps the status
 //!    and the options, turns `set -x`/`-v` off, so no later step is traced
 //!    or echoed, and assigns every variable the protocol writes in one
@@ -34,21 +36,24 @@
 //!    the line (the abandon prompt then shows the tag `p` it set first), so
 //!    the tag it sets last (`q` and the attributes of a set
 //!    `POSIXLY_CORRECT` and `PS0`) shows that all went through.
-//!    With `set -x`/`-v` on or after status 2 it calls its rare path, which
-//!    turns them off and, after status 2, parses an empty `eval` in POSIX
-//!    mode, which clears what a syntax error left in bash's parser (else
-//!    the next prompt shows a stale `PS1`).
+//!    With `set -x`/`-v`/`-e` on or after status 2 it calls its rare path,
+//!    which turns `-x`/`-v` off, notes the three in the repair flags and
+//!    the tag (so that the epilogue takes its repair path) and, after
+//!    status 2, parses an empty `eval` in POSIX mode, which clears what a
+//!    syntax error left in bash's parser (else the next prompt shows a
+//!    stale `PS1`).
 //! 5. the epilogue, called with the end prompt, one statement: if the
-//!    prologue ran, the tag is exactly `q`, every standard stream is the
-//!    terminal and `set -e` is off, it makes `PS1` the end marker and the
+//!    prologue ran, the tag is exactly `q` and every standard stream is the
+//!    terminal, it makes `PS1` the end marker and the
 //!    status and enters POSIX mode; else it calls its repair path, which
 //!    prints a fatal marker through `${unset?word}` if a protocol variable
 //!    is read-only (the tag does not start with `q` or has an `r`) or the
 //!    prologue did not run or could not restore POSIX mode (`eval`, `set`
 //!    or `unset` disabled), points standard input, output and error back at
-//!    the terminal (in POSIX mode just for that `exec`), notes `set -e`, and
-//!    makes `PS1` the end marker, the repair flags and the status, entering
-//!    POSIX mode.
+//!    the terminal (in POSIX mode just for that `exec`), and makes `PS1`
+//!    the end marker, the repair flags (`T`: `set -x`/`-v` on, `E`: `set
+//!    -e` on, and the streams it reopened) and the status, entering POSIX
+//!    mode.
 //!
 //! When the previous call did not come back through its epilogue (bash
 //! abandoned its line, or it was ended by the timeout or cancelled), bash
@@ -186,6 +191,9 @@ pub(crate) struct Repairs {
     pub(crate) stderr: bool,
     /// `set -e` is on: the shell exits when a later command fails.
     pub(crate) errexit: bool,
+    /// `set -x` or `set -v` is on: the next call's prologue turns it back
+    /// on.
+    pub(crate) traced: bool,
 }
 
 impl Repairs {
@@ -195,6 +203,7 @@ impl Repairs {
             stdout: flags.contains('o'),
             stderr: flags.contains('e'),
             errexit: flags.contains('E'),
+            traced: flags.contains('T'),
         }
     }
 }
@@ -227,16 +236,19 @@ pub(crate) enum Var {
     Options = b'o',
     /// The prologue function.
     Prologue = b'P',
+    /// The prologue that first turns `set -x` and `set -v` back on.
+    PrologueTraced = b'X',
     /// The epilogue function.
     Epilogue = b'E',
     /// The function that keeps the command's status and options, first
     /// after the command, with standard error closed.
     Ended = b'Q',
     /// The epilogue's rare path: reopens standard streams on the terminal
-    /// and notes `set -e`.
+    /// and shows the repair flags.
     Repair = b'R',
-    /// The status keeper's rare path: turns `set -x` and `set -v` off and,
-    /// after status 2, resets bash's parser, in POSIX mode.
+    /// The status keeper's rare path: turns `set -x` and `set -v` off, notes
+    /// them and `set -e` and, after status 2, resets bash's parser, in POSIX
+    /// mode.
     Settle = b'W',
 }
 
@@ -246,7 +258,7 @@ pub(crate) enum Var {
 /// are random so that no script's own names meet them by chance; no
 /// guarantee rests on them being secret (`set` lists them), but on the
 /// functions being read-only and the variables checked at every call.
-pub(crate) const STEM_HEX: usize = 4;
+pub(crate) const STEM_HEX: usize = 2;
 
 /// One shell's protocol: its marker prefix, abandon id and variable names.
 #[derive(Debug, Clone)]
@@ -321,9 +333,11 @@ impl Protocol {
             v(Var::Tag)
         );
         let functions = format!(
-            "{pre}() {{\n{prec}}}\n{ended}() {{\n{endedc}}}\n{settle}() {{\n{settlec}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
+            "{pre}() {{\n{prec}}}\n{pret}() {{\n{pretc}}}\n{ended}() {{\n{endedc}}}\n{settle}() {{\n{settlec}}}\n{post}() {{\n{postc}}}\n{repair}() {{\n{repairc}}}\n",
             pre = v(Var::Prologue),
-            prec = self.prologue(),
+            prec = self.prologue(false),
+            pret = v(Var::PrologueTraced),
+            pretc = self.prologue(true),
             ended = v(Var::Ended),
             endedc = self.ended(),
             settle = v(Var::Settle),
@@ -334,7 +348,7 @@ impl Protocol {
             repairc = self.repair(),
         );
         format!(
-            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {ended} {settle} {post} {repair}; export PS1; PS0={ps0}; PS1={ready} {enter}\n",
+            "set +o history +H; unset HISTFILE PS0 PS1 PS2 PROMPT_COMMAND; PS2=; {u}= {f}= {s}=0 {k}= {c}=0 {m}= {o}=; {a}={ap}; \\eval {functions}; readonly -f {pre} {pret} {ended} {settle} {post} {repair}; export PS1; PS0={ps0}; PS1={ready} {enter}\n",
             enter = self.enter_posix(),
             u = v(Var::UserPromptCommand),
             f = v(Var::Repaired),
@@ -347,6 +361,7 @@ impl Protocol {
             ap = bash_ansi_c(&abandon_prompt),
             functions = bash_ansi_c(&functions),
             pre = v(Var::Prologue),
+            pret = v(Var::PrologueTraced),
             ended = v(Var::Ended),
             settle = v(Var::Settle),
             post = v(Var::Epilogue),
@@ -376,22 +391,35 @@ impl Protocol {
 
     /// Back to the mode [`Protocol::enter_posix`] found (run while still in
     /// POSIX mode, so `set` and `unset` are the builtins): out of POSIX mode
-    /// if it put the stem there, else nothing to do.
+    /// if it put the stem there, else nothing to do. Unsetting
+    /// `POSIXLY_CORRECT` leaves POSIX mode; `set +o posix` (which also
+    /// rebuilds `SHELLOPTS`, about 7k instructions more) only if `unset` is
+    /// disabled.
     fn restore_posix(&self) -> String {
         format!(
-            "case ${{POSIXLY_CORRECT-}} in {}) set +o posix || unset POSIXLY_CORRECT;; esac",
+            "case ${{POSIXLY_CORRECT-}} in {}) unset POSIXLY_CORRECT || set +o posix;; esac",
             self.stem
         )
     }
 
     /// Runs in POSIX mode before the command and leaves it as the user had
     /// it, first: should a later assignment fail, the command still runs in
-    /// the user's mode.
-    fn prologue(&self) -> String {
+    /// the user's mode. The `traced` form ([`Var::PrologueTraced`]) first
+    /// turns `set -x` and `set -v` back on as the last command left them;
+    /// the library calls it only when the last end prompt said one was on
+    /// ([`Repairs::traced`]) or the last call did not end through its
+    /// epilogue, so the common form skips that test (about 9k instructions
+    /// a call).
+    fn prologue(&self, traced: bool) -> String {
         let v = |c| self.var(c);
+        let o = v(Var::Options);
+        let trace = if traced {
+            format!("case ${o} in *[xv]*) set -${{{o}//[^xv]/}};; esac; ")
+        } else {
+            String::new()
+        };
         format!(
-            "{{ case ${o} in *[xv]*) set -${{{o}//[^xv]/}};; esac; {restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
-            o = v(Var::Options),
+            "{{ {trace}{restore} && {c}=1; PS1=${{{a}}} PROMPT_COMMAND=${{{u}}}; }} 2>&-\n",
             restore = self.restore_posix(),
             a = v(Var::AbandonPrompt),
             u = v(Var::UserPromptCommand),
@@ -420,14 +448,14 @@ impl Protocol {
     /// freed memory when `PS0` is assigned again here after a parse that
     /// met the end of the command's text): the epilogue's common path needs
     /// exactly `q`, and its repair path stops at a tag without `q` or with
-    /// `r` (read-only). With `set -x` or `set -v` on, or after status 2, it
-    /// calls [`Protocol::settle`]. The last statement's status is 0 (with
+    /// `r` (read-only). With `set -x`, `-v` or `-e` on, or after status 2,
+    /// it calls [`Protocol::settle`]. The last statement's status is 0 (with
     /// `set -e`, the function's status would end the shell).
     fn ended(&self) -> String {
         let v = |c| self.var(c);
         format!(
             "{k}=p {s}=$? {o}=$- {c}=${{{c}-}} {m}= {f}= {u}=${{PROMPT_COMMAND-}} PROMPT_COMMAND= PS1=${{PS1-}} {k}=q${{POSIXLY_CORRECT+${{POSIXLY_CORRECT@a}}}}${{PS0+${{PS0@a}}}}\n\
-case ${o}:${s} in *[xv]*|*:2) \\{settle};; esac\n",
+case ${o}:${s} in *[xve]*|*:2) \\{settle};; esac\n",
             k = v(Var::Tag),
             s = v(Var::Status),
             o = v(Var::Options),
@@ -441,15 +469,19 @@ case ${o}:${s} in *[xv]*|*:2) \\{settle};; esac\n",
 
     /// The rare path of [`Protocol::ended`], its own function because bash
     /// copies a function's body at every call: in POSIX mode (so `set` and
-    /// `eval` are the builtins), turns `set -x` and `set -v` off, and after
-    /// status 2 (a syntax error) parses an empty `eval`, which resets the
-    /// parser state the error left (else the next prompt shows a stale
-    /// `PS1`).
+    /// `eval` are the builtins), turns `set -x` and `set -v` off and notes
+    /// them (`T`) and `set -e` (`E`) in the repair flags, adding `S` to the
+    /// tag so that the epilogue takes its repair path, which shows the
+    /// flags in the end prompt; after status 2 (a syntax error) parses an
+    /// empty `eval`, which resets the parser state the error left (else the
+    /// next prompt shows a stale `PS1`).
     fn settle(&self) -> String {
         format!(
-            "{enter}\ncase ${o} in *[xv]*) set +xv;; esac\ncase ${s} in 2) \\eval '';; esac\n{leave}\n",
+            "{enter}\ncase ${o} in *[xv]*) set +xv; {f}=T {k}=${{{k}}}S;; esac\ncase ${o} in *e*) {f}=${{{f}}}E {k}=${{{k}}}S;; esac\ncase ${s} in 2) \\eval '';; esac\n{leave}\n",
             o = self.var(Var::Options),
             s = self.var(Var::Status),
+            f = self.var(Var::Repaired),
+            k = self.var(Var::Tag),
             enter = self.enter_posix(),
             leave = self.restore_posix(),
         )
@@ -457,13 +489,14 @@ case ${o}:${s} in *[xv]*|*:2) \\{settle};; esac\n",
 
     /// Runs after the command, in the mode the command left, one statement:
     /// if the prologue ran, [`Protocol::ended`] got through its assignments
-    /// (tag exactly `q`), every standard stream is the terminal and `set -e`
-    /// is off, makes `PS1` the end marker (its argument) and the status; else
+    /// (tag exactly `q`: with `set -e`, `-x` or `-v` on, [`Protocol::settle`]
+    /// added to it) and every standard stream is the terminal, makes `PS1`
+    /// the end marker (its argument) and the status; else
     /// calls the repair path with the end marker. Either way its status is 0
     /// (with `set -e`, the function's status would end the shell).
     fn epilogue(&self) -> String {
         format!(
-            "[[ ${k}${c} == q1 && -t 2 && -t 1 && -t 0 && ! -o errexit ]] && PS1=$1:${{{s}}}# {enter} || \\{repair} \"$1\"\n",
+            "[[ ${k}${c} == q1 && -t 2 && -t 1 && -t 0 ]] && PS1=$1:${{{s}}}# {enter} || \\{repair} \"$1\"\n",
             enter = self.enter_posix(),
             k = self.var(Var::Tag),
             c = self.var(Var::PrologueRan),
@@ -481,8 +514,9 @@ case ${o}:${s} in *[xv]*|*:2) \\{settle};; esac\n",
     /// or `unset` disabled); then (tag `r`: an `exec` that fails abandons
     /// the line) points standard error, output and input back at the
     /// terminal if the command moved them, entering POSIX mode just for the
-    /// `exec` (the special builtin), notes `set -e`, and makes `PS1` the end
-    /// marker (its argument), the repair flags and the status.
+    /// `exec` (the special builtin), and makes `PS1` the end marker (its
+    /// argument), the repair flags (with those [`Protocol::settle`] set) and
+    /// the status.
     fn repair(&self) -> String {
         let v = |c| self.var(c);
         let (f, k, z, y) = (v(Var::Repaired), v(Var::Tag), v(Var::Unset), v(Var::Sink));
@@ -492,8 +526,8 @@ case ${o}:${s} in *[xv]*|*:2) \\{settle};; esac\n",
             "[[ ${k} == q* && ${k} != *r* ]] || {y}=${{{z}?{ro}}}\n\
 [[ ${c} == 1 ]] || {y}=${{{z}?{bi}}}\n\
 {k}=r\n\
-[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=e; }}\n\
-{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; [[ -o errexit ]] && {f}=${{{f}}}E; }} 2>&-\n\
+[[ -t 2 ]] || {{ {enter}; exec 2>/dev/tty; {leave}; {f}=${{{f}}}e; }}\n\
+{{ [[ -t 1 ]] || {{ {enter}; exec 1>/dev/tty; {leave}; {f}=${{{f}}}o; }}; [[ -t 0 ]] || {{ {enter}; exec 0</dev/tty; {leave}; {f}=${{{f}}}i; }}; }} 2>&-\n\
 PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
             s = v(Var::Status),
             c = v(Var::PrologueRan),
@@ -517,7 +551,10 @@ PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
     /// epilogue ran, or the init line): the line's own `{ }` are then safe
     /// from aliases. Otherwise (a line bash abandoned, a call ended by the
     /// timeout or cancelled) the line enters POSIX mode itself and `\eval`s
-    /// its steps, which bash then parses in POSIX mode.
+    /// its steps, which bash then parses in POSIX mode. The command calls
+    /// the prologue's traced form when `traced` (the last end prompt said
+    /// `set -x` or `-v` was on) or not `in_posix` (no end prompt said what
+    /// the options were).
     pub(crate) fn call_line(&self, source: &CommandSource<'_>, ids: &CallIds) -> String {
         let CallIds {
             call: call_id,
@@ -525,6 +562,7 @@ PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
             next_start,
             after_syntax_error,
             in_posix,
+            traced,
             ..
         } = ids;
         let (after_syntax_error, in_posix) = (*after_syntax_error, *in_posix);
@@ -551,7 +589,7 @@ PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
         line.push(' ');
         self.push_var(&mut line, Var::Command);
         line.push('=');
-        self.push_command(&mut line, source);
+        self.push_command(&mut line, source, *traced || !in_posix);
         line.push_str(" PS0='");
         self.push_prompt_form(&mut line, next_start);
         line.push_str("'; ");
@@ -590,10 +628,15 @@ PS1=$1${{{f}}}:${{{s}}}# {enter}\n",
     /// Appends the command word of a call line: the prologue's call and the
     /// command, ANSI-C quoted (a file: its contents read by bash), and
     /// [`command_end`].
-    fn push_command(&self, line: &mut String, source: &CommandSource<'_>) {
+    fn push_command(&self, line: &mut String, source: &CommandSource<'_>, traced: bool) {
         let mut head = String::with_capacity(self.stem.len() + 3);
         head.push('\\');
-        self.push_var(&mut head, Var::Prologue);
+        let prologue = if traced {
+            Var::PrologueTraced
+        } else {
+            Var::Prologue
+        };
+        self.push_var(&mut head, prologue);
         head.push('\n');
         match source {
             CommandSource::Inline(cmd) => {
@@ -684,6 +727,7 @@ mod tests {
         next_start: &str,
         after_syntax_error: bool,
         in_posix: bool,
+        traced: bool,
     ) -> CallIds {
         CallIds {
             call: call.to_owned(),
@@ -692,6 +736,7 @@ mod tests {
             next_start: next_start.to_owned(),
             after_syntax_error,
             in_posix,
+            traced,
         }
     }
 
@@ -705,17 +750,22 @@ mod tests {
         next_start: &str,
         after_syntax_error: bool,
         in_posix: bool,
+        traced: bool,
     ) -> String {
         let v = |c| proto.var(c);
+        let prologue = v(if traced || !in_posix {
+            Var::PrologueTraced
+        } else {
+            Var::Prologue
+        });
         let command = match source {
             CommandSource::Inline(cmd) => bash_ansi_c(&format!(
-                "\\{}\n{cmd}\n{}",
-                v(Var::Prologue),
+                "\\{prologue}\n{cmd}\n{}",
                 if cmd.ends_with('\\') { "\n" } else { "" }
             )),
             CommandSource::File { path, command } => format!(
                 "{}\"$(< {})\"{}",
-                bash_ansi_c(&format!("\\{}\n", v(Var::Prologue))),
+                bash_ansi_c(&format!("\\{prologue}\n")),
                 bash_ansi_c(&path.to_string_lossy()),
                 if command.trim_end_matches('\n').ends_with('\\') {
                     "$'\\n\\n'"
@@ -774,13 +824,15 @@ mod tests {
             },
         ];
         for source in &sources {
-            for (after, in_posix) in [(false, true), (true, true), (false, false), (true, false)] {
+            let flags = (0..8).map(|n| (n & 1 != 0, n & 2 != 0, n & 4 != 0));
+            for (after, in_posix, traced) in flags {
                 let ids = call_ids(
                     "0123abcd",
                     "feedface01234567",
                     "9876543210abcdef",
                     after,
                     in_posix,
+                    traced,
                 );
                 let got = proto.call_line(source, &ids);
                 let want = call_line_reference(
@@ -791,8 +843,9 @@ mod tests {
                     "9876543210abcdef",
                     after,
                     in_posix,
+                    traced,
                 );
-                assert_eq!(got, want, "{source:?} {after} {in_posix}");
+                assert_eq!(got, want, "{source:?} {after} {in_posix} {traced}");
             }
         }
     }
@@ -809,7 +862,7 @@ mod tests {
         let lines = [true, false].map(|in_posix| {
             proto.call_line(
                 &CommandSource::Inline("echo 'it's"),
-                &call_ids("c0ffee00", ids[1], ids[2], true, in_posix),
+                &call_ids("c0ffee00", ids[1], ids[2], true, in_posix, false),
             )
         });
         for text in [&init, &lines[0], &lines[1]] {
@@ -826,7 +879,7 @@ mod tests {
         let proto = Protocol::new(P, "aaaabbbbccccdddd", "1234");
         assert_eq!(proto.prompt_form("ffff"), r"01234567\0709abcdefffff");
         assert_eq!(Fatal::from_tag("p"), Some(Fatal::ReadOnly));
-        let mut text = "bash: eval: command not found\nbash: _D0a1b_z: ".to_owned();
+        let mut text = "bash: eval: command not found\nbash: _D0a_z: ".to_owned();
         strip_fatal_residue(&mut text);
         assert_eq!(text, "bash: eval: command not found");
         assert_eq!(Fatal::from_tag("k12"), None);
@@ -835,6 +888,15 @@ mod tests {
             Repairs {
                 stdout: true,
                 errexit: true,
+                ..Repairs::default()
+            }
+        );
+        assert_eq!(
+            Repairs::parse("TEi"),
+            Repairs {
+                stdin: true,
+                errexit: true,
+                traced: true,
                 ..Repairs::default()
             }
         );

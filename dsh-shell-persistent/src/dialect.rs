@@ -182,6 +182,9 @@ pub(crate) struct CallIds {
     /// bash waits at its prompt in POSIX mode: the previous call ended
     /// through its epilogue (or none ran since the init line).
     pub(crate) in_posix: bool,
+    /// The last call's end prompt said `set -x` or `set -v` was on (bash:
+    /// the prologue's traced form turns it back on).
+    pub(crate) traced: bool,
 }
 
 /// Where the wrapper finds the command.
@@ -241,6 +244,7 @@ mod tests {
             next_start: "3333333333333333".into(),
             after_syntax_error: true,
             in_posix: false,
+            traced: true,
         };
         let markers = [&ids.start, &ids.end, &ids.next_start].map(|id| proto.marker(id));
         for dialect in [Dialect::Bash, Dialect::Sh, Dialect::Pwsh] {

@@ -123,6 +123,9 @@ pub(crate) struct Process {
     home: Option<home::Home>,
     /// `set -e` was on after the last call.
     errexit: bool,
+    /// `set -x` or `set -v` was on after the last call (its end prompt
+    /// said so).
+    traced: bool,
     /// The last call's status.
     last_status: i32,
     /// bash waits at its prompt in POSIX mode: the last call ended through
@@ -191,6 +194,7 @@ impl Process {
             last_end: None,
             home: None,
             errexit: false,
+            traced: false,
             last_status: 0,
             in_posix: true,
             scratch: None,
@@ -275,6 +279,7 @@ impl Process {
             after_syntax_error: self.last_status == 2,
             // Until this call's epilogue shows its end prompt.
             in_posix: std::mem::take(&mut self.in_posix),
+            traced: self.traced,
         };
         let (file, local_file) = if dialect.needs_file(command) {
             match self.put_command_file(command, shell).await? {
@@ -580,6 +585,7 @@ impl<'a> CallState<'a> {
             Seen::End(repairs) => {
                 self.process.in_posix = true;
                 self.process.errexit = repairs.errexit;
+                self.process.traced = repairs.traced;
                 self.process.last_end = Some(self.ids.end.clone());
                 return Some(End::Completed { status, repairs });
             }

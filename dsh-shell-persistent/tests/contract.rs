@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use dsh_shell_persistent::{
-    AFTER_CANCEL_NOTE, CallEnd, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE, ShellConfig,
-    ShellError, ShellPool, ShellRequest, contract,
+    AFTER_CANCEL_NOTE, CallEnd, ERREXIT_NOTE, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE,
+    ShellConfig, ShellError, ShellPool, ShellRequest, contract,
 };
 use dsh_testbeds::{Testbed, Where};
 use serde_json::json;
@@ -312,6 +312,20 @@ async fn the_shell_ending_is_reported_and_reset(w: Where) {
     assert!(
         out.ends_with(&format!("[shell exited: code 1]\n{RESET}")),
         "{out:?}"
+    );
+    assert_eq!(f.run("echo fresh").await, "fresh");
+}
+
+/// `set -e` and `set -x` left on by earlier calls: each later call is
+/// traced, and the call whose failure ends the shell says `set -e` was on.
+async fn options_left_on_reach_later_calls(w: Where) {
+    let f = Fixture::new(w).await;
+    assert_eq!(f.run("set -e").await, "");
+    assert_eq!(f.run("set -x; echo one").await, "++ echo one\none");
+    assert_eq!(f.run("echo two").await, "++ echo two\ntwo");
+    assert_eq!(
+        f.run("false").await,
+        format!("++ false\n[shell exited: code 1]\n{ERREXIT_NOTE}\n{RESET}")
     );
     assert_eq!(f.run("echo fresh").await, "fresh");
 }
@@ -755,6 +769,7 @@ suite!(
     background_jobs_return_at_once_and_never_leak,
     the_shell_ending_is_reported_and_reset,
     nounset_keeps_the_protocol_working,
+    options_left_on_reach_later_calls,
     timeout_kills_reports_partial_output_and_resets,
     a_calls_own_timeout_overrides_the_pools,
     the_model_sets_a_timeout_only_where_the_host_offers_it,

@@ -742,16 +742,9 @@ mod tests {
 
     /// The call line as it was written with `format!`: the one-buffer
     /// version must write the same text.
-    fn call_line_reference(
-        proto: &Protocol,
-        source: &CommandSource<'_>,
-        call_id: &str,
-        end: &str,
-        next_start: &str,
-        after_syntax_error: bool,
-        in_posix: bool,
-        traced: bool,
-    ) -> String {
+    fn call_line_reference(proto: &Protocol, source: &CommandSource<'_>, ids: &CallIds) -> String {
+        let (after_syntax_error, in_posix, traced) =
+            (ids.after_syntax_error, ids.in_posix, ids.traced);
         let v = |c| proto.var(c);
         let prologue = v(if traced || !in_posix {
             Var::PrologueTraced
@@ -774,7 +767,7 @@ mod tests {
                 }
             ),
         };
-        let end = proto.prompt_form(end);
+        let end = proto.prompt_form(&ids.end);
         let steps = format!(
             "\\eval \"${m}\"; {{ \\{ended}; }} 2>&-; \\{epilogue} '{end}'",
             m = v(Var::Command),
@@ -790,9 +783,9 @@ mod tests {
                 format!("{} ", proto.enter_posix())
             },
             k = v(Var::Tag),
-            tag = Protocol::abandon_tag(call_id),
+            tag = Protocol::abandon_tag(&ids.call),
             m = v(Var::Command),
-            start = proto.prompt_form(next_start),
+            start = proto.prompt_form(&ids.next_start),
             throwaway = if after_syntax_error {
                 "\\eval '[[ -n x ]]' 2>&-; "
             } else {
@@ -835,16 +828,7 @@ mod tests {
                     traced,
                 );
                 let got = proto.call_line(source, &ids);
-                let want = call_line_reference(
-                    &proto,
-                    source,
-                    "0123abcd",
-                    "feedface01234567",
-                    "9876543210abcdef",
-                    after,
-                    in_posix,
-                    traced,
-                );
+                let want = call_line_reference(&proto, source, &ids);
                 assert_eq!(got, want, "{source:?} {after} {in_posix} {traced}");
             }
         }

@@ -1,14 +1,17 @@
 //! The per-session output pump shared by every backend: it moves chunks from
-//! the terminal into the scrollback and the output stream, and ends the stream
-//! at end-of-file or a bounded grace after the program exited.
+//! the terminal into the scrollback and the output stream (or drops them
+//! while the stream discards), and ends the stream at end-of-file or a
+//! bounded grace after the program exited.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use crate::output::Gate;
 use crate::{ExitStatus, OutputStream, ScrollbackHandle, SpawnSpec};
 
 /// Capacity of a session's output channel, in chunks.
@@ -48,10 +51,12 @@ pub(crate) fn start<S: ChunkSource + 'static>(source: S, spec: &SpawnSpec) -> Pu
     let (closed, closed_rx) = watch::channel(false);
     let (out_tx, out_rx) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
     let scrollback = ScrollbackHandle::new(spec.get_scrollback());
+    let (output, gate) = OutputStream::new(out_rx);
     tokio::spawn(run(
         source,
         PumpWiring {
             tx: out_tx,
+            gate,
             scrollback: scrollback.clone(),
             status: status.clone(),
             closed: closed_rx,
@@ -62,7 +67,7 @@ pub(crate) fn start<S: ChunkSource + 'static>(source: S, spec: &SpawnSpec) -> Pu
         status_tx,
         status,
         closed,
-        output: OutputStream::new(out_rx),
+        output,
         scrollback,
     }
 }
@@ -70,6 +75,8 @@ pub(crate) fn start<S: ChunkSource + 'static>(source: S, spec: &SpawnSpec) -> Pu
 /// The pump's wiring.
 struct PumpWiring {
     tx: mpsc::Sender<Bytes>,
+    /// Whether the stream's consumer asked to drop output for now.
+    gate: Arc<Gate>,
     scrollback: ScrollbackHandle,
     status: watch::Receiver<Option<ExitStatus>>,
     closed: watch::Receiver<bool>,
@@ -81,6 +88,7 @@ struct PumpWiring {
 async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
     let PumpWiring {
         tx,
+        gate,
         scrollback,
         mut status,
         mut closed,
@@ -105,6 +113,10 @@ async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
             _ = sleep_until(deadline), if deadline.is_some() => break,
         };
         let Some(chunk) = chunk else { break };
+        if gate.drops(&chunk) {
+            scrollback.push_bytes(chunk);
+            continue;
+        }
         scrollback.push_bytes(chunk.clone());
         if let Some(sender) = &tx {
             tokio::select! {

@@ -645,3 +645,55 @@ fn reaped_by_the_next_spawn(
     });
     assert_eq!(state(pid), None, "{pid} is still in the process table");
 }
+
+/// The last `n` bytes of the scrollback, as text.
+fn scrollback_tail(s: &dyn PtySession, n: u64) -> String {
+    let sb = s.scrollback();
+    let end = sb.end_offset();
+    let start = end.saturating_sub(n).max(sb.start_offset());
+    String::from_utf8_lossy(&sb.read_range(start, end).unwrap()).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discarding_stream_never_blocks_the_program_and_delivers_only_what_follows() {
+    for backend in backends() {
+        let name = backend.name();
+        // Megabytes printed while nobody reads: with the stream discarding,
+        // the program runs to its end (a reading stream's backpressure would
+        // hold it at its first full terminal buffer).
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        out.discard();
+        s.write_all(b"seq 1 300000; exit 3\n").await.unwrap();
+        let st = tokio::time::timeout(BOUND, s.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the program blocked while the stream discarded"));
+        assert_eq!(st.code(), Some(3), "{name}");
+        assert!(
+            scrollback_tail(s.as_ref(), 64).contains("299999\r\n300000\r\n"),
+            "{name}: the scrollback records what was dropped: {:?}",
+            scrollback_tail(s.as_ref(), 64)
+        );
+        let dropped = out.deliver();
+        assert!(dropped >= 2_000_000, "{name}: {dropped} bytes dropped");
+        assert_eq!(out.deliver(), 0, "{name}: the count restarts");
+
+        // What was printed while discarding is not delivered after.
+        let mut s = backend.spawn(bash()).await.unwrap();
+        let mut out = s.take_output().unwrap();
+        out.discard();
+        s.write_all(b"echo before-$((0+1))\n").await.unwrap();
+        tokio::time::timeout(BOUND, async {
+            while !scrollback_tail(s.as_ref(), 64).contains("before-1") {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{name}: bash never printed before-1"));
+        assert!(out.deliver() > 0, "{name}");
+        s.write_all(b"echo after-$((1+1))\n").await.unwrap();
+        let text = read_until(&mut out, "after-2").await;
+        assert!(!text.contains("before-1"), "{name}: {text:?}");
+        s.end(Duration::from_millis(100)).await.unwrap();
+    }
+}

@@ -112,13 +112,14 @@
 //!
 //! # Between calls
 //!
-//! The terminal is read all the time: between calls a task drains the
-//! shell's output and drops it (the PTY's scrollback keeps the raw bytes,
-//! within its bound), so a job left running with `&` that prints to the
-//! terminal (a dev server's request log, a watcher, `tail -f`) never blocks
-//! in `write(2)` while the model thinks, and what it printed then is in no
-//! call's result. What it prints *while* a call runs is that call's output,
-//! as in a terminal. The task wakes only when there is output.
+//! The terminal is read all the time: between calls the session's pump drops
+//! the shell's output as it reads it ([`dsh_pty::OutputStream::discard`]; the
+//! PTY's scrollback keeps the raw bytes, within its bound), so a job left
+//! running with `&` that prints to the terminal (a dev server's request log,
+//! a watcher, `tail -f`) never blocks in `write(2)` while the model thinks,
+//! and what it printed then is in no call's result. What it prints *while* a
+//! call runs is that call's output, as in a terminal. An idle shell costs no
+//! task beyond its session's pump, and no wake-up unless there is output.
 //!
 //! Output is scanned as it streams (for the markers), normalized (`\r\n`
 //! → `\n`, escape sequences removed, carriage-return overwrites collapsed,
@@ -181,7 +182,6 @@ mod bash;
 mod config;
 pub mod contract;
 mod dialect;
-mod drain;
 mod env;
 mod error;
 mod home;

@@ -11,7 +11,6 @@ use tokio::time::Instant;
 
 use crate::bash::{Fatal, Protocol, Repairs, STEM_HEX, Seen};
 use crate::dialect::{CallIds, CommandSource, Dialect};
-use crate::drain::Reader;
 use crate::home;
 use crate::marker::{CallScanner, ID_LEN, Markers, Progress, Search};
 use crate::normalize::{NormalizeOptions, Normalizer};
@@ -112,8 +111,10 @@ struct Look {
 #[derive(Debug)]
 pub(crate) struct Process {
     session: Arc<dyn PtySession>,
-    /// The terminal's output: a call's while it runs, drained in between.
-    output: Reader,
+    /// The terminal's output: a call's while it runs (taken out for it);
+    /// discarding in between, so that a job printing to the terminal never
+    /// blocks.
+    output: Option<OutputStream>,
     proto: Protocol,
     next_start: String,
     /// The id of the last end prompt shown, to recognise it if it comes again.
@@ -188,7 +189,7 @@ impl Process {
         // From here on, `Shell`'s `Drop` kills the process on any early return.
         let mut shell_obj = Process {
             session: Arc::from(session),
-            output: Reader::Gone,
+            output: None,
             proto,
             next_start: first_start.clone(),
             last_end: None,
@@ -229,7 +230,8 @@ impl Process {
                 // itself; whether it waits for input does not matter here.
                 let fg = shell_obj.session.foreground_brief().await.ok();
                 shell_obj.home = fg.as_ref().map(home::Home::new);
-                shell_obj.output.park(output);
+                output.discard();
+                shell_obj.output = Some(output);
                 Ok(shell_obj)
             }
             Ok(false) => Err(ShellError::EndedAtStart {
@@ -296,15 +298,17 @@ impl Process {
         let line = dialect.call_line(&self.proto, &source, &ids);
         self.next_start.clone_from(&ids.next_start);
 
-        // The stream back from the task that drained it since the last
-        // call, and what arrived meanwhile dropped (background output,
-        // notices): the start marker separates it anyway, this only saves
-        // scanning.
-        let mut output = self.output.hold().await.ok_or(ShellError::Terminal {
+        // The stream, queueing output again; what was printed since the
+        // last call (background output, notices) was dropped: the start
+        // marker separates it anyway, this only saves scanning.
+        let mut output = self.output.take().ok_or(ShellError::Terminal {
             shell,
             source: dsh_pty::PtyError::Closed,
         })?;
-        while output.try_recv().is_some() {}
+        let dropped = output.deliver();
+        if dropped > 0 {
+            tracing::debug!(bytes = dropped, "output between calls dropped");
+        }
 
         let mut cancel = pin!(cancel);
         let write = self.session.write_all(line.as_bytes());
@@ -317,8 +321,10 @@ impl Process {
         let outcome = CallState::new(self, &mut output, config, ids, timeout)
             .run(cancel)
             .await;
-        // Read until the next call, so no job blocks writing to the terminal.
-        self.output.park(output);
+        // Dropped until the next call, so no job blocks writing to the
+        // terminal.
+        output.discard();
+        self.output = Some(output);
         if let Some(path) = local_file {
             let _ = std::fs::remove_file(path);
         }

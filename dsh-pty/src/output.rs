@@ -40,10 +40,15 @@ impl Gate {
     pub(crate) fn drops(&self, chunk: &Bytes) -> bool {
         let drop = self.discarding.load(Ordering::SeqCst);
         if drop {
-            self.dropped
-                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            self.count(chunk);
         }
         drop
+    }
+
+    /// Counts `chunk` as dropped.
+    fn count(&self, chunk: &Bytes) {
+        self.dropped
+            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
     }
 }
 
@@ -96,9 +101,7 @@ impl OutputStream {
 
     fn drop_queued(&mut self) {
         while let Ok(chunk) = self.rx.try_recv() {
-            self.gate
-                .dropped
-                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            self.gate.count(&chunk);
         }
     }
 }

@@ -1010,7 +1010,12 @@ async fn terminated() {
 }
 
 async fn run(server: DshServer) -> Result<(), Box<dyn std::error::Error>> {
+    // Behind `into_dyn`, each request's handler future is boxed: rmcp
+    // spawns a task per request holding it, and the handler future of
+    // rmcp's `ServerHandler` dispatch is kilobytes, moved several times on
+    // every spawn.
     let running = server
+        .into_dyn()
         .serve(dsh_mcp::transport::StdioTransport::stdio())
         .await?;
     running.waiting().await?;

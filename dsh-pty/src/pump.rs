@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 
 use crate::output::Gate;
 use crate::{ExitStatus, OutputStream, ScrollbackHandle, SpawnSpec};
@@ -85,6 +84,10 @@ struct PumpWiring {
 
 /// Runs until end-of-file, until `drain_grace` after the program exited, or
 /// until the session is closed.
+///
+/// The two ends are futures made once, not per chunk: each
+/// `watch::Receiver::changed` registers and unregisters a waiter, and a
+/// call's few chunks would pay that every time.
 async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
     let PumpWiring {
         tx,
@@ -95,22 +98,22 @@ async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
         drain_grace,
     } = wiring;
     let mut tx = Some(tx);
-    let mut deadline: Option<Instant> = status
-        .borrow()
-        .is_some()
-        .then(|| Instant::now() + drain_grace);
+    // Either change of `closed` (a close, or its sender gone) ends the pump.
+    let closed = closed.changed();
+    // The program's exit (or its waiter gone), then the grace: output
+    // still readable is read first.
+    let drained = async {
+        // The record's guard is dropped at once: it is not `Send`.
+        drop(status.wait_for(Option::is_some).await);
+        tokio::time::sleep(drain_grace).await;
+    };
+    tokio::pin!(closed, drained);
     loop {
         let chunk = tokio::select! {
             biased;
-            _ = closed.changed() => break,
+            _ = &mut closed => break,
             chunk = source.next_chunk() => chunk,
-            changed = status.changed(), if deadline.is_none() => {
-                if changed.is_err() || status.borrow().is_some() {
-                    deadline = Some(Instant::now() + drain_grace);
-                }
-                continue;
-            }
-            _ = sleep_until(deadline), if deadline.is_some() => break,
+            () = &mut drained => break,
         };
         let Some(chunk) = chunk else { break };
         if gate.drops(&chunk) {
@@ -121,7 +124,7 @@ async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
         if let Some(sender) = &tx {
             tokio::select! {
                 biased;
-                _ = closed.changed() => break,
+                _ = &mut closed => break,
                 sent = sender.send(chunk) => {
                     if sent.is_err() {
                         // Nobody listens any more; keep recording the scrollback.
@@ -132,13 +135,6 @@ async fn run<S: ChunkSource>(mut source: S, wiring: PumpWiring) {
         }
     }
     tracing::trace!("output pump finished");
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Waits until the exit record is published (an unknown exit if the waiter

@@ -248,8 +248,9 @@ impl Shell {
         let mut closed_during = false;
         let stop = async {
             tokio::select! {
-                () = cancel => {},
+                biased;
                 _ = closed.wait_for(|c| *c) => closed_during = true,
+                () = cancel => {},
             }
         };
         // Input may be typed once the call's line is on the terminal: earlier,

@@ -16,7 +16,9 @@
 //! (`DSH_INSTR=bash` counts only bash's share, `DSH_INSTR=server` only the
 //! server's; `DSH_INSTR_CMD=true` makes
 //! the calls `true` instead of `echo hi`, on both sides; `DSH_INSTR_KEEP=1`
-//! keeps the callgrind files for `callgrind_annotate`.)
+//! keeps the callgrind files for `callgrind_annotate`; `DSH_INSTR_MCP=<path>`
+//! counts that `dsh-mcp` binary instead of this tree's release build, for an
+//! A/B of two commits in one session.)
 #![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -182,7 +184,10 @@ fn release_binary(name: &str, package: &str) -> PathBuf {
 
 /// `dsh-mcp` per request of `kind`, and `line-echo` per `ping`.
 fn server_share(dir: &Path) -> Vec<(&'static str, u64)> {
-    let mcp = release_binary("dsh-mcp", "dsh-mcp");
+    // Another build (an A/B of two commits) if `DSH_INSTR_MCP` names one.
+    let mcp = std::env::var_os("DSH_INSTR_MCP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| release_binary("dsh-mcp", "dsh-mcp"));
     let echo = release_binary("line-echo", "benches");
     let workspace = tempfile::tempdir().unwrap();
     let call = |kind: &'static str| -> (&'static str, serde_json::Value) {

@@ -538,24 +538,35 @@ impl<'a> CallState<'a> {
             let deadline = now
                 .checked_add(self.timeout)
                 .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
-            // The first look at the foreground comes after one period: most
-            // calls end long before, and inspecting /proc is not free.
-            let mut checks = tokio::time::interval_at(Instant::now() + INPUT_CHECK, INPUT_CHECK);
-            checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // One timer for the whole call, not one made (and cancelled) at
-            // each chunk.
-            let mut timeout = pin!(tokio::time::sleep_until(deadline));
+            // each chunk: it fires for the next look at the foreground or
+            // for the timeout, whichever comes first. The first look comes
+            // after one period: most calls end long before, and inspecting
+            // /proc is not free.
+            let next = |from: Instant| {
+                from.checked_add(INPUT_CHECK)
+                    .map_or(deadline, |at| at.min(deadline))
+            };
+            let mut timer = pin!(tokio::time::sleep_until(next(now)));
             loop {
                 let end = tokio::select! {
                     biased;
                     () = cancel.as_mut() => Some(End::Cancelled),
                     chunk = self.output.recv() => self.on_output(chunk, cancel.as_mut()).await,
-                    () = timeout.as_mut() => Some(self.on_timeout().await),
-                    _ = checks.tick(), if self.scanner.started() || self.watch_unstarted() => {
-                        if self.scanner.started() {
-                            self.on_tick().await
+                    () = timer.as_mut() => {
+                        if Instant::now() >= deadline {
+                            Some(self.on_timeout().await)
                         } else {
-                            self.on_tick_unstarted().await
+                            let end = if self.scanner.started() {
+                                self.on_tick().await
+                            } else if self.watch_unstarted() {
+                                self.on_tick_unstarted().await
+                            } else {
+                                None
+                            };
+                            // The next look one period after this one ended.
+                            timer.as_mut().reset(next(Instant::now()));
+                            end
                         }
                     }
                 };

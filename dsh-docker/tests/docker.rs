@@ -393,12 +393,25 @@ mod docker {
             .run("a", "head -c 300m /dev/zero | tail > /dev/null; echo after")
             .await
             .unwrap();
-        assert!(out.contains("Killed"), "{out}");
-        assert!(out.contains("after"), "{out}");
-        assert!(
-            out.ends_with("[killed: memory limit of 64 MiB reached]"),
-            "{out}"
-        );
+        // The kernel kills `tail`, which holds the memory. At times `head`
+        // meets the limit again before `tail`'s memory is freed, and the
+        // kernel then kills the shell as well: either way the result names
+        // the limit.
+        if out.contains("[shell exited: code 137]") {
+            assert!(
+                out.contains(
+                    "[killed: memory limit of 64 MiB reached]\n[shell exited: code 137]\n"
+                ),
+                "{out}"
+            );
+        } else {
+            assert!(out.contains("Killed"), "{out}");
+            assert!(out.contains("after"), "{out}");
+            assert!(
+                out.ends_with("[killed: memory limit of 64 MiB reached]"),
+                "{out}"
+            );
+        }
         // Only the call that met it says so.
         assert_eq!(pool.run("a", "echo fine").await.unwrap(), "fine");
         pool.close_all().await;
@@ -568,8 +581,14 @@ mod docker {
                 let tmpfs = hc.tmpfs.unwrap();
                 assert!(tmpfs["/tmp"].contains("size=33554432"), "{tmpfs:?}");
                 assert!(!grew.contains("grew"), "{grew}");
+                // The kernel kills the inner bash; at times the shell too,
+                // when `tr` meets the limit again before that bash's memory
+                // is freed. Either way the limit is named.
                 assert!(
-                    grew.ends_with("rc=137\n[killed: memory limit of 64 MiB reached]"),
+                    grew.ends_with("rc=137\n[killed: memory limit of 64 MiB reached]")
+                        || grew.contains(
+                            "[killed: memory limit of 64 MiB reached]\n[shell exited: code 137]\n"
+                        ),
                     "{grew}"
                 );
                 let lines: Vec<&str> = tmp.lines().collect();

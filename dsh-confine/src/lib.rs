@@ -42,6 +42,8 @@ pub use linux::files::{Found, OpenError, Opener};
 pub use linux::landlock::landlock_abi;
 #[cfg(target_os = "linux")]
 pub use linux::{Confinement, without_capabilities};
+#[cfg(target_os = "linux")]
+pub use linux::cow::CopyOnWriteView;
 pub use policy::{Policy, TmpHeld, TmpLimit, TmpLimits};
 pub use seatbelt::{seatbelt_command, seatbelt_profile};
 

@@ -12,6 +12,7 @@ mod seccomp;
 mod sockets;
 mod sys;
 mod view;
+pub(crate) mod cow;
 
 use std::ffi::CString;
 use std::io;

@@ -171,6 +171,7 @@ mod policy;
 #[cfg(target_os = "linux")]
 mod reader;
 mod request;
+mod rollout;
 mod seatbelt;
 mod tool;
 
@@ -194,3 +195,5 @@ pub use tool::SandboxedShell;
 /// implements).
 pub use dsh_editor;
 pub use dsh_shell_persistent;
+/// The copy-on-write workspaces' layers ([`SandboxConfig::copy_on_write`]).
+pub use dsh_workspace;

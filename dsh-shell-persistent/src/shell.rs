@@ -195,6 +195,32 @@ impl Shell {
         result
     }
 
+    /// Starts the shell's process now, if it has none (a call starts one
+    /// when it needs it): a host that works in what the shell's start
+    /// makes (a copy-on-write workspace's view) before the first call.
+    pub async fn start(&mut self) -> Result<(), ShellError> {
+        if self.process.is_some() {
+            return Ok(());
+        }
+        let mut closed = self.handle.inner.closed.subscribe();
+        if *closed.borrow() {
+            return Err(ShellError::Closed);
+        }
+        let process = tokio::select! {
+            process = Process::spawn(&self.config) => process?,
+            _ = closed.wait_for(|c| *c) => return Err(ShellError::Closed),
+        };
+        tracing::debug!("shell started");
+        self.process = Some(process);
+        Ok(())
+    }
+
+    /// The process id of the shell's session (the first process its
+    /// backend started), while it has a process.
+    pub fn session_pid(&self) -> Option<u32> {
+        self.process.as_ref().and_then(|p| p.session().pid())
+    }
+
     /// Ends the shell's process tree (`SIGTERM`, up to
     /// [`ShellConfig::close_grace`] for it to leave, `SIGKILL`)
     /// and refuses every later call with [`ShellError::Closed`]; the same

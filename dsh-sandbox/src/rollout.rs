@@ -105,6 +105,7 @@ impl SandboxedShell {
         let mut turn = self.pool.turn(owner).await?;
         let mode = turn.state().mode().unwrap_or(self.config.policy.mode);
         let current = self.persistent_current(&mut turn, mode).await?;
+        current.shell.start().await.map_err(unavailable)?;
         let pid = current.shell.session_pid();
         let handle = current.shell.handle();
         turn.set_live(Some(handle))?;
@@ -271,7 +272,7 @@ async fn end_shell(current: &mut Option<Current>) {
 async fn capture(current: &mut Option<Current>) -> Result<Option<ShellState>, SandboxError> {
     match current {
         Some(c) if c.shell.is_running() && c.mode == SandboxMode::DangerFullAccess => {
-            Ok(Some(c.shell.capture_state().await?))
+            Ok(c.shell.capture_state().await?)
         }
         _ => Ok(None),
     }

@@ -394,7 +394,7 @@ async fn the_diff_applies_to_a_copy_of_the_base() {
         tool,
         "a",
         "echo changed >> a.txt && rm sub/b.txt && mv dir moved && mkdir -p new && \
-         printf 'x\\ny\\n' > new/f && chmod 700 run.sh && echo same > tmp && rm tmp && \
+         printf 'x\\ny\\n' > new/f && chmod 644 run.sh && echo same > tmp && rm tmp && \
          echo alpha > a2 && ln -s sub/b.txt dangling && echo done",
     )
     .await;

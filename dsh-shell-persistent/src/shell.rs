@@ -197,8 +197,10 @@ impl Shell {
     }
 
     /// Starts the shell's process now, if it has none (a call starts one
-    /// when it needs it): a host that works in what the shell's start
-    /// makes (a copy-on-write workspace's view) before the first call.
+    /// when it needs it), from its start state
+    /// ([`Shell::set_start_state`]) if it has one: a host that works in
+    /// what the shell's start makes (a copy-on-write workspace's view)
+    /// before the first call.
     pub async fn start(&mut self) -> Result<(), ShellError> {
         if self.process.is_some() {
             return Ok(());
@@ -212,6 +214,7 @@ impl Shell {
             _ = closed.wait_for(|c| *c) => return Err(ShellError::Closed),
         };
         tracing::debug!("shell started");
+        let process = self.start_from_state(process).await?;
         self.process = Some(process);
         Ok(())
     }

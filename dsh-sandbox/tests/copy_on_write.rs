@@ -435,3 +435,152 @@ async fn the_diff_applies_to_a_copy_of_the_base() {
     }
     tool.close_all().await;
 }
+
+/// The editor of an owner that has run no command yet: its view is made
+/// for it, and its shell then sees what it wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_first_makes_the_view() {
+    let lab = lab();
+    let tool = &lab.tool;
+    let editor = Editor::new(tool.editor_fs("e"));
+    let path = lab.base.join("sub/new.txt");
+    // Outside the owner's view the editor does nothing, and says why.
+    let err = editor
+        .execute(&json!({"command": "create", "path": path, "file_text": "x\n"}))
+        .await
+        .unwrap_err();
+    assert!(
+        dsh_editor::contract::render_error(&err).contains("view is not running"),
+        "{err}"
+    );
+    tool.in_view("e", async {
+        editor
+            .execute(&json!({"command": "create", "path": path, "file_text": "first\n"}))
+            .await
+            .unwrap();
+        editor
+            .execute(&json!({"command": "str_replace", "path": lab.base.join("a.txt"), "old_str": "alpha", "new_str": "omega"}))
+            .await
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    let seen = run(tool, "e", "cat sub/new.txt a.txt").await;
+    assert!(seen.contains("first") && seen.contains("omega"), "{seen}");
+    assert_eq!(std::fs::read_to_string(lab.base.join("a.txt")).unwrap(), "alpha\n");
+    assert!(!path.exists());
+    tool.close_all().await;
+}
+
+/// Real work in a view: a git branch, commit and stash, and a Rust
+/// crate's build; the host's repository sees none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_work_in_a_view() {
+    let lab = lab();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&lab.base)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(
+        lab.base.join("Cargo.toml"),
+        "[package]\nname = \"viewed\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir(lab.base.join("src")).unwrap();
+    std::fs::write(lab.base.join("src/main.rs"), "fn main() { println!(\"built in a view\"); }\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+    let before = fingerprint(&lab.base);
+    let tool = &lab.tool;
+    let out = run(
+        tool,
+        "a",
+        "git -c user.name=a -c user.email=a@a checkout -q -b feature && echo more >> a.txt && \
+         git -c user.name=a -c user.email=a@a commit -qam change && echo wip >> a.txt && \
+         git stash -q && git stash list | wc -l && git log --oneline | wc -l && \
+         CARGO_TARGET_DIR=$PWD/target cargo run -q --offline && echo work-done",
+    )
+    .await;
+    assert!(out.contains("built in a view") && out.contains("work-done"), "{out}");
+    let b = run(tool, "b", "git branch --list feature | wc -l; test -e target || echo no-target").await;
+    assert!(b.contains("0\n") && b.contains("no-target"), "{b}");
+    assert_eq!(git(&["branch", "--list", "feature"]), "");
+    assert_eq!(fingerprint(&lab.base), before);
+    tool.close_all().await;
+}
+
+/// Where user namespaces are denied, the first call fails with a line
+/// naming what the kernel refused. Run in a user namespace of its own
+/// whose nested user namespaces are limited to none (a setting of that
+/// namespace only), by a copy of this binary.
+#[test]
+fn refused_where_user_namespaces_are_denied() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::Builder::new()
+        .prefix("dsh-cow-denied-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let copy = dir.path().join("copy_on_write");
+    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+    // SAFETY: geteuid/getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let mut command = std::process::Command::new(&copy);
+    command
+        .args(["--ignored", "--exact", "refusal_where_denied", "--nocapture"])
+        .env("DSH_COW_LAB", dir.path());
+    // SAFETY: the hook makes system calls and writes /proc files only.
+    unsafe {
+        command.pre_exec(move || {
+            let write = |path: &str, text: String| std::fs::write(path, text);
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            write("/proc/self/setgroups", "deny".into())?;
+            write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+            write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+            write("/proc/sys/user/max_user_namespaces", "0".into())
+        });
+    }
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by refused_where_user_namespaces_are_denied, in a user namespace that allows no other"]
+async fn refusal_where_denied() {
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap().trim(),
+        "0"
+    );
+    let lab = lab();
+    let err = lab
+        .tool
+        .execute("a", &json!({"command": "echo should-not-run"}))
+        .await
+        .unwrap_err();
+    let text = dsh_sandbox::contract::render_error(&err);
+    assert!(
+        text.starts_with("The copy-on-write view of the workspace could not be made: ")
+            && text.contains("user namespaces")
+            && text.ends_with("The command was not run."),
+        "{text}"
+    );
+    // The editor's view says the same.
+    let err = lab.tool.in_view("a", async {}).await.unwrap_err();
+    assert!(
+        dsh_sandbox::contract::render_error(&err).contains("could not be made"),
+        "{err}"
+    );
+}

@@ -89,7 +89,13 @@ impl CopyOnWriteView {
     ) -> Result<Self, Error> {
         // SAFETY: getters without preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let root = uid == 0;
+        // Root of the host: uid 0 in the initial user namespace (whose
+        // map is the whole identity). Root of a user namespace (a rootless
+        // container) makes one of its own, as any other user.
+        let root = uid == 0
+            && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
+                map.split_ascii_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]
+            });
         let c = |p: &Path, what: &str| {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|_| Error::setup(format!("the {what} path holds a NUL byte")))

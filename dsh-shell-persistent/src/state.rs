@@ -236,7 +236,7 @@ impl Capture {
 _Dst_V=$(\builtin declare -p) _Dst_F=$(\builtin declare -F) _Dst_A=$(\builtin alias -p) _Dst_S=$(\builtin shopt -p) _Dst_O=$(\builtin set +o) _Dst_u=$(\builtin umask) _Dst_w=$(\builtin pwd; \builtin printf x) _Dst_k=() _Dst_f=
 _Dst_G=$_Dst_F$'\n'
 while [[ -n $_Dst_G ]]; do _Dst_l=${{_Dst_G%%$'\n'*}}; _Dst_G=${{_Dst_G#*$'\n'}}; _Dst_n=${{_Dst_l#declare -* }}; case $_Dst_n in _D??_*|'') ;; *) _Dst_k+=("$_Dst_n");; esac; done
-if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin declare -f -- "${{_Dst_k[@]}}"); fi
+if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin set +o posix; \builtin declare -f -- "${{_Dst_k[@]}}"); fi
 LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_o" "$_Dst_b" "$_Dst_u" "$_Dst_w"
 \builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}
 _Dst_t='\builtin unset -v _Dst_o _Dst_b _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'

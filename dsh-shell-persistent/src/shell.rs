@@ -15,7 +15,7 @@ use crate::outcome::{
     BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
 };
 use crate::process::{Broken, Outcome, Process};
-use crate::state::{Capture, ShellState};
+use crate::state::{Capture, ShellState, Unread};
 use crate::{Dialect, ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
 
 /// One persistent shell: a shell process (started by the first call, started
@@ -521,7 +521,11 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
 
 /// The most characters a call the library makes for itself (a state's
 /// capture) may print: a larger state cannot be captured.
-const INTERNAL_OUTPUT_CHARS: usize = 256 << 20;
+const INTERNAL_OUTPUT_CHARS: usize = 64 << 20;
+
+/// How many times a capture is tried while other output comes in between
+/// (a job printing to the terminal).
+const CAPTURE_ATTEMPTS: u32 = 3;
 
 /// How a call the library made for itself ended.
 enum Internal {
@@ -571,41 +575,57 @@ impl Shell {
             self.process = None;
             return Err(ShellError::Closed);
         }
-        let capture = Capture::new()?;
         let Some(mut process) = self.process.take() else {
             return Ok(None);
         };
         // A future dropped from here on loses the process: the next
         // outcome says the shell was reset.
         let after_cancel = std::mem::replace(&mut self.cancelled, true);
-        let ran = self.internal(&mut process, &capture.command()).await;
         let not_captured = |why: String, shell_reset| ShellError::StateNotCaptured {
             shell,
             why,
             shell_reset,
         };
-        match ran {
-            Ok(Internal::Done { text, clipped, .. }) => {
-                self.process = Some(process);
-                self.cancelled = after_cancel;
-                if clipped {
+        let mut attempts = 0;
+        let mut through_file = self.config.backend.is_local();
+        loop {
+            attempts += 1;
+            let capture = match Capture::new(through_file) {
+                Ok(capture) => capture,
+                Err(error) => {
+                    self.process = Some(process);
+                    self.cancelled = after_cancel;
+                    return Err(error);
+                }
+            };
+            let (text, clipped) = match self.internal(&mut process, &capture.command()).await {
+                Ok(Internal::Done { text, clipped, .. }) => (text, clipped),
+                Ok(Internal::Reset(how)) => {
                     return Err(not_captured(
-                        format!("it is larger than {INTERNAL_OUTPUT_CHARS} characters"),
-                        false,
+                        format!("the shell was reset while it was read: {how}"),
+                        true,
                     ));
                 }
-                capture
-                    .read(&text)
-                    .map(Some)
-                    .map_err(|why| not_captured(why, false))
-            }
-            Ok(Internal::Reset(how)) => Err(not_captured(
-                format!("the shell was reset while it was read: {how}"),
-                true,
-            )),
-            Err(error) => {
-                self.cancelled = after_cancel;
-                Err(error)
+                Err(error) => {
+                    self.cancelled = after_cancel;
+                    return Err(error);
+                }
+            };
+            let read = if clipped {
+                Err(Unread::Other("it is larger than the 64 Mi characters a capture reads"))
+            } else {
+                capture.read(&text)
+            };
+            match read {
+                Err(Unread::Torn) if attempts < CAPTURE_ATTEMPTS => continue,
+                Err(Unread::FileUnread) if attempts < CAPTURE_ATTEMPTS => through_file = false,
+                read => {
+                    self.process = Some(process);
+                    self.cancelled = after_cancel;
+                    return read
+                        .map(Some)
+                        .map_err(|unread| not_captured(unread.why().to_owned(), false));
+                }
             }
         }
     }

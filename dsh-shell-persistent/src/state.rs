@@ -43,7 +43,7 @@ use crate::quote::{bash_ansi_c_bytes, split_token};
 /// the directory stack (`pushd`), bash's own variables
 /// (`BASH_VERSINFO`, `EUID`, `PPID`, `SHLVL`, `RANDOM`, `SECONDS`,
 /// `LINENO`, `PIPESTATUS`, `FUNCNAME`, `BASH_REMATCH`, `COLUMNS`,
-/// `LINES`, `HOSTNAME`, ...: [`ShellState`]'s filter list), the
+/// `LINES`, `HOSTNAME`, ...), the
 /// library's own (every variable and function whose name is `_D`, two
 /// characters and `_`, such as `_D3f_k`; the prompt variables `PS0`,
 /// `PS1`, `PS2`), the options the library or the terminal owns (`set -o
@@ -51,17 +51,17 @@ use crate::quote::{bash_ansi_c_bytes, split_token};
 /// `onecmd`, `noexec`; `shopt` `promptvars`, `login_shell`,
 /// `restricted_shell` and the `compat*` ones, whose value is
 /// `BASH_COMPAT`, kept), `$?`, `$_` and the positional parameters
-/// (every call starts with `$?` at 0 anyway). A variable the source shell
-/// unset that the new shell inherits from its environment stays set in
-/// the new shell.
+/// (every call starts with `$?` at 0 anyway).
 ///
 /// Applied to a shell, the state first removes that shell's aliases, then
-/// sets, in order: the directory, the variables, the aliases, the umask,
+/// sets, in order: the directory, the variables (unsetting those the state
+/// does not name, such as one from the environment the source shell
+/// unset), the aliases, the umask,
 /// the functions (parsed with `extglob` on and aliases off, so that a
 /// function reads as it was defined), the `shopt` options, the `set`
 /// options, and last POSIX mode, `set -e`, `-u`, `-v` and `-x`. A
-/// function or variable the new shell already had and the state does not
-/// name is left as it was.
+/// function the new shell already had and the state does not name is
+/// left as it was.
 #[derive(Clone)]
 pub struct ShellState {
     inner: Arc<Inner>,
@@ -210,20 +210,35 @@ fn kept_variable(name: &[u8]) -> bool {
 pub(crate) struct Capture {
     begin: String,
     end: String,
+    /// A private directory the shell writes the state into, when it runs
+    /// on this machine: a file takes it whole, where a job printing to the
+    /// terminal can come in between the writes of a long line.
+    dir: Option<tempfile::TempDir>,
 }
 
 /// How many words the capture prints.
 const WORDS: usize = 10;
 
 impl Capture {
-    /// A capture with fresh random markers.
-    pub(crate) fn new() -> Result<Capture, crate::ShellError> {
+    /// A capture with fresh random markers; through a file if `local`
+    /// (the shell runs on this machine) and a private directory can be
+    /// made, else through the terminal.
+    pub(crate) fn new(local: bool) -> Result<Capture, crate::ShellError> {
         let hex = dsh_pty::__private::random_hex(32).map_err(crate::ShellError::Random)?;
         let (begin, end) = hex.split_at(16);
+        let dir = local
+            .then(|| tempfile::Builder::new().prefix("dsh-state-").tempdir().ok())
+            .flatten();
         Ok(Capture {
             begin: format!("S{begin}"),
             end: format!("E{end}"),
+            dir,
         })
+    }
+
+    /// The file the shell writes the state into, if any.
+    fn file(&self) -> Option<std::path::PathBuf> {
+        self.dir.as_ref().map(|dir| dir.path().join("state"))
     }
 
     /// The command that prints the state. Its first line only assigns and
@@ -238,7 +253,7 @@ _Dst_G=$_Dst_F$'\n'
 while [[ -n $_Dst_G ]]; do _Dst_l=${{_Dst_G%%$'\n'*}}; _Dst_G=${{_Dst_G#*$'\n'}}; _Dst_n=${{_Dst_l#declare -* }}; case $_Dst_n in _D??_*|'') ;; *) _Dst_k+=("$_Dst_n");; esac; done
 if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin set +o posix; \builtin declare -f -- "${{_Dst_k[@]}}"); fi
 LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_o" "$_Dst_b" "$_Dst_u" "$_Dst_w"
-\builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}
+if {to_file} && {{ \builtin printf %s "$_Dst_p" >| {file}; }} 2>/dev/null; then \builtin printf '%s f %s %s\n' {begin} "${{#_Dst_p}}" {end}; else \builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}; fi
 _Dst_t='\builtin unset -v _Dst_o _Dst_b _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
 case :$_Dst_b: in *:expand_aliases:*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
 case :$_Dst_b: in *:nocasematch:*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
@@ -247,26 +262,43 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
 \builtin eval "$_Dst_t""#,
             begin = split_token(&self.begin),
             end = split_token(&self.end),
+            to_file = if self.dir.is_some() { "[[ -n x ]]" } else { "[[ -n '' ]]" },
+            file = bash_ansi_c_bytes(self.file().unwrap_or_default().as_os_str().as_encoded_bytes()),
         )
     }
 
     /// The state the command printed in `output` (the call's output, as
-    /// the model would see it), or why it cannot be read.
-    pub(crate) fn read(&self, output: &str) -> Result<ShellState, String> {
+    /// the model would see it) or wrote into its file, or why it cannot
+    /// be read.
+    pub(crate) fn read(&self, output: &str) -> Result<ShellState, Unread> {
         let Some(at) = output.find(&self.begin) else {
-            return Err("the shell did not print it (a function or alias named like a bash builtin it uses, `builtin`, can stop it)".to_owned());
+            return Err(Unread::Other("the shell did not print it (a function named `builtin` can stop it)"));
         };
         let rest = &output[at + self.begin.len()..];
-        let torn = || "it was interleaved with other output (a job printing to the terminal); try again".to_owned();
+        let torn = || Unread::Torn;
         let rest = rest.strip_prefix(' ').ok_or_else(torn)?;
+        let (in_file, rest) = match rest.strip_prefix("f ") {
+            Some(rest) => (true, rest),
+            None => (false, rest),
+        };
         let (len, rest) = rest.split_once(' ').ok_or_else(torn)?;
         let len: usize = len.parse().map_err(|_| torn())?;
-        let payload = rest.get(..len).ok_or_else(torn)?;
-        let after = &rest[len..];
-        if !after
-            .strip_prefix(' ')
-            .is_some_and(|a| a.starts_with(&self.end))
-        {
+        let written;
+        let (payload, after) = if in_file {
+            // A file the shell wrote but this process cannot read (the
+            // shell sees another `/tmp`) reads again through the terminal.
+            let file = self.file().ok_or_else(torn)?;
+            written = std::fs::read(file)
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .filter(|text| text.len() == len)
+                .ok_or(Unread::FileUnread)?;
+            (written.as_str(), rest)
+        } else {
+            let after = rest.get(len..).and_then(|a| a.strip_prefix(' '));
+            (rest.get(..len).ok_or_else(torn)?, after.ok_or_else(torn)?)
+        };
+        if !after.starts_with(&self.end) {
             return Err(torn());
         }
         let mut words = Vec::with_capacity(WORDS);
@@ -287,12 +319,12 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
         let cwd = cwd
             .strip_suffix(b"\nx")
-            .ok_or_else(|| "`pwd` failed: the current directory is gone".to_owned())?
+            .ok_or(Unread::Other("`pwd` failed: the current directory is gone"))?
             .to_vec();
         let umask = String::from_utf8(umask)
             .ok()
             .filter(|u| (3..=4).contains(&u.len()) && u.bytes().all(|b| (b'0'..=b'7').contains(&b)))
-            .ok_or_else(|| "`umask` printed no octal mask".to_owned())?;
+            .ok_or(Unread::Other("`umask` printed no octal mask"))?;
         let parts = Parts {
             vars: &vars,
             fnames: &fnames,
@@ -311,6 +343,31 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
                 cwd,
             }),
         })
+    }
+}
+
+/// Why a capture's output could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unread {
+    /// Other output came in between (a job printing to the terminal): a
+    /// capture again may read it.
+    Torn,
+    /// The shell wrote the state into a file this process could not read
+    /// back whole: a capture through the terminal may read it.
+    FileUnread,
+    /// Why, as a phrase.
+    Other(&'static str),
+}
+
+impl Unread {
+    /// Why, as a phrase.
+    pub(crate) fn why(self) -> &'static str {
+        match self {
+            Unread::Torn | Unread::FileUnread => {
+                "other output (a job printing to the terminal) came in between, each time it was read"
+            }
+            Unread::Other(why) => why,
+        }
     }
 }
 
@@ -344,11 +401,32 @@ impl Parts<'_> {
         );
         s.extend_from_slice(bash_ansi_c_bytes(self.cwd).as_bytes());
         s.push(b'\n');
-        for entry in entries(self.vars, b"declare -") {
-            if entry_name(entry, b"declare -").is_some_and(kept_variable) {
-                s.extend_from_slice(entry);
-                s.push(b'\n');
-            }
+        let kept: Vec<(&[u8], &[u8])> = entries(self.vars, b"declare -")
+            .filter_map(|entry| Some((entry_name(entry, b"declare -")?, entry)))
+            .filter(|(name, _)| kept_variable(name))
+            .collect();
+        // The shell's variables the state does not name are unset (but
+        // bash's own and the library's): every set variable's name starts
+        // with a letter or `_`.
+        s.extend_from_slice(b"for _Dst_n in");
+        for first in (b'A'..=b'Z').chain(b'a'..=b'z').chain([b'_']) {
+            s.extend_from_slice(b" ${!");
+            s.push(first);
+            s.extend_from_slice(b"*}");
+        }
+        s.extend_from_slice(b"; do case $_Dst_n in _D??_*");
+        for name in NOT_KEPT_VARIABLES
+            .iter()
+            .map(|n| n.as_bytes())
+            .chain(kept.iter().map(|(name, _)| *name))
+        {
+            s.push(b'|');
+            s.extend_from_slice(name);
+        }
+        s.extend_from_slice(b") ;; *) \\builtin unset -v \"$_Dst_n\";; esac; done; \\builtin unset -v _Dst_n\n");
+        for (_, entry) in kept {
+            s.extend_from_slice(entry);
+            s.push(b'\n');
         }
         if !self.aliases.is_empty() {
             s.extend_from_slice(self.aliases);

@@ -38,8 +38,10 @@ fn session_of(pid: &str) -> String {
     fields[3].to_owned()
 }
 
+/// A shell whose environment holds `FROM_ENV` and `KEPT_ENV`.
 fn shell(dir: &Path) -> Shell {
-    Shell::new(ShellConfig::new(dir)).unwrap()
+    let env = [("FROM_ENV", "1"), ("KEPT_ENV", "2")].map(|(k, v)| (k.to_owned(), v.to_owned()));
+    Shell::new(ShellConfig::new(dir).env(env.to_vec())).unwrap()
 }
 
 /// What the source shell sets up: a directory with a space, variables
@@ -63,6 +65,7 @@ const SETUP: &[&str] = &[
     "alias ll='echo aliased'",
     "shopt -s nullglob globstar && set -o noclobber -o pipefail && umask 027",
     "OLDPWD=/tmp; PROMPT_COMMAND='prompted=1'",
+    "unset FROM_ENV IFS",
 ];
 
 /// What the target must show as the source did.
@@ -79,6 +82,7 @@ const SAME: &[&str] = &[
     "printf %s \"$BYTES\" | od -An -tx1",
     "bash -c 'printf \"%s|%s\" \"$EXP\" \"${UNEXP-unset}\"; greet child'",
     "ll; greet fork; a-b.c:d; ext y",
+    "echo \"${FROM_ENV-unset} ${KEPT_ENV-unset} ${IFS-unset}\"; env | grep -c _ENV=",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,6 +108,7 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     assert!(before[8].starts_with("20000 v1 v20000"), "{}", before[8]);
     assert_eq!(before[11], "aliased\nhello fork\nodd name\nxy");
     assert_eq!(before[7], "0027");
+    assert_eq!(before[12], "unset 2 unset\n1");
 
     assert_eq!(run(&mut source, "false").await, "[exit code: 1]");
     let state = capture(&mut source).await;
@@ -281,4 +286,43 @@ mod values {
             });
         }
     }
+}
+
+/// `set -x` and `set -v` on in the source: the capture's reading is
+/// neither traced into what it reads nor left off afterwards; the fork has
+/// them on too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracing_options_survive_capture_and_fork() {
+    let (_tmp, root) = workspace();
+    let mut source = shell(&root);
+    run(&mut source, "X='a b'; set -xv").await;
+    let state = capture(&mut source).await;
+    let probe = "echo \"$- $X\"";
+    let want = run(&mut source, probe).await;
+    assert!(want.ends_with("himvxBs a b"), "{want}");
+    let mut fork = shell(&root);
+    fork.apply_state(&state).await.unwrap();
+    assert_eq!(run(&mut fork, probe).await, want);
+    source.close().await;
+    fork.close().await;
+}
+
+/// A job that keeps printing to the terminal (a dev server's log) while
+/// the state is read: its lines are not taken for the state, which reads
+/// whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_printing_to_the_terminal_does_not_spoil_the_capture() {
+    let (_tmp, root) = workspace();
+    let mut source = shell(&root);
+    run(&mut source, "big=(); for i in $(seq 1 3000); do big+=(\"value number $i\"); done").await;
+    run(&mut source, "(while :; do echo 'GET /health 200'; sleep 0.002; done) &").await;
+    let state = capture(&mut source).await;
+    let mut fork = shell(&root);
+    fork.apply_state(&state).await.unwrap();
+    assert_eq!(
+        run(&mut fork, "echo ${#big[@]} \"${big[2999]}\"").await,
+        "3000 value number 3000"
+    );
+    source.close().await;
+    fork.close().await;
 }

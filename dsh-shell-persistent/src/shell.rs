@@ -570,6 +570,16 @@ impl Shell {
     /// # Ok(()) }
     /// ```
     pub async fn capture_state(&mut self) -> Result<Option<ShellState>, ShellError> {
+        let local = self.config.backend.is_local();
+        self.capture_state_through(local).await
+    }
+
+    /// [`Shell::capture_state`], through a file first if `through_file`,
+    /// else through the terminal.
+    async fn capture_state_through(
+        &mut self,
+        mut through_file: bool,
+    ) -> Result<Option<ShellState>, ShellError> {
         let shell = self.supports_state()?;
         if self.handle.is_closed() {
             self.process = None;
@@ -587,7 +597,6 @@ impl Shell {
             shell_reset,
         };
         let mut attempts = 0;
-        let mut through_file = self.config.backend.is_local();
         loop {
             attempts += 1;
             let capture = match Capture::new(through_file) {
@@ -797,5 +806,34 @@ impl ShellHandle {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The terminal's way (a shell on another machine, whose files this
+    /// process cannot read) reads the same state as the file's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(clippy::unwrap_used)]
+    async fn a_state_reads_the_same_through_the_terminal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut source = Shell::new(ShellConfig::new(dir.path())).unwrap();
+        let setup = "cd / && X=$'a\\nb\\xff' && declare -A h=([k]=v) && f() { echo f; } && alias a='echo a' && set -o noclobber && umask 077";
+        assert_eq!(source.run(setup).await.unwrap(), "");
+        let by_file = source.capture_state_through(true).await.unwrap().unwrap();
+        let by_terminal = source.capture_state_through(false).await.unwrap().unwrap();
+        let lines = |s: &ShellState| {
+            String::from_utf8_lossy(s.script())
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let (file, terminal) = (lines(&by_file), lines(&by_terminal));
+        let differ: Vec<_> = file.iter().zip(&terminal).filter(|(a, b)| a != b).collect();
+        assert!(differ.is_empty() && file.len() == terminal.len(), "{differ:?}");
+        assert!(by_file.script().windows(5).any(|w| w == b"umask"));
+        source.close().await;
     }
 }

@@ -217,7 +217,7 @@ pub(crate) struct Capture {
 }
 
 /// How many words the capture prints.
-const WORDS: usize = 10;
+const WORDS: usize = 9;
 
 impl Capture {
     /// A capture with fresh random markers; through a file if `local`
@@ -247,16 +247,16 @@ impl Capture {
     /// variable behind and ends with the options it found.
     pub(crate) fn command(&self) -> String {
         format!(
-            r#"_Dst_o=$SHELLOPTS _Dst_b=$BASHOPTS _Dst_d=$-; \builtin set +euxv 2>/dev/null; \builtin shopt -u expand_aliases nocasematch
-_Dst_V=$(\builtin declare -p) _Dst_F=$(\builtin declare -F) _Dst_A=$(\builtin alias -p) _Dst_S=$(\builtin shopt -p) _Dst_O=$(\builtin set +o) _Dst_u=$(\builtin umask) _Dst_w=$(\builtin pwd; \builtin printf x) _Dst_k=() _Dst_f=
+            r#"_Dst_d=$- _Dst_S=$(\builtin shopt -p) _Dst_O=$(\builtin set +o); \builtin set +euxv 2>/dev/null; \builtin shopt -u expand_aliases nocasematch
+_Dst_V=$(\builtin declare -p) _Dst_F=$(\builtin declare -F) _Dst_A=$(\builtin alias -p) _Dst_u=$(\builtin umask) _Dst_w=$(\builtin pwd; \builtin printf x) _Dst_k=() _Dst_f=
 _Dst_G=$_Dst_F$'\n'
 while [[ -n $_Dst_G ]]; do _Dst_l=${{_Dst_G%%$'\n'*}}; _Dst_G=${{_Dst_G#*$'\n'}}; _Dst_n=${{_Dst_l#declare -* }}; case $_Dst_n in _D??_*|'') ;; *) _Dst_k+=("$_Dst_n");; esac; done
 if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin set +o posix; \builtin declare -f -- "${{_Dst_k[@]}}"); fi
-LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_o" "$_Dst_b" "$_Dst_u" "$_Dst_w"
+LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_d" "$_Dst_u" "$_Dst_w"
 if {to_file} && {{ \builtin printf %s "$_Dst_p" >| {file}; }} 2>/dev/null; then \builtin printf '%s f %s %s\n' {begin} "${{#_Dst_p}}" {end}; else \builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}; fi
-_Dst_t='\builtin unset -v _Dst_o _Dst_b _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
-case :$_Dst_b: in *:expand_aliases:*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
-case :$_Dst_b: in *:nocasematch:*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
+_Dst_t='\builtin unset -v _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
+case $_Dst_S in *'shopt -s expand_aliases'*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
+case $_Dst_S in *'shopt -s nocasematch'*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
 _Dst_d=${{_Dst_d//[!euxv]/}}
 if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
 \builtin eval "$_Dst_t""#,
@@ -315,7 +315,7 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
         if !input.is_empty() {
             return Err(torn());
         }
-        let [vars, fnames, funcs, aliases, shopt, set, shellopts, bashopts, umask, cwd] =
+        let [vars, fnames, funcs, aliases, shopt, set, flags, umask, cwd] =
             <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
         let cwd = cwd
             .strip_suffix(b"\nx")
@@ -332,8 +332,7 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             aliases: &aliases,
             shopt: &shopt,
             set: &set,
-            shellopts: &shellopts,
-            bashopts: &bashopts,
+            flags: &flags,
             umask: &umask,
             cwd: &cwd,
         };
@@ -381,12 +380,14 @@ struct Parts<'a> {
     funcs: &'a [u8],
     /// `alias -p`.
     aliases: &'a [u8],
-    /// `shopt -p` (for the names; the values are `BASHOPTS`).
+    /// `shopt -p`, read before the capture changed any (`BASHOPTS` can
+    /// be stale: bash does not update it when POSIX mode changes options).
     shopt: &'a [u8],
-    /// `set +o` (for the names; the values are `SHELLOPTS`).
+    /// `set +o` in a subshell, read before the capture changed any.
     set: &'a [u8],
-    shellopts: &'a [u8],
-    bashopts: &'a [u8],
+    /// `$-` of the shell itself: `set -e` as it is (a subshell may clear
+    /// it).
+    flags: &'a [u8],
     umask: &'a str,
     cwd: &'a [u8],
 }
@@ -456,13 +457,12 @@ impl Parts<'_> {
             s.extend_from_slice(bash_ansi_c_bytes(name).as_bytes());
             s.push(b'\n');
         }
-        let on = |list: &[u8], name: &[u8]| list.split(|&b| b == b':').any(|n| n == name);
         let (mut set_on, mut set_off) = (Vec::new(), Vec::new());
-        for name in option_names(self.shopt, b"shopt -") {
+        for (name, on) in options(self.shopt, b"shopt ") {
             if NOT_KEPT_SHOPT.iter().any(|n| n.as_bytes() == name) || name.starts_with(b"compat") {
                 continue;
             }
-            if on(self.bashopts, name) { &mut set_on } else { &mut set_off }.push(name);
+            if on { &mut set_on } else { &mut set_off }.push(name);
         }
         for (flag, names) in [(&b"-s"[..], &set_on), (b"-u", &set_off)] {
             if !names.is_empty() {
@@ -475,18 +475,23 @@ impl Parts<'_> {
                 s.push(b'\n');
             }
         }
-        let mut general = Vec::new();
-        for name in option_names(self.set, b"set ") {
-            if NOT_KEPT_SET.iter().any(|n| n.as_bytes() == name)
-                || SET_LAST.iter().any(|n| n.as_bytes() == name)
-            {
-                continue;
-            }
-            general.push((name, on(self.shellopts, name)));
-        }
-        let last = SET_LAST
+        let set: Vec<(&[u8], bool)> = options(self.set, b"set ").collect();
+        let general: Vec<(&[u8], bool)> = set
             .iter()
-            .map(|n| (n.as_bytes(), on(self.shellopts, n.as_bytes())));
+            .filter(|(name, _)| {
+                !NOT_KEPT_SET.iter().any(|n| n.as_bytes() == *name)
+                    && !SET_LAST.iter().any(|n| n.as_bytes() == *name)
+            })
+            .copied()
+            .collect();
+        let last = SET_LAST.iter().map(|n| {
+            let on = if *n == "errexit" {
+                self.flags.contains(&b'e')
+            } else {
+                set.iter().any(|(name, on)| *name == n.as_bytes() && *on)
+            };
+            (n.as_bytes(), on)
+        });
         for options in [general, last.collect()] {
             if options.is_empty() {
                 continue;
@@ -542,13 +547,23 @@ fn entry_name<'a>(entry: &'a [u8], head: &[u8]) -> Option<&'a [u8]> {
     Some(&rest[..end])
 }
 
-/// The option names of `shopt -p` or `set +o` lines (`shopt -s name`,
-/// `set +o name`): the last word of each line.
-fn option_names<'a>(text: &'a [u8], head: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
-    text.split(|&b| b == b'\n')
-        .filter(move |line| line.starts_with(head))
-        .filter_map(|line| line.rsplit(|&b| b == b' ').next())
-        .filter(|name| !name.is_empty() && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+/// The options of `shopt -p` or `set +o` lines (`shopt -s name`, `set
+/// +o name`; `head` is `shopt ` or `set `) and whether each is on (`-s`,
+/// `-o`).
+fn options<'a>(text: &'a [u8], head: &'a [u8]) -> impl Iterator<Item = (&'a [u8], bool)> {
+    text.split(|&b| b == b'\n').filter_map(move |line| {
+        let rest = line.strip_prefix(head)?;
+        let on = match rest.get(..3)? {
+            b"-s " | b"-o " => true,
+            b"-u " | b"+o " => false,
+            _ => return None,
+        };
+        let name = &rest[3..];
+        let plain = name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        (!name.is_empty() && plain).then_some((name, on))
+    })
 }
 
 /// One word as bash's `printf %q` writes it under `LC_ALL=C` (`''`, a

@@ -75,7 +75,7 @@ const SAME: &[&str] = &[
     "declare -f greet a-b.c:d ext",
     "declare -F | grep -v ' _D'",
     "alias -p",
-    "shopt -p nullglob globstar extglob expand_aliases",
+    "shopt -p nullglob globstar extglob expand_aliases inherit_errexit nocasematch",
     "set +o | grep -E 'noclobber|pipefail|errexit|nounset|posix'",
     "umask",
     "echo ${#big[@]} ${big[0]} ${big[19999]}",

@@ -189,6 +189,24 @@ const NOT_KEPT_SET: &[&str] = &[
 /// each changes how the statements after it run.
 const SET_LAST: &[&str] = &["posix", "errexit", "nounset", "verbose", "xtrace"];
 
+/// The `set -o` options `$-` shows, and their letters.
+const SET_LETTERS: &[(&str, u8)] = &[
+    ("allexport", b'a'),
+    ("braceexpand", b'B'),
+    ("errexit", b'e'),
+    ("errtrace", b'E'),
+    ("functrace", b'T'),
+    ("hashall", b'h'),
+    ("keyword", b'k'),
+    ("noclobber", b'C'),
+    ("noglob", b'f'),
+    ("notify", b'b'),
+    ("nounset", b'u'),
+    ("physical", b'P'),
+    ("verbose", b'v'),
+    ("xtrace", b'x'),
+];
+
 /// `shopt` options the library owns or bash refuses to set.
 const NOT_KEPT_SHOPT: &[&str] = &["login_shell", "promptvars", "restricted_shell"];
 
@@ -385,8 +403,8 @@ struct Parts<'a> {
     shopt: &'a [u8],
     /// `set +o` in a subshell, read before the capture changed any.
     set: &'a [u8],
-    /// `$-` of the shell itself: `set -e` as it is (a subshell may clear
-    /// it).
+    /// `$-` of the shell itself: the options with a letter as they are (a
+    /// subshell clears some).
     flags: &'a [u8],
     umask: &'a str,
     cwd: &'a [u8],
@@ -475,7 +493,14 @@ impl Parts<'_> {
                 s.push(b'\n');
             }
         }
-        let set: Vec<(&[u8], bool)> = options(self.set, b"set ").collect();
+        // An option with a letter is as `$-` of the shell itself shows
+        // it (a subshell clears some, such as `-e` and `-v`).
+        let set: Vec<(&[u8], bool)> = options(self.set, b"set ")
+            .map(|(name, on)| {
+                let letter = SET_LETTERS.iter().find(|(n, _)| n.as_bytes() == name);
+                (name, letter.map_or(on, |(_, l)| self.flags.contains(l)))
+            })
+            .collect();
         let general: Vec<(&[u8], bool)> = set
             .iter()
             .filter(|(name, _)| {
@@ -485,11 +510,7 @@ impl Parts<'_> {
             .copied()
             .collect();
         let last = SET_LAST.iter().map(|n| {
-            let on = if *n == "errexit" {
-                self.flags.contains(&b'e')
-            } else {
-                set.iter().any(|(name, on)| *name == n.as_bytes() && *on)
-            };
+            let on = set.iter().any(|(name, on)| *name == n.as_bytes() && *on);
             (n.as_bytes(), on)
         });
         for options in [general, last.collect()] {

@@ -306,8 +306,7 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             // A file the shell wrote but this process cannot read (the
             // shell sees another `/tmp`) reads again through the terminal.
             let file = self.file().ok_or_else(torn)?;
-            written = std::fs::read(file)
-                .ok()
+            written = read_own_file(&file)
                 .and_then(|bytes| String::from_utf8(bytes).ok())
                 .filter(|text| text.len() == len)
                 .ok_or(Unread::FileUnread)?;
@@ -361,6 +360,28 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             }),
         })
     }
+}
+
+/// The contents of `path` if it is a regular file (never what a link the
+/// shell's owner put there points to).
+fn read_own_file(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let before = std::fs::symlink_metadata(path).ok()?;
+    if !before.file_type().is_file() {
+        return None;
+    }
+    let mut file = std::fs::File::open(path).ok()?;
+    let opened = file.metadata().ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) {
+            return None;
+        }
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// Why a capture's output could not be read.

@@ -110,20 +110,16 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     assert_eq!(before[7], "0027");
     assert_eq!(before[12], "unset 2 unset\n1");
 
-    assert_eq!(run(&mut source, "false").await, "[exit code: 1]");
+    // What a call sees of the last one (`$?`, `$_`, `PIPESTATUS`) after
+    // a failed command, without and with a capture in between.
+    let status_probe = "echo \"$? $_ ${PIPESTATUS[*]}\"";
+    assert_eq!(run(&mut source, "false | true | false").await, "[exit code: 1]");
+    let without = run(&mut source, status_probe).await;
+    assert_eq!(run(&mut source, "false | true | false").await, "[exit code: 1]");
     let state = capture(&mut source).await;
     assert_eq!(state.cwd(), root.join("sub dir/deeper"));
-
-    // The source is as it was: its next call sees what it would have
-    // seen without the capture, and nothing of the capture is left.
-    let mut control = shell(&root);
-    run(&mut control, "false; true").await;
-    assert_eq!(run(&mut control, "false").await, "[exit code: 1]");
-    let status_probe = "echo \"$? ${PIPESTATUS[*]}\"";
-    assert_eq!(
-        run(&mut source, status_probe).await,
-        run(&mut control, status_probe).await
-    );
+    assert_eq!(run(&mut source, status_probe).await, without);
+    // Nothing of the capture is left, and the source is as it was.
     assert_eq!(run(&mut source, "declare -p | grep -c '^declare -[^ ]* _Dst_'").await, "0\n[exit code: 1]");
     assert_eq!(run(&mut source, "jobs -p").await, job_pid);
     for (cmd, want) in SAME.iter().zip(&before) {
@@ -157,7 +153,6 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     );
     source.close().await;
     fork.close().await;
-    control.close().await;
 }
 
 /// `set -e`, `set -u` and POSIX mode on in the source: the capture ends
@@ -326,3 +321,4 @@ async fn a_job_printing_to_the_terminal_does_not_spoil_the_capture() {
     source.close().await;
     fork.close().await;
 }
+

@@ -621,13 +621,15 @@ impl Shell {
                 }
             };
             let read = if clipped {
-                Err(Unread::Other("it is larger than the 64 Mi characters a capture reads"))
+                Err(Unread::Other(
+                    "it is larger than the 64 Mi characters a capture reads",
+                ))
             } else {
                 capture.read(&text)
             };
             match read {
                 Err(Unread::Torn) if attempts < CAPTURE_ATTEMPTS => continue,
-                Err(Unread::FileUnread) if attempts < CAPTURE_ATTEMPTS => through_file = false,
+                Err(Unread::NoFile) if attempts < CAPTURE_ATTEMPTS => through_file = false,
                 read => {
                     self.process = Some(process);
                     self.cancelled = after_cancel;
@@ -832,7 +834,10 @@ mod tests {
         };
         let (file, terminal) = (lines(&by_file), lines(&by_terminal));
         let differ: Vec<_> = file.iter().zip(&terminal).filter(|(a, b)| a != b).collect();
-        assert!(differ.is_empty() && file.len() == terminal.len(), "{differ:?}");
+        assert!(
+            differ.is_empty() && file.len() == terminal.len(),
+            "{differ:?}"
+        );
         assert!(by_file.script().windows(5).any(|w| w == b"umask"));
         source.close().await;
     }

@@ -280,8 +280,17 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
 \builtin eval "$_Dst_t""#,
             begin = split_token(&self.begin),
             end = split_token(&self.end),
-            to_file = if self.dir.is_some() { "[[ -n x ]]" } else { "[[ -n '' ]]" },
-            file = bash_ansi_c_bytes(self.file().unwrap_or_default().as_os_str().as_encoded_bytes()),
+            to_file = if self.dir.is_some() {
+                "[[ -n x ]]"
+            } else {
+                "[[ -n '' ]]"
+            },
+            file = bash_ansi_c_bytes(
+                self.file()
+                    .unwrap_or_default()
+                    .as_os_str()
+                    .as_encoded_bytes()
+            ),
         )
     }
 
@@ -290,7 +299,9 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
     /// be read.
     pub(crate) fn read(&self, output: &str) -> Result<ShellState, Unread> {
         let Some(at) = output.find(&self.begin) else {
-            return Err(Unread::Other("the shell did not print it (a function named `builtin` can stop it)"));
+            return Err(Unread::Other(
+                "the shell did not print it (a function named `builtin` can stop it)",
+            ));
         };
         let rest = &output[at + self.begin.len()..];
         let torn = || Unread::Torn;
@@ -309,7 +320,7 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             written = read_own_file(&file)
                 .and_then(|bytes| String::from_utf8(bytes).ok())
                 .filter(|text| text.len() == len)
-                .ok_or(Unread::FileUnread)?;
+                .ok_or(Unread::NoFile)?;
             (written.as_str(), rest)
         } else {
             let after = rest.get(len..).and_then(|a| a.strip_prefix(' '));
@@ -392,7 +403,7 @@ pub(crate) enum Unread {
     Torn,
     /// The shell wrote the state into a file this process could not read
     /// back whole: a capture through the terminal may read it.
-    FileUnread,
+    NoFile,
     /// Why, as a phrase.
     Other(&'static str),
 }
@@ -401,7 +412,7 @@ impl Unread {
     /// Why, as a phrase.
     pub(crate) fn why(self) -> &'static str {
         match self {
-            Unread::Torn | Unread::FileUnread => {
+            Unread::Torn | Unread::NoFile => {
                 "other output (a job printing to the terminal) came in between, each time it was read"
             }
             Unread::Other(why) => why,
@@ -435,7 +446,8 @@ impl Parts<'_> {
     /// The script that recreates the state (see [`ShellState`] for the
     /// order).
     fn script(&self) -> Vec<u8> {
-        let mut s = Vec::with_capacity(self.vars.len() + self.funcs.len() + self.aliases.len() + 1024);
+        let mut s =
+            Vec::with_capacity(self.vars.len() + self.funcs.len() + self.aliases.len() + 1024);
         s.extend_from_slice(
             b"\\builtin unalias -a\n\\builtin shopt -u expand_aliases\n\\builtin shopt -s extglob\n\\builtin cd -- ",
         );
@@ -463,7 +475,9 @@ impl Parts<'_> {
             s.push(b'|');
             s.extend_from_slice(name);
         }
-        s.extend_from_slice(b") ;; *) \\builtin unset -v \"$_Dst_n\";; esac; done; \\builtin unset -v _Dst_n\n");
+        s.extend_from_slice(
+            b") ;; *) \\builtin unset -v \"$_Dst_n\";; esac; done; \\builtin unset -v _Dst_n\n",
+        );
         for (_, entry) in kept {
             s.extend_from_slice(entry);
             s.push(b'\n');
@@ -561,7 +575,9 @@ fn entries<'a>(text: &'a [u8], head: &'a [u8]) -> impl Iterator<Item = &'a [u8]>
         let mut end = 0;
         loop {
             match rest[end..].iter().position(|&b| b == b'\n') {
-                Some(nl) if rest[end + nl + 1..].starts_with(head) || end + nl + 1 == rest.len() => {
+                Some(nl)
+                    if rest[end + nl + 1..].starts_with(head) || end + nl + 1 == rest.len() =>
+                {
                     let entry = &rest[..end + nl];
                     rest = &rest[end + nl + 1..];
                     return Some(entry);

@@ -1,6 +1,6 @@
 //! A shell's state captured from one real bash and applied to another:
 //! what a fork, a snapshot or a restore of an agent keeps of its shell.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -104,7 +104,11 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     };
     // Every piece is there to compare (not two empty answers).
     assert_eq!(before[0], root.join("sub dir/deeper").to_str().unwrap());
-    assert!(before[1].contains("declare -ir RO") || before[1].contains("declare -r RO"), "{}", before[1]);
+    assert!(
+        before[1].contains("declare -ir RO") || before[1].contains("declare -r RO"),
+        "{}",
+        before[1]
+    );
     assert!(before[8].starts_with("20000 v1 v20000"), "{}", before[8]);
     assert_eq!(before[11], "aliased\nhello fork\nodd name\nxy");
     assert_eq!(before[7], "0027");
@@ -113,17 +117,30 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     // What a call sees of the last one (`$?`, `$_`, `PIPESTATUS`) after
     // a failed command, without and with a capture in between.
     let status_probe = "echo \"$? $_ ${PIPESTATUS[*]}\"";
-    assert_eq!(run(&mut source, "false | true | false").await, "[exit code: 1]");
+    assert_eq!(
+        run(&mut source, "false | true | false").await,
+        "[exit code: 1]"
+    );
     let without = run(&mut source, status_probe).await;
-    assert_eq!(run(&mut source, "false | true | false").await, "[exit code: 1]");
+    assert_eq!(
+        run(&mut source, "false | true | false").await,
+        "[exit code: 1]"
+    );
     let state = capture(&mut source).await;
     assert_eq!(state.cwd(), root.join("sub dir/deeper"));
     assert_eq!(run(&mut source, status_probe).await, without);
     // Nothing of the capture is left, and the source is as it was.
-    assert_eq!(run(&mut source, "declare -p | grep -c '^declare -[^ ]* _Dst_'").await, "0\n[exit code: 1]");
+    assert_eq!(
+        run(&mut source, "declare -p | grep -c '^declare -[^ ]* _Dst_'").await,
+        "0\n[exit code: 1]"
+    );
     assert_eq!(run(&mut source, "jobs -p").await, job_pid);
     for (cmd, want) in SAME.iter().zip(&before) {
-        assert_eq!(&run(&mut source, cmd).await, want, "source after capture: {cmd}");
+        assert_eq!(
+            &run(&mut source, cmd).await,
+            want,
+            "source after capture: {cmd}"
+        );
     }
 
     let mut fork = shell(&root);
@@ -143,12 +160,26 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     assert_ne!(session_of(&job_pid), session_of(&fork_pid));
 
     // The two diverge.
-    run(&mut fork, "cd / && export EXP=changed && arr[0]=forked && unalias ll").await;
+    run(
+        &mut fork,
+        "cd / && export EXP=changed && arr[0]=forked && unalias ll",
+    )
+    .await;
     run(&mut source, "NEW_IN_SOURCE=1").await;
-    assert_eq!(run(&mut source, "echo \"$PWD|${arr[0]}\" && ll").await, format!("{}|one\naliased", root.join("sub dir/deeper").display()));
-    assert_eq!(run(&mut source, "printf %s \"$EXP\" | head -1").await, "two words");
     assert_eq!(
-        run(&mut fork, "echo \"$PWD|$EXP|${arr[0]}|${NEW_IN_SOURCE-unset}\"").await,
+        run(&mut source, "echo \"$PWD|${arr[0]}\" && ll").await,
+        format!("{}|one\naliased", root.join("sub dir/deeper").display())
+    );
+    assert_eq!(
+        run(&mut source, "printf %s \"$EXP\" | head -1").await,
+        "two words"
+    );
+    assert_eq!(
+        run(
+            &mut fork,
+            "echo \"$PWD|$EXP|${arr[0]}|${NEW_IN_SOURCE-unset}\""
+        )
+        .await,
         "/|changed|forked|unset"
     );
     source.close().await;
@@ -190,9 +221,12 @@ async fn the_pool_forks_an_owner_and_says_when_a_state_cannot_be_applied() {
     let pool = ShellPool::new(ShellConfig::new(&root)).unwrap();
     assert!(pool.capture_state("nobody").await.unwrap().is_none());
     assert!(pool.owners().is_empty());
-    pool.run("src", "mkdir gone && cd gone && export X=1 && alias ll='echo aliased'")
-        .await
-        .unwrap();
+    pool.run(
+        "src",
+        "mkdir gone && cd gone && export X=1 && alias ll='echo aliased'",
+    )
+    .await
+    .unwrap();
     let state = pool.capture_state("src").await.unwrap().unwrap();
     pool.set_start_state("fork", state.clone()).unwrap();
     assert_eq!(
@@ -201,13 +235,19 @@ async fn the_pool_forks_an_owner_and_says_when_a_state_cannot_be_applied() {
     );
     // Once: after a reset the owner starts fresh.
     pool.close_owner("fork").await;
-    assert_eq!(pool.run("fork", "echo \"$PWD ${X-unset}\"").await.unwrap(), format!("{} unset", root.display()));
+    assert_eq!(
+        pool.run("fork", "echo \"$PWD ${X-unset}\"").await.unwrap(),
+        format!("{} unset", root.display())
+    );
 
     // The directory is gone when the state is applied.
     std::fs::remove_dir(root.join("gone")).unwrap();
     pool.set_start_state("late", state).unwrap();
     let err = pool.run("late", "touch ran").await.unwrap_err();
-    let ShellError::StateNotApplied { said, shell_reset, .. } = &err else {
+    let ShellError::StateNotApplied {
+        said, shell_reset, ..
+    } = &err
+    else {
         panic!("{err:?}");
     };
     assert!(!shell_reset);
@@ -226,7 +266,8 @@ async fn the_pool_forks_an_owner_and_says_when_a_state_cannot_be_applied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_bash_has_a_state() {
     let (_tmp, root) = workspace();
-    let pool = ShellPool::new(ShellConfig::new(&root).dialect(dsh_shell_persistent::Dialect::Sh)).unwrap();
+    let pool =
+        ShellPool::new(ShellConfig::new(&root).dialect(dsh_shell_persistent::Dialect::Sh)).unwrap();
     assert!(matches!(
         pool.capture_state("a").await,
         Err(ShellError::StateUnsupported { shell: "sh" })
@@ -309,8 +350,16 @@ async fn tracing_options_survive_capture_and_fork() {
 async fn a_job_printing_to_the_terminal_does_not_spoil_the_capture() {
     let (_tmp, root) = workspace();
     let mut source = shell(&root);
-    run(&mut source, "big=(); for i in $(seq 1 3000); do big+=(\"value number $i\"); done").await;
-    run(&mut source, "(while :; do echo 'GET /health 200'; sleep 0.002; done) &").await;
+    run(
+        &mut source,
+        "big=(); for i in $(seq 1 3000); do big+=(\"value number $i\"); done",
+    )
+    .await;
+    run(
+        &mut source,
+        "(while :; do echo 'GET /health 200'; sleep 0.002; done) &",
+    )
+    .await;
     let state = capture(&mut source).await;
     let mut fork = shell(&root);
     fork.apply_state(&state).await.unwrap();
@@ -321,4 +370,3 @@ async fn a_job_printing_to_the_terminal_does_not_spoil_the_capture() {
     source.close().await;
     fork.close().await;
 }
-

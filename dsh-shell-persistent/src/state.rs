@@ -7,13 +7,17 @@
 //! -F`/`-f`, `alias -p`, `shopt -p`, `set +o`, `umask`, `pwd`), in the
 //! shell itself, with `set -e`/`-u`/`-x`/`-v`, `expand_aliases` and
 //! `nocasematch` off while it runs and put back as they were at its end,
-//! and prints it as one line: a random begin marker, the length of the
-//! rest, ten words quoted by `printf %q` under `LC_ALL=C` (so every byte
-//! is ASCII and nothing the output path normalizes can change it), a
-//! random end marker. The length and the markers show whether anything
-//! (a job printing to the terminal) came in between. The words are
-//! decoded here, the names bash and this library own are dropped, and
-//! the rest becomes a bash script: [`ShellState`].
+//! (the options as they were before it changed any: `BASHOPTS` goes stale
+//! when POSIX mode changes options, and a subshell clears `-e` and `-v`),
+//! and writes it as ten words quoted by `printf %q` under `LC_ALL=C` (every
+//! byte ASCII, so nothing the output path normalizes can change it): into a
+//! file in a private directory when the shell runs on this machine (read
+//! back only if it is the regular file the shell wrote), else on the
+//! terminal, between random markers, with its length, which shows whether
+//! anything (a job printing to the terminal) came in between (then it is
+//! read again, up to three times). The words are decoded here, the names
+//! bash and this library own are dropped, and the rest becomes a bash
+//! script: [`ShellState`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,7 +38,8 @@ use crate::quote::{bash_ansi_c_bytes, split_token};
 /// size; the functions (exported, traced and read-only ones with those
 /// attributes); the aliases; the `set -o` options (`set -e`, `-u`,
 /// `noclobber`, `pipefail`, POSIX mode, ...) and the `shopt` options; the
-/// umask. `PROMPT_COMMAND` is kept as the user set it; `OLDPWD` too.
+/// umask; the positional parameters (`set -- a b`). `PROMPT_COMMAND` is
+/// kept as the user set it; `OLDPWD` too.
 ///
 /// **Not kept:** processes (background jobs, coprocesses: a state holds
 /// no process, and the job table of the new shell is empty), traps, open
@@ -50,16 +55,17 @@ use crate::quote::{bash_ansi_c_bytes, split_token};
 /// history`, `histexpand`, `monitor`, `emacs`/`vi`, `privileged`,
 /// `onecmd`, `noexec`; `shopt` `promptvars`, `login_shell`,
 /// `restricted_shell` and the `compat*` ones, whose value is
-/// `BASH_COMPAT`, kept), `$?`, `$_` and the positional parameters
-/// (every call starts with `$?` at 0 anyway).
+/// `BASH_COMPAT`, kept), `$?`, `$_` and `PIPESTATUS` (every call starts
+/// with the same ones anyway). Capturing runs one line in the shell, so
+/// bash's `LINENO` counts it as it counts a call.
 ///
 /// Applied to a shell, the state first removes that shell's aliases, then
 /// sets, in order: the directory, the variables (unsetting those the state
 /// does not name, such as one from the environment the source shell
-/// unset), the aliases, the umask,
-/// the functions (parsed with `extglob` on and aliases off, so that a
-/// function reads as it was defined), the `shopt` options, the `set`
-/// options, and last POSIX mode, `set -e`, `-u`, `-v` and `-x`. A
+/// unset), the aliases, the umask, the functions (parsed with `extglob`
+/// on and aliases off, so that a function reads as it was defined), the
+/// `shopt` options, the positional parameters, the `set` options, and
+/// last POSIX mode, `set -e`, `-u`, `-v` and `-x`. A
 /// function the new shell already had and the state does not name is
 /// left as it was.
 #[derive(Clone)]
@@ -235,7 +241,7 @@ pub(crate) struct Capture {
 }
 
 /// How many words the capture prints.
-const WORDS: usize = 9;
+const WORDS: usize = 10;
 
 impl Capture {
     /// A capture with fresh random markers; through a file if `local`
@@ -270,9 +276,10 @@ _Dst_V=$(\builtin declare -p) _Dst_F=$(\builtin declare -F) _Dst_A=$(\builtin al
 _Dst_G=$_Dst_F$'\n'
 while [[ -n $_Dst_G ]]; do _Dst_l=${{_Dst_G%%$'\n'*}}; _Dst_G=${{_Dst_G#*$'\n'}}; _Dst_n=${{_Dst_l#declare -* }}; case $_Dst_n in _D??_*|'') ;; *) _Dst_k+=("$_Dst_n");; esac; done
 if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin set +o posix; \builtin declare -f -- "${{_Dst_k[@]}}"); fi
-LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_d" "$_Dst_u" "$_Dst_w"
+_Dst_a=; if [[ $# -gt 0 ]]; then LC_ALL=C \builtin printf -v _Dst_a '%q ' "$@"; fi
+LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_d" "$_Dst_u" "$_Dst_w" "$_Dst_a"
 if {to_file} && {{ \builtin printf %s "$_Dst_p" >| {file}; }} 2>/dev/null; then \builtin printf '%s f %s %s\n' {begin} "${{#_Dst_p}}" {end}; else \builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}; fi
-_Dst_t='\builtin unset -v _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
+_Dst_t='\builtin unset -v _Dst_a _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
 case $_Dst_S in *'shopt -s expand_aliases'*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
 case $_Dst_S in *'shopt -s nocasematch'*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
 _Dst_d=${{_Dst_d//[!euxv]/}}
@@ -343,8 +350,18 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
         if !input.is_empty() {
             return Err(torn());
         }
-        let [vars, fnames, funcs, aliases, shopt, set, flags, umask, cwd] =
-            <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
+        let [
+            vars,
+            fnames,
+            funcs,
+            aliases,
+            shopt,
+            set,
+            flags,
+            umask,
+            cwd,
+            args,
+        ] = <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
         let cwd = cwd
             .strip_suffix(b"\nx")
             .ok_or(Unread::Other("`pwd` failed: the current directory is gone"))?
@@ -361,6 +378,7 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             shopt: &shopt,
             set: &set,
             flags: &flags,
+            args: &args,
             umask: &umask,
             cwd: &cwd,
         };
@@ -438,6 +456,9 @@ struct Parts<'a> {
     /// `$-` of the shell itself: the options with a letter as they are (a
     /// subshell clears some).
     flags: &'a [u8],
+    /// The positional parameters, each quoted by `printf %q` and followed
+    /// by a space.
+    args: &'a [u8],
     umask: &'a str,
     cwd: &'a [u8],
 }
@@ -530,6 +551,11 @@ impl Parts<'_> {
         }
         // An option with a letter is as `$-` of the shell itself shows
         // it (a subshell clears some, such as `-e` and `-v`).
+        if !self.args.is_empty() {
+            s.extend_from_slice(b"\\builtin set -- ");
+            s.extend_from_slice(self.args);
+            s.push(b'\n');
+        }
         let set: Vec<(&[u8], bool)> = options(self.set, b"set ")
             .map(|(name, on)| {
                 let letter = SET_LETTERS.iter().find(|(n, _)| n.as_bytes() == name);

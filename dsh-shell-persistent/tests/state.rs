@@ -66,6 +66,7 @@ const SETUP: &[&str] = &[
     "shopt -s nullglob globstar && set -o noclobber -o pipefail && umask 027",
     "OLDPWD=/tmp; PROMPT_COMMAND='prompted=1'",
     "unset FROM_ENV IFS",
+    "set -- 'first arg' $'se\\ncond' '*'",
 ];
 
 /// What the target must show as the source did.
@@ -83,6 +84,7 @@ const SAME: &[&str] = &[
     "bash -c 'printf \"%s|%s\" \"$EXP\" \"${UNEXP-unset}\"; greet child'",
     "ll; greet fork; a-b.c:d; ext y",
     "echo \"${FROM_ENV-unset} ${KEPT_ENV-unset} ${IFS-unset}\"; env | grep -c _ENV=",
+    "printf '<%s>' \"$@\"; echo \" $#\"",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,6 +115,7 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     assert_eq!(before[11], "aliased\nhello fork\nodd name\nxy");
     assert_eq!(before[7], "0027");
     assert_eq!(before[12], "unset 2 unset\n1");
+    assert_eq!(before[13], "<first arg><se\ncond><*> 3");
 
     // What a call sees of the last one (`$?`, `$_`, `PIPESTATUS`) after
     // a failed command, without and with a capture in between.

@@ -801,6 +801,12 @@ impl ShellHandle {
             .unwrap_or_else(|p| p.into_inner()) = state;
     }
 
+    /// Whether the shell holds a running process (kept after a call, or a
+    /// call's).
+    pub(crate) fn has_process(&self) -> bool {
+        self.inner.live().is_some()
+    }
+
     /// The state the shell's next process starts from, taken.
     fn take_start_state(&self) -> Option<ShellState> {
         self.inner

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dsh_shell_persistent::{Shell, ShellConfig, ShellError, ShellPool, ShellState};
+use dsh_shell_persistent::{Shell, ShellConfig, ShellError, ShellPool, ShellRequest, ShellState};
 
 /// Generous: shells start on a loaded machine.
 const BOUND: Duration = Duration::from_secs(60);
@@ -236,6 +236,26 @@ async fn the_pool_forks_an_owner_and_says_when_a_state_cannot_be_applied() {
         pool.run("fork", "echo \"$PWD $X\"; ll").await.unwrap(),
         format!("{}/gone 1\naliased", root.display())
     );
+    // Set for an owner whose shell runs: it waits for the owner's next
+    // shell (here after a timeout resets it).
+    pool.set_start_state("fork", state.clone()).unwrap();
+    assert_eq!(
+        pool.run("fork", "echo \"${X-unset}\"; X=2").await.unwrap(),
+        "1"
+    );
+    let timed_out = pool
+        .call(
+            "fork",
+            ShellRequest::new("sleep 30").timeout(Duration::from_secs(1)),
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    assert!(timed_out.shell_reset, "{timed_out:?}");
+    assert_eq!(
+        pool.run("fork", "echo \"$PWD $X\"").await.unwrap(),
+        format!("{}/gone 1", root.display())
+    );
     // Once: after a reset the owner starts fresh.
     pool.close_owner("fork").await;
     assert_eq!(
@@ -339,8 +359,11 @@ async fn tracing_options_survive_capture_and_fork() {
     let probe = "echo \"$- $X\"";
     let want = run(&mut source, probe).await;
     assert!(want.ends_with("himvxBs a b"), "{want}");
-    let mut fork = shell(&root);
-    fork.apply_state(&state).await.unwrap();
+    // A shell's own start state: applied when its process starts, before
+    // the first command.
+    let fork = shell(&root);
+    fork.set_start_state(Some(state));
+    let mut fork = fork;
     assert_eq!(run(&mut fork, probe).await, want);
     source.close().await;
     fork.close().await;

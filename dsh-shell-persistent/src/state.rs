@@ -104,12 +104,18 @@ impl ShellState {
         std::path::Path::new(std::ffi::OsStr::from_bytes(&self.inner.cwd))
     }
 
-    /// The command a call runs to apply the state: the script, quoted as
-    /// ASCII, `eval`ed.
+    /// The command a call runs to apply the state: the script itself when
+    /// it is UTF-8 (the call's command may be any text), else the script
+    /// quoted as ASCII and `eval`ed (which bash parses twice).
     pub(crate) fn apply_command(&self) -> String {
-        let mut command = String::from("\\builtin eval ");
-        command.push_str(&bash_ansi_c_bytes(&self.inner.script));
-        command
+        match std::str::from_utf8(&self.inner.script) {
+            Ok(script) => script.to_owned(),
+            Err(_) => {
+                let mut command = String::from("\\builtin eval ");
+                command.push_str(&bash_ansi_c_bytes(&self.inner.script));
+                command
+            }
+        }
     }
 }
 

@@ -62,7 +62,7 @@ const SETUP: &[&str] = &[
     "function a-b.c:d { echo odd name; }",
     "shopt -s extglob",
     "ext() { case $1 in @(x|y)) echo xy;; *) echo other;; esac; }",
-    "alias ll='echo aliased'",
+    "alias ll='echo aliased' raw=$'echo \\xff\\xfe'",
     "shopt -s nullglob globstar && set -o noclobber -o pipefail && umask 027",
     "OLDPWD=/tmp; PROMPT_COMMAND='prompted=1'",
     "unset FROM_ENV IFS",
@@ -85,6 +85,7 @@ const SAME: &[&str] = &[
     "ll; greet fork; a-b.c:d; ext y",
     "echo \"${FROM_ENV-unset} ${KEPT_ENV-unset} ${IFS-unset}\"; env | grep -c _ENV=",
     "printf '<%s>' \"$@\"; echo \" $#\"",
+    "alias raw | od -An -tx1",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,6 +117,8 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     assert_eq!(before[7], "0027");
     assert_eq!(before[12], "unset 2 unset\n1");
     assert_eq!(before[13], "<first arg><se\ncond><*> 3");
+    // An alias holds bytes that are not UTF-8 (so does the state).
+    assert!(before[14].contains("ff fe"), "{}", before[14]);
 
     // What a call sees of the last one (`$?`, `$_`, `PIPESTATUS`) after
     // a failed command, without and with a capture in between.
@@ -131,6 +134,7 @@ async fn a_fork_starts_from_every_part_of_the_state_and_no_process() {
     );
     let state = capture(&mut source).await;
     assert_eq!(state.cwd(), root.join("sub dir/deeper"));
+    assert!(std::str::from_utf8(state.script()).is_err());
     assert_eq!(run(&mut source, status_probe).await, without);
     // Nothing of the capture is left, and the source is as it was.
     assert_eq!(

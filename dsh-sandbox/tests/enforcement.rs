@@ -1394,7 +1394,7 @@ async fn only_programs_waiting_for_a_person_are_ended() {
     let s = Arc::new(
         SandboxedShell::new(SandboxConfig::new(
             ww().network(true),
-            ShellConfig::new(&d.ws).timeout_parameter(Some(Duration::from_secs(60))),
+            ShellConfig::new(&d.ws).timeout_parameter(Some(std::time::Duration::from_secs(60))),
         ))
         .unwrap(),
     );

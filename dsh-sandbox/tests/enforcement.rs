@@ -1458,7 +1458,10 @@ async fn only_programs_waiting_for_a_person_are_ended() {
         "python3 -c 'import os, tty\ntty.setraw(0)\nwhile os.read(0, 1) != b\"q\": pass'",
     )
     .await;
-    assert!(out.contains("[python3 needs an interactive terminal"), "{out}");
+    assert!(
+        out.contains("[python3 needs an interactive terminal"),
+        "{out}"
+    );
     assert_eq!(run(&s, "echo $KEPT").await, "yes");
     s.close_all().await;
 }

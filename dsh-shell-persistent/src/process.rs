@@ -472,6 +472,8 @@ struct CallState<'a> {
     /// An end-of-file was sent and the terminal's input not discarded
     /// since ([`CallState::flush_unread_eof`]).
     eof_unread: bool,
+    /// Looks in a row since then that found nothing waiting for input.
+    idle_looks: u8,
     continued: bool,
     /// This call's abandoned-line prompt, seen but not yet confirmed.
     unconfirmed: Option<Unconfirmed>,
@@ -532,6 +534,7 @@ impl<'a> CallState<'a> {
             waiting_since: None,
             eofs_sent: 0,
             eof_unread: false,
+            idle_looks: 0,
             continued: false,
             unconfirmed: None,
             idle_unstarted: None,
@@ -740,16 +743,20 @@ impl<'a> CallState<'a> {
                 self.continued = true;
             }
         }
-        // An end-of-file sent, and nothing waits for input now: whoever it
-        // was sent to went on without reading it (or read it: then there
-        // is nothing to discard).
-        if self.eof_unread
-            && look
+        // An end-of-file sent, and nothing seen waiting for input on two
+        // looks in a row: whoever it was sent to went on without reading it
+        // (or read it: then there is nothing to discard). One look is not
+        // enough: a reader woken by it may not have run yet on a busy
+        // machine.
+        if self.eof_unread {
+            let idle = look
                 .fg
                 .as_ref()
-                .is_some_and(|fg| fg.waiting_for_input == Some(false))
-        {
-            self.flush_unread_eof().await;
+                .is_some_and(|fg| fg.waiting_for_input == Some(false));
+            self.idle_looks = if idle { self.idle_looks + 1 } else { 0 };
+            if self.idle_looks >= 2 {
+                self.flush_unread_eof().await;
+            }
         }
         match &look.fg {
             Some(fg) if self.program_in_front(fg) => {
@@ -805,6 +812,7 @@ impl<'a> CallState<'a> {
             let _ = self.process.session.write_all(b"\x04").await;
             self.eofs_sent += 1;
             self.eof_unread = true;
+            self.idle_looks = 0;
             wait.eofs += 1;
             wait.since = None;
             return;
@@ -850,6 +858,7 @@ impl<'a> CallState<'a> {
                 let _ = self.process.session.write_all(b"\x04").await;
                 self.eofs_sent += 1;
                 self.eof_unread = true;
+                self.idle_looks = 0;
                 self.waiting_since = None;
             }
             (true, Some(_)) => {}
@@ -863,6 +872,7 @@ impl<'a> CallState<'a> {
     /// into the terminal while a call runs and the tool answers input
     /// itself ([`InputWait::SendEof`]).
     async fn flush_unread_eof(&mut self) {
+        self.idle_looks = 0;
         if std::mem::take(&mut self.eof_unread)
             && let Err(error) = self.process.session.flush_input().await
         {

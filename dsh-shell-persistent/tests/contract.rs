@@ -719,7 +719,11 @@ async fn only_a_wait_on_the_terminal_is_a_wait_for_input(w: Where) {
     assert_eq!(f.run("echo $KEPT").await, "yes");
     let tail = "touch app.log; (for i in 1 2 3; do sleep 0.4; echo line$i >> app.log; done) & tail -f app.log";
     let request = ShellRequest::new(tail).timeout(Duration::from_secs(3));
-    let outcome = f.pool.call("agent", request, std::future::pending()).await.unwrap();
+    let outcome = f
+        .pool
+        .call("agent", request, std::future::pending())
+        .await
+        .unwrap();
     let out = contract::render(&outcome);
     assert!(matches!(outcome.end, CallEnd::TimedOut { .. }), "{out:?}");
     assert!(out.contains("line1\nline2\nline3"), "{out:?}");

@@ -195,7 +195,12 @@ async fn programs_waiting_on_anything_but_the_terminal_run_on() {
     let mut runs = tokio::task::JoinSet::new();
     for (i, (command, secs, _, _)) in cases.iter().enumerate() {
         let (pool, command, secs) = (pool.clone(), command.clone(), *secs);
-        runs.spawn(async move { (i, run_for(&pool, &format!("agent{i}"), &command, secs).await) });
+        runs.spawn(async move {
+            (
+                i,
+                run_for(&pool, &format!("agent{i}"), &command, secs).await,
+            )
+        });
     }
     let mut outs = vec![String::new(); cases.len()];
     while let Some(done) = runs.join_next().await {
@@ -206,7 +211,11 @@ async fn programs_waiting_on_anything_but_the_terminal_run_on() {
         assert!(out.contains(holds), "{command}: {out:?}");
         assert!(!out.contains("interactive terminal"), "{command}: {out:?}");
         assert!(!out.contains(INPUT_EOF_NOTE), "{command}: {out:?}");
-        assert_eq!(!out.contains(&timed_out(*secs)), *ends, "{command}: {out:?}");
+        assert_eq!(
+            !out.contains(&timed_out(*secs)),
+            *ends,
+            "{command}: {out:?}"
+        );
     }
     pool.close_all().await;
 }
@@ -214,7 +223,7 @@ async fn programs_waiting_on_anything_but_the_terminal_run_on() {
 /// A Node server waits in `epoll_wait` on its socket: it runs on to the
 /// timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs node"]
+#[ignore = "needs node (.ci/run installs it)"]
 async fn a_node_server_runs_on() {
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(&dir);

@@ -113,8 +113,6 @@ case $(uname -m) in
   *) rd=" " pl=" " sl=" " ep=" " ;;
 esac
 is_tty() { x=$(readlink "$d/fd/$1" 2>/dev/null); [ "$x" = "$tty" ] || [ "$x" = /dev/tty ]; }
-# The process's descriptors that are the terminal, in $tf.
-tty_fds() { tf=; for f in "$d"/fd/*; do is_tty "${f##*/}" && tf="$tf ${f##*/}"; done; }
 # $1 bytes at address $2 of the process's memory, as unsigned numbers of
 # $3 bytes each (empty when the memory cannot be read).
 mem() { dd if="$d/mem" bs=1 skip="$2" count="$1" 2>/dev/null | od -An -v -tu"$3" 2>/dev/null; }
@@ -128,26 +126,29 @@ waits() {
     done < "$d/fdinfo/$((a0))" 2>/dev/null
     return 1 ;;
   esac
-  case $pl$sl in *" $nr "*) ;; *) return 1 ;; esac
-  tty_fds
-  [ -n "$tf" ] || return 1
   case $pl in *" $nr "*)
     n=$((a1)); [ "$n" -gt 0 ] || return 1; [ "$n" -le 512 ] || n=512
     m=$(mem $((n * 8)) $((a0)) 4)
     [ -n "$m" ] || { is_tty 0; return; }
     set -- $m
     while [ $# -ge 2 ]; do
-      case " $tf " in *" $1 "*) [ $(($2 & 67)) -ne 0 ] && return 0 ;; esac
+      [ $(($2 & 67)) -ne 0 ] && is_tty "$1" && return 0
       shift 2
     done
     return 1 ;;
   esac
-  [ $((a0)) -gt 0 ] && [ $((a1)) -ne 0 ] || return 1
-  for f in $tf; do
-    [ "$f" -lt $((a0)) ] || continue
-    m=$(mem 1 $((a1 + f / 8)) 1)
-    [ -n "$m" ] || { is_tty 0; return; }
-    [ $(((m >> (f % 8)) & 1)) -eq 1 ] && return 0
+  case $sl in *" $nr "*) ;; *) return 1 ;; esac
+  n=$((a0)); [ "$n" -gt 0 ] && [ $((a1)) -ne 0 ] || return 1; [ "$n" -le 1024 ] || n=1024
+  m=$(mem $(((n + 7) / 8)) $((a1)) 1)
+  [ -n "$m" ] || { is_tty 0; return; }
+  i=0
+  for v in $m; do
+    b=0
+    while [ "$v" -gt 0 ]; do
+      [ $((v & 1)) -eq 1 ] && [ $((i * 8 + b)) -lt "$n" ] && is_tty $((i * 8 + b)) && return 0
+      v=$((v >> 1)) b=$((b + 1))
+    done
+    i=$((i + 1))
   done
   return 1
 }

@@ -24,6 +24,10 @@ const INPUT_EVENTS: u32 = 0x1 | 0x2 | 0x40;
 /// prompt).
 const MAX_POLL_FDS: usize = 4096;
 
+/// The most descriptors of a `select` set read (eight times
+/// `FD_SETSIZE`).
+const MAX_SELECT_FDS: u64 = 8192;
+
 /// What kind of wait a system call number is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Call {
@@ -40,6 +44,10 @@ enum Call {
 }
 
 /// The wait system call `nr` is, on this architecture.
+#[allow(
+    clippy::useless_conversion,
+    reason = "`c_long` is `i64` only on 64-bit targets"
+)]
 fn call(nr: i64) -> Option<Call> {
     use libc::*;
     let generic = [
@@ -60,10 +68,7 @@ fn call(nr: i64) -> Option<Call> {
         (SYS_epoll_pwait2, Call::Epoll),
     ];
     #[cfg(target_arch = "aarch64")]
-    let legacy = [
-        (SYS_preadv2, Call::Read),
-        (SYS_epoll_pwait2, Call::Epoll),
-    ];
+    let legacy = [(SYS_preadv2, Call::Read), (SYS_epoll_pwait2, Call::Epoll)];
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     let legacy: [(libc::c_long, Call); 0] = [];
     generic
@@ -100,16 +105,6 @@ fn fd_is_tty(pid: i32, fd: u64, tty: &Path) -> bool {
         .is_ok_and(|target| target == tty || target == Path::new("/dev/tty"))
 }
 
-/// The descriptors of process `pid` that are the terminal at `tty`.
-fn tty_fds(pid: i32, tty: &Path) -> Vec<u64> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
-        .filter(|&fd| fd_is_tty(pid, fd, tty))
-        .collect()
-}
-
 /// Whether some thread of process `pid` (seen in state `S` in its
 /// `/proc/<pid>/stat`) sleeps in a wait for input from the terminal at `tty`.
 pub(crate) fn waits_for_tty(pid: i32, tty: &Path) -> bool {
@@ -142,20 +137,17 @@ fn blocked_on_tty(pid: i32, b: Blocked, tty: &Path) -> bool {
         None => false,
         Some(Call::Read) => fd_is_tty(pid, b.arg0, tty),
         Some(Call::Epoll) => epoll_holds_tty(pid, b.arg0, tty),
-        Some(Call::Poll) => {
-            let fds = tty_fds(pid, tty);
-            if fds.is_empty() || b.arg1 == 0 {
-                return false;
-            }
-            poll_asks_tty(pid, b.arg0, b.arg1, &fds).unwrap_or_else(|| fd_is_tty(pid, 0, tty))
-        }
-        Some(Call::Select) => {
-            let fds = tty_fds(pid, tty);
-            if fds.is_empty() || b.arg0 == 0 || b.arg1 == 0 {
-                return false;
-            }
-            select_asks_tty(pid, b.arg0, b.arg1, &fds).unwrap_or_else(|| fd_is_tty(pid, 0, tty))
-        }
+        Some(Call::Poll) if b.arg1 == 0 => false,
+        Some(Call::Poll) => match poll_input_fds(pid, b.arg0, b.arg1) {
+            Some(fds) => fds.into_iter().any(|fd| fd_is_tty(pid, fd, tty)),
+            None => fd_is_tty(pid, 0, tty),
+        },
+        // No descriptor, or no read set.
+        Some(Call::Select) if b.arg0 == 0 || b.arg1 == 0 => false,
+        Some(Call::Select) => match select_read_fds(pid, b.arg0, b.arg1) {
+            Some(fds) => fds.into_iter().any(|fd| fd_is_tty(pid, fd, tty)),
+            None => fd_is_tty(pid, 0, tty),
+        },
     }
 }
 
@@ -176,62 +168,66 @@ fn read_memory(pid: i32, addr: u64, len: usize) -> Option<Vec<u8>> {
     }
 }
 
-/// Whether the `nfds` `pollfd`s at `addr` ask for input from one of
-/// `tty_fds`; `None` when they cannot be read.
-fn poll_asks_tty(pid: i32, addr: u64, nfds: u64, tty_fds: &[u64]) -> Option<bool> {
+/// The descriptors the `nfds` `pollfd`s at `addr` ask input from; `None`
+/// when they cannot be read.
+fn poll_input_fds(pid: i32, addr: u64, nfds: u64) -> Option<Vec<u64>> {
     let n = usize::try_from(nfds).ok()?.min(MAX_POLL_FDS);
     let bytes = read_memory(pid, addr, n * size_of::<libc::pollfd>())?;
-    Some(pollfds_ask(&bytes, tty_fds))
+    Some(pollfds_asking_input(&bytes))
 }
 
-/// Whether a `pollfd` array (as the process holds it in memory) asks for
-/// input from one of `tty_fds`.
-fn pollfds_ask(bytes: &[u8], tty_fds: &[u64]) -> bool {
-    bytes.chunks_exact(size_of::<libc::pollfd>()).any(|p| {
-        let fd = i32::from_ne_bytes([p[0], p[1], p[2], p[3]]);
-        let events = i16::from_ne_bytes([p[4], p[5]]) as u16;
-        u64::try_from(fd).is_ok_and(|fd| tty_fds.contains(&fd))
-            && u32::from(events) & INPUT_EVENTS != 0
-    })
+/// The descriptors a `pollfd` array (as the process holds it in memory)
+/// asks input from.
+fn pollfds_asking_input(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(size_of::<libc::pollfd>())
+        .filter(|p| u32::from(u16::from_ne_bytes([p[4], p[5]])) & INPUT_EVENTS != 0)
+        .filter_map(|p| u64::try_from(i32::from_ne_bytes([p[0], p[1], p[2], p[3]])).ok())
+        .collect()
 }
 
-/// Whether the read set at `addr` of a `select` over `nfds` descriptors
-/// holds one of `tty_fds`; `None` when it cannot be read. Only the word of
-/// the set that holds each terminal descriptor is read.
-fn select_asks_tty(pid: i32, nfds: u64, addr: u64, tty_fds: &[u64]) -> Option<bool> {
-    const WORD: u64 = size_of::<libc::c_ulong>() as u64;
-    for &fd in tty_fds.iter().filter(|&&fd| fd < nfds) {
-        let word = read_memory(pid, addr.checked_add(fd / (WORD * 8) * WORD)?, WORD as usize)?;
-        if fd_set_word_holds(&word, fd) {
-            return Some(true);
-        }
+/// The descriptors in the read set at `addr` of a `select` over `nfds`
+/// descriptors; `None` when it cannot be read.
+fn select_read_fds(pid: i32, nfds: u64, addr: u64) -> Option<Vec<u64>> {
+    let nfds = nfds.min(MAX_SELECT_FDS);
+    let word = size_of::<libc::c_ulong>() as u64;
+    let words = nfds.div_ceil(word * 8);
+    let bytes = read_memory(pid, addr, usize::try_from(words * word).ok()?)?;
+    Some(fd_set_members(&bytes, nfds))
+}
+
+/// The descriptors below `nfds` in an `fd_set` (native `unsigned long`s,
+/// as the process holds it in memory).
+fn fd_set_members(bytes: &[u8], nfds: u64) -> Vec<u64> {
+    let word = size_of::<libc::c_ulong>();
+    let mut fds = Vec::new();
+    for (i, w) in bytes.chunks_exact(word).enumerate() {
+        let mut buf = [0u8; 8];
+        let value = if cfg!(target_endian = "little") {
+            buf[..word].copy_from_slice(w);
+            u64::from_le_bytes(buf)
+        } else {
+            buf[8 - word..].copy_from_slice(w);
+            u64::from_be_bytes(buf)
+        };
+        fds.extend(
+            (0..8 * word as u64)
+                .filter(|bit| value & (1 << bit) != 0)
+                .map(|bit| i as u64 * 8 * word as u64 + bit)
+                .filter(|&fd| fd < nfds),
+        );
     }
-    Some(false)
-}
-
-/// Whether `word`, the word of an `fd_set` (native `unsigned long`s) that
-/// holds descriptor `fd`, has its bit set.
-fn fd_set_word_holds(word: &[u8], fd: u64) -> bool {
-    let mut bytes = [0u8; 8];
-    let Some(dst) = bytes.get_mut(..word.len()) else {
-        return false;
-    };
-    dst.copy_from_slice(word);
-    let value = if cfg!(target_endian = "little") {
-        u64::from_le_bytes(bytes)
-    } else {
-        u64::from_be_bytes(bytes) >> (64 - 8 * word.len() as u32)
-    };
-    let bit = fd % (8 * word.len() as u64);
-    value & (1 << bit) != 0
+    fds
 }
 
 /// Whether the epoll `epfd` of process `pid` watches the terminal for
 /// input: its `/proc/<pid>/fdinfo/<epfd>` lists each target as `tfd: <fd>
 /// events: <hex>`.
 fn epoll_holds_tty(pid: i32, epfd: u64, tty: &Path) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{epfd}"))
-        .is_ok_and(|text| epoll_targets(&text).any(|(fd, events)| events & INPUT_EVENTS != 0 && fd_is_tty(pid, fd, tty)))
+    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{epfd}")).is_ok_and(|text| {
+        epoll_targets(&text)
+            .any(|(fd, events)| events & INPUT_EVENTS != 0 && fd_is_tty(pid, fd, tty))
+    })
 }
 
 /// The targets an epoll's `fdinfo` lists: each `tfd:` line's descriptor and
@@ -266,6 +262,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::useless_conversion,
+        reason = "`c_long` is `i64` only on 64-bit targets"
+    )]
     fn knows_the_waits_of_this_architecture() {
         assert_eq!(call(libc::SYS_read.into()), Some(Call::Read));
         assert_eq!(call(libc::SYS_ppoll.into()), Some(Call::Poll));
@@ -290,29 +290,26 @@ mod tests {
     }
 
     #[test]
-    fn a_poll_set_asks_the_terminal_only_for_input() {
+    fn a_poll_set_is_read_for_its_input_descriptors() {
         let pollfd = |fd: i32, events: i16| {
             let mut b = fd.to_ne_bytes().to_vec();
             b.extend(events.to_ne_bytes());
             b.extend(0i16.to_ne_bytes());
             b
         };
-        let set: Vec<u8> = [pollfd(5, 1), pollfd(0, 1)].concat();
-        assert!(pollfds_ask(&set, &[0]));
-        assert!(!pollfds_ask(&set, &[3]));
-        // Writing to the terminal, or a descriptor poll ignores.
-        assert!(!pollfds_ask(&pollfd(1, 4), &[1]));
-        assert!(!pollfds_ask(&pollfd(-1, 1), &[0]));
+        // Input from 5 and 0; output to 1 only; -1 is skipped by poll.
+        let set: Vec<u8> = [pollfd(5, 1), pollfd(0, 0x40), pollfd(1, 4), pollfd(-1, 1)].concat();
+        assert_eq!(pollfds_asking_input(&set), [5, 0]);
     }
 
     #[test]
-    fn a_select_word_holds_its_bits() {
-        let word = (1u64 << 3 | 1 << 0).to_ne_bytes();
-        assert!(fd_set_word_holds(&word, 0));
-        assert!(fd_set_word_holds(&word, 3));
-        assert!(!fd_set_word_holds(&word, 1));
-        // Descriptor 67 is bit 3 of the second word.
-        assert!(fd_set_word_holds(&word, 67));
+    fn a_select_set_is_read_for_its_members() {
+        let bits = 8 * size_of::<libc::c_ulong>() as u64;
+        let words: [libc::c_ulong; 2] = [1 | 1 << 3, 1 << 2];
+        let set: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(fd_set_members(&set, 100), [0, 3, bits + 2]);
+        // Beyond `nfds` is not looked at.
+        assert_eq!(fd_set_members(&set, 3), [0]);
     }
 
     #[test]

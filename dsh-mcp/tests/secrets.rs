@@ -1,7 +1,8 @@
 //! What a session's shell can read of its server: the real `dsh-mcp`, over
 //! stdio and over HTTP, in `danger-full-access`, `workspace-write` and
 //! `read-only`, run as this test's user (root in `.ci/run`) and as an
-//! unprivileged one (uid 65534, from root). The server starts with
+//! unprivileged one (uid 65534, from root), and without the sandbox as
+//! root without `CAP_SYS_PTRACE` (a container's root). The server starts with
 //! credentials in its environment (`OPENAI_API_KEY`, `DB_PASSWORD`,
 //! `DSH_TOKEN`, `GITHUB_TOKEN`; values unique to the test), hands over
 //! `GITHUB_TOKEN` with `--env`, and over HTTP in the confined modes reads
@@ -33,6 +34,19 @@ use tokio::process::{Child, Command};
 
 /// The uid the unprivileged servers run as, when this test runs as root.
 const UNPRIVILEGED: u32 = 65534;
+
+/// Whom the server runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum User {
+    /// This test's user (root in `.ci/run`).
+    This,
+    /// This test's user without `CAP_SYS_PTRACE` in its bounding set, as
+    /// root in a container runs (Docker's and Kubernetes' default
+    /// capabilities lack it); this test's user alone when it is not root.
+    NoPtrace,
+    /// Uid 65534 when this test runs as root, else this test's user.
+    Unprivileged,
+}
 
 /// Where the shells run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +104,8 @@ struct Setup {
     mode: Mode,
     /// `Some(uid)`: the server runs as that user.
     uid: Option<u32>,
+    /// The server (and so its shells) lost `CAP_SYS_PTRACE`.
+    no_ptrace: bool,
     dir: tempfile::TempDir,
     workspace: PathBuf,
     token: String,
@@ -100,8 +116,9 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(mode: Mode, unprivileged: bool) -> Setup {
-        let uid = (unprivileged && root()).then_some(UNPRIVILEGED);
+    fn new(mode: Mode, user: User) -> Setup {
+        let uid = (user == User::Unprivileged && root()).then_some(UNPRIVILEGED);
+        let no_ptrace = user == User::NoPtrace && root();
         let dir = tempfile::Builder::new()
             .prefix("dsh-secrets-")
             .tempdir_in("/var/tmp")
@@ -133,11 +150,21 @@ impl Setup {
         Setup {
             mode,
             uid,
+            no_ptrace,
             dir,
             workspace,
             token,
             token_file,
             secrets,
+        }
+    }
+
+    /// Whom the server runs as, for messages.
+    fn user(&self) -> String {
+        match (self.uid, self.no_ptrace) {
+            (Some(uid), _) => format!("uid {uid}"),
+            (None, true) => "this user without CAP_SYS_PTRACE".to_owned(),
+            (None, false) => "this user".to_owned(),
         }
     }
 
@@ -169,6 +196,19 @@ impl Setup {
         }
         if let Some(uid) = self.uid {
             command.uid(uid).gid(uid);
+        }
+        if self.no_ptrace {
+            // SAFETY: one prctl between fork and exec, no allocation.
+            unsafe {
+                command.pre_exec(|| {
+                    // CAP_SYS_PTRACE (linux/capability.h).
+                    const CAP_SYS_PTRACE: libc::c_ulong = 19;
+                    if libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         command
     }
@@ -212,10 +252,13 @@ echo "read $read of $all""#,
     fn expected(&self, file: bool) -> String {
         let root_server = self.uid.is_none() && root();
         let (environ, mem) = match self.mode {
-            // A root shell has CAP_SYS_PTRACE over a root server: it reads
-            // the environment block (which holds no credential) and the
-            // memory (which does: the documented exception).
-            Mode::Full if root_server => ("0", "readable"),
+            // A root shell with CAP_SYS_PTRACE reads a root server's
+            // environment block (which holds no credential) and its memory
+            // (which does: the documented exception).
+            Mode::Full if root_server && !self.no_ptrace => ("0", "readable"),
+            // Without CAP_SYS_PTRACE, root still reads the block, not the
+            // memory.
+            Mode::Full if root_server => ("0", "denied"),
             // Not dumpable: the same user without CAP_SYS_PTRACE is kept
             // out.
             Mode::Full => ("denied", "denied"),
@@ -287,7 +330,7 @@ async fn over_stdio(setup: &Setup) {
         .call(2, "bash", json!({"command": setup.probe(None)}))
         .await;
     assert!(!is_error, "{text}");
-    let what = format!("over stdio ({:?}, uid {:?})", setup.mode, setup.uid);
+    let what = format!("over stdio ({:?}, {})", setup.mode, setup.user());
     assert_eq!(report(&text, &what), setup.expected(false), "{what}");
     assert!(client.finish().await.success());
 }
@@ -355,7 +398,7 @@ async fn over_http(setup: &Setup) {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect();
     assert_eq!(result.is_error, Some(false), "{text}");
-    let what = format!("over HTTP ({:?}, uid {:?})", setup.mode, setup.uid);
+    let what = format!("over HTTP ({:?}, {})", setup.mode, setup.user());
     assert_eq!(
         report(&text, &what),
         setup.expected(file.is_some()),
@@ -365,12 +408,12 @@ async fn over_http(setup: &Setup) {
 }
 
 /// One mode, one user: a stdio server and an HTTP server.
-async fn check(mode: Mode, unprivileged: bool) {
+async fn check(mode: Mode, user: User) {
     let started = Instant::now();
-    let setup = Setup::new(mode, unprivileged);
+    let setup = Setup::new(mode, user);
     over_stdio(&setup).await;
     over_http(&setup).await;
-    eprintln!("{mode:?} (uid {:?}): {:?}", setup.uid, started.elapsed());
+    eprintln!("{mode:?} ({}): {:?}", setup.user(), started.elapsed());
 }
 
 macro_rules! modes {
@@ -381,13 +424,13 @@ macro_rules! modes {
             /// As this test's user (root in `.ci/run`).
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn this_user() {
-                check($mode, false).await;
+                check($mode, User::This).await;
             }
 
             /// As uid 65534 when this test runs as root (else as this user).
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn unprivileged() {
-                check($mode, true).await;
+                check($mode, User::Unprivileged).await;
             }
         }
     )*};
@@ -399,12 +442,20 @@ modes!(
     read_only: Mode::ReadOnly
 );
 
+/// Root without `CAP_SYS_PTRACE`, as in a container: only where the shell
+/// shares the server's PID namespace (the confined shells keep no
+/// capability anyway).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn danger_full_access_root_without_cap_sys_ptrace() {
+    check(Mode::Full, User::NoPtrace).await;
+}
+
 /// Without the sandbox, the server refuses a token file (its shells, of its
 /// user, could read it) and names the remedies; the token on a pipe
 /// (`--token-file /dev/stdin`) is read once and then gone, and serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_sandbox_a_token_file_is_refused_and_a_pipe_serves() {
-    let setup = Setup::new(Mode::Full, false);
+    let setup = Setup::new(Mode::Full, User::This);
     let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"));
     command
         .args(["--listen", "127.0.0.1:0", "--token-file"])

@@ -8,24 +8,28 @@
 //! (`unsetenv`) hides nothing: the kernel shows the block the process was
 //! started with. So at start, before anything else, the server
 //!
-//! 1. becomes not dumpable (`PR_SET_DUMPABLE` 0): a process of the same
-//!    user without `CAP_SYS_PTRACE` can no longer read its `environ`,
-//!    `mem`, `auxv`, `fd/`, `maps` and the other `/proc` files guarded by a
-//!    `ptrace` check, nor attach to it (`cmdline`, `status` and `stat`
-//!    stay readable: the kernel shows them to every process);
+//! 1. becomes not dumpable (`PR_SET_DUMPABLE` 0): a process of its user
+//!    without `CAP_SYS_PTRACE` can no longer read its `mem`, `maps`, `fd/`,
+//!    `auxv` and the other `/proc` files behind a `ptrace` check, nor trace
+//!    it; a non-root one not its `environ` either (root without the
+//!    capability still does, as tested); `cmdline`, `status` and `stat`
+//!    stay every process's to read;
 //! 2. when its environment holds variables whose names look like
 //!    credentials ([`looks_like_secret`]), re-executes itself
 //!    (`/proc/self/exe`, the same arguments) with an environment without
 //!    them, handing their values to the new image in an inherited memfd
 //!    that it reads and closes first thing, so that the block the kernel
-//!    shows for it holds none; the values stay in its memory for
-//!    [`var`] (the token in `DSH_TOKEN`, a `--env NAME`), for the
-//!    flags read from the environment (`DSH_TOKEN_FILE`, `DSH_TLS_KEY`,
-//!    `DSH_PASS_SECRETS`) and, with `--pass-secrets`, for the shells.
+//!    shows for it holds none; the values stay in its memory for [`var`]
+//!    (the token in `DSH_TOKEN`, a `--env NAME`), for the flags read from
+//!    the environment (`DSH_TOKEN_FILE`, `DSH_TLS_KEY`, `DSH_PASS_SECRETS`)
+//!    and, with `--pass-secrets`, for the shells;
+//! 3. marks every descriptor it inherited close-on-exec, so that its shells
+//!    do not inherit a file (a token on `/dev/fd/3`) from whoever started
+//!    it.
 //!
 //! A process with `CAP_SYS_PTRACE` over the server (a root shell of a root
-//! server) still reads its memory: that is what `docs/http.md` ("What a
-//! shell can read of its server") tells hosts to avoid.
+//! server on the host) still reads its memory: `docs/http.md` ("What a
+//! shell can read of its server") tells hosts what to do about it.
 
 use std::ffi::{OsStr, OsString};
 use std::sync::OnceLock;
@@ -72,6 +76,7 @@ pub(crate) fn hold() -> Result<(), HoldError> {
         }
     };
     let _ = HELD.set(held);
+    imp::not_inherited();
     Ok(())
 }
 
@@ -178,6 +183,38 @@ mod imp {
         Ok(())
     }
 
+    /// Marks every descriptor this process inherited (above standard error)
+    /// close-on-exec: the server still reads them (`--token-file
+    /// /dev/fd/3`), its shells do not inherit them.
+    pub(super) fn not_inherited() {
+        // SAFETY: a system call on numbers only.
+        let marked = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        } == 0;
+        if marked {
+            return;
+        }
+        // Before Linux 5.11: one by one.
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+            return;
+        };
+        let fds: Vec<i32> = dir
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+            .filter(|fd| *fd > 2)
+            .collect();
+        for fd in fds {
+            // SAFETY: fcntl on a number; one that is not open (the
+            // directory's own, closed by now) fails harmlessly.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+
     /// Re-executes this program with `secret` out of its environment and
     /// in a memfd the new image reads; returns only why it could not.
     pub(super) fn reexec(secret: &[(OsString, OsString)]) -> HoldError {
@@ -280,6 +317,8 @@ mod imp {
     pub(super) fn not_dumpable() -> Result<(), HoldError> {
         Ok(())
     }
+
+    pub(super) fn not_inherited() {}
 
     pub(super) fn reexec(_secret: &[(OsString, OsString)]) -> HoldError {
         HoldError("re-executing is done on Linux only".to_owned())

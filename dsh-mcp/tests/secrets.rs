@@ -8,8 +8,9 @@
 //! `GITHUB_TOKEN` with `--env`, and over HTTP in the confined modes reads
 //! its token from `--token-file` too. One bash call of each server's
 //! session reads `/proc/$PPID/environ`, `/proc/$PPID/cmdline`, every
-//! `/proc/*/environ` it can list, the token file by its path and opens
-//! `/proc/$PPID/mem`, and counts the credentials' values it finds there: none
+//! `/proc/*/environ` it can list, the token file by its path, opens
+//! `/proc/$PPID/mem` and looks for the token file among its own descriptors
+//! (the server inherited one), and counts the credentials' values it finds there: none
 //! (by value), but where `docs/http.md` names the exception (a root shell
 //! of a root server without the sandbox reads its memory).
 #![cfg(target_os = "linux")]
@@ -34,6 +35,9 @@ use tokio::process::{Child, Command};
 
 /// The uid the unprivileged servers run as, when this test runs as root.
 const UNPRIVILEGED: u32 = 65534;
+
+/// The descriptor on the token file the server inherits.
+const INHERITED: i32 = 9;
 
 /// Whom the server runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +110,9 @@ struct Setup {
     uid: Option<u32>,
     /// The server (and so its shells) lost `CAP_SYS_PTRACE`.
     no_ptrace: bool,
+    /// The token file, open for the server to inherit (as descriptor
+    /// [`INHERITED`]), as a careless launcher leaves one.
+    open_token: std::fs::File,
     dir: tempfile::TempDir,
     workspace: PathBuf,
     token: String,
@@ -136,6 +143,7 @@ impl Setup {
         let token_file = dir.path().join("token");
         std::fs::write(&token_file, format!("{token}\n")).unwrap();
         std::fs::set_permissions(&token_file, PermissionsExt::from_mode(0o600)).unwrap();
+        let open_token = std::fs::File::open(&token_file).unwrap();
         if let Some(uid) = uid {
             for path in [dir.path(), &workspace, &token_file] {
                 std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
@@ -151,6 +159,7 @@ impl Setup {
             mode,
             uid,
             no_ptrace,
+            open_token,
             dir,
             workspace,
             token,
@@ -197,6 +206,17 @@ impl Setup {
         if let Some(uid) = self.uid {
             command.uid(uid).gid(uid);
         }
+        let open = std::os::fd::AsRawFd::as_raw_fd(&self.open_token);
+        // SAFETY: dup2 between fork and exec, no allocation; `open` stays
+        // open in this process until the setup is dropped.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(open, INHERITED) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         if self.no_ptrace {
             // SAFETY: one prctl between fork and exec, no allocation.
             unsafe {
@@ -241,9 +261,11 @@ for f in /proc/[0-9]*/environ; do all=$((all+1)); if {{ exec 4< "$f"; }} 2>/dev/
 echo "every environ: $found"
 {file}
 if {{ exec 4< /proc/$PPID/mem; }} 2>/dev/null; then echo 'mem: readable'; exec 4<&-; else echo 'mem: denied'; fi
+echo "inherited: $(for f in /proc/$$/fd/*; do readlink "$f"; done | grep -c -F '{token_file}')"
 echo "handed: ${{GITHUB_TOKEN-absent}} ${{OPENAI_API_KEY-absent}}"
 echo "read $read of $all""#,
             patterns = patterns.join(" "),
+            token_file = self.token_file.display(),
         )
     }
 
@@ -269,7 +291,7 @@ echo "read $read of $all""#,
         // The confined modes hide the file: it shows empty.
         let file = if file { "\ntoken file: 0" } else { "" };
         format!(
-            "environ: {environ}\ncmdline: 0\nevery environ: 0{file}\nmem: {mem}\nhanded: {} absent",
+            "environ: {environ}\ncmdline: 0\nevery environ: 0{file}\nmem: {mem}\ninherited: 0\nhanded: {} absent",
             self.secrets[0].1
         )
     }

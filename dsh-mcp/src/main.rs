@@ -150,7 +150,8 @@ struct Args {
     /// with a later word `PASS`, `PWD` or `PAT`, and `CI_JOB_JWT`; but
     /// `TOKENIZERS_PARALLELISM`, `TIKTOKEN_CACHE_DIR` and
     /// `PYTHON_KEYRING_BACKEND` pass. A confined shell keeps its short list
-    /// either way; `--env NAME` hands over one variable.
+    /// either way; `--env NAME` hands over one variable. The server's own
+    /// `DSH_TOKEN` is never passed.
     #[arg(long, env = "DSH_PASS_SECRETS")]
     pass_secrets: bool,
 
@@ -277,8 +278,11 @@ struct Args {
     listen: Option<String>,
 
     /// `--listen`: the file holding the bearer token (at least 16
-    /// printable characters; a trailing newline is dropped). Default: the
-    /// `DSH_TOKEN` variable.
+    /// printable characters; a trailing newline is dropped), read once at
+    /// start. Without the sandbox a regular file is refused (the shells, of
+    /// this server's user, could read it): use `DSH_TOKEN` or a pipe
+    /// (`/dev/stdin`); the confined modes hide the file. Default: the
+    /// `DSH_TOKEN` variable, which no shell gets.
     #[cfg(feature = "http")]
     #[arg(long, env = "DSH_TOKEN_FILE", value_name = "FILE", requires = "listen")]
     token_file: Option<PathBuf>,

@@ -319,9 +319,8 @@ fn spawn(command: &mut Command) -> Child {
     }
 }
 
-/// The stdio server's session runs the probe.
-async fn over_stdio(setup: &Setup) {
-    let mut command = setup.command(false);
+/// A stdio session of `command`'s server, initialized.
+async fn stdio_client(mut command: Command) -> Client {
     let mut child = spawn(
         command
             .stdin(Stdio::piped())
@@ -348,6 +347,12 @@ async fn over_stdio(setup: &Setup) {
     client
         .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
+    client
+}
+
+/// The stdio server's session runs the probe.
+async fn over_stdio(setup: &Setup) {
+    let mut client = stdio_client(setup.command(false)).await;
     let (text, is_error) = client
         .call(2, "bash", json!({"command": setup.probe(None)}))
         .await;
@@ -470,6 +475,40 @@ modes!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn danger_full_access_root_without_cap_sys_ptrace() {
     check(Mode::Full, User::NoPtrace).await;
+}
+
+/// `--pass-secrets` hands the shell the server's credentials, but not the
+/// server's own token; its environment block holds none of them all the
+/// same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pass_secrets_hands_over_all_but_the_token() {
+    let setup = Setup::new(Mode::Full, User::This);
+    let mut command = setup.command(false);
+    command.arg("--pass-secrets");
+    let mut client = stdio_client(command).await;
+    let (text, is_error) = client
+        .call(
+            2,
+            "bash",
+            json!({"command": "echo \"$OPENAI_API_KEY $DB_PASSWORD ${DSH_TOKEN-absent}\""}),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        text,
+        format!("{} {} absent", setup.secrets[1].1, setup.secrets[2].1)
+    );
+    // Its first line: the server's environment block.
+    let (text, _) = client
+        .call(3, "bash", json!({"command": setup.probe(None)}))
+        .await;
+    let environ = if root() {
+        "environ: 0"
+    } else {
+        "environ: denied"
+    };
+    assert_eq!(text.lines().next(), Some(environ), "{text}");
+    assert!(client.finish().await.success());
 }
 
 /// Without the sandbox, the server refuses a token file (its shells, of its

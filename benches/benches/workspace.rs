@@ -118,11 +118,12 @@ fn workspace(c: &mut Criterion) {
 
     // changes() and diff() of an owner with a few changes on the whole base.
     let upper = ws.layer("few").unwrap().upper;
-    for d in ["d000", "d050"] {
-        std::fs::create_dir(upper.join(d)).unwrap();
+    let last = format!("d{:03}", (files - 1) / 1000);
+    for d in ["d000", last.as_str()] {
+        std::fs::create_dir_all(upper.join(d)).unwrap();
     }
     std::fs::write(upper.join("d000/f1.txt"), "changed\n").unwrap();
-    std::fs::write(upper.join("d050/new.txt"), "added\n").unwrap();
+    std::fs::write(upper.join(&last).join("new.txt"), "added\n").unwrap();
     std::fs::write(upper.join("top.txt"), "added\n").unwrap();
     assert_eq!(ws.changes("few").unwrap().len(), 3);
     group.bench_function(BenchmarkId::new("changes_few", files), |b| {

@@ -113,7 +113,7 @@ impl CopyOnWriteView {
         // No redirects or metadata-only copies: the host reads the upper
         // layer as plain files, whiteouts and opaque marks.
         let mut options = format!(
-            "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off",
+            "lowerdir={},upperdir={},workdir={},redirect_dir=nofollow,metacopy=off",
             base.display(),
             upper.display(),
             work.display()

@@ -131,21 +131,36 @@ fn as_unprivileged(test: &str) {
     std::os::unix::fs::chown(&lab, Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
     let copy = dir.path().join("copy_on_write");
     std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
-    let out = std::process::Command::new(&copy)
+    let mut command = std::process::Command::new(&copy);
+    command
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env("DSH_COW_LAB", &lab)
         .env("HOME", &lab)
         .current_dir(&lab)
         .uid(UNPRIVILEGED)
-        .gid(UNPRIVILEGED)
-        .output()
-        .unwrap();
+        .gid(UNPRIVILEGED);
+    let out = output(&mut command);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),
         "{test} as uid {UNPRIVILEGED} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs `command` (a fresh copy of this binary): `ETXTBSY` while another
+/// test's fork still holds the copy's descriptor (until it `exec`s) is
+/// tried again.
+fn output(command: &mut std::process::Command) -> std::process::Output {
+    for _ in 0..100 {
+        match command.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+    panic!("the copy of the test binary stayed busy")
 }
 
 fn is_root() -> bool {
@@ -620,7 +635,7 @@ fn refused_where_user_namespaces_are_denied() {
             write("/proc/sys/user/max_user_namespaces", "0".into())
         });
     }
-    let out = command.output().unwrap();
+    let out = output(&mut command);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),

@@ -37,6 +37,8 @@ pub use error::Error;
 #[cfg(target_os = "linux")]
 pub use linux::bubblewrap::{Handoff, bubblewrap_command};
 #[cfg(target_os = "linux")]
+pub use linux::cow::CopyOnWriteView;
+#[cfg(target_os = "linux")]
 pub use linux::files::{Found, OpenError, Opener};
 #[cfg(target_os = "linux")]
 pub use linux::landlock::landlock_abi;

@@ -47,8 +47,12 @@ struct Target<'a> {
     name: OsString,
 }
 
-fn locate<'a>(rules: &'a WriteRules, path: &Path) -> Result<Target<'a>, Outcome> {
-    let real = crate::resolve(path).ok_or(Outcome::Refused)?;
+fn locate<'a>(
+    rules: &'a WriteRules,
+    path: &Path,
+    resolve: Resolve<'_>,
+) -> Result<Target<'a>, Outcome> {
+    let real = resolve(path).ok_or(Outcome::Refused)?;
     let root = rules
         .roots
         .iter()
@@ -214,6 +218,10 @@ struct Place {
 /// hold for every step beneath).
 pub(crate) type OpenRoot<'a> = &'a (dyn Fn(&Path) -> Result<Dir, FsError> + Sync);
 
+/// Resolves the links of a path's existing part ([`crate::resolve`] in
+/// this process's view; a copy-on-write workspace resolves in its own).
+pub(crate) type Resolve<'a> = &'a (dyn Fn(&Path) -> Option<PathBuf> + Sync);
+
 /// Opens `root` in this process's view.
 pub(crate) fn ambient(root: &Path) -> Result<Dir, FsError> {
     Dir::open_ambient_dir(root, ambient_authority()).map_err(|e| FsError::from_io(root, e))
@@ -223,10 +231,10 @@ fn place(
     rules: &WriteRules,
     path: &Path,
     create: bool,
-    open_root: OpenRoot<'_>,
+    (open_root, resolve): (OpenRoot<'_>, Resolve<'_>),
 ) -> Result<Place, Outcome> {
     // `locate` resolves links, so a replaced file is the real one.
-    let target = locate(rules, path)?;
+    let target = locate(rules, path, resolve)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
     let root = open_root(target.root)?;
     let root_id = fstat(&root).map_err(io)?;
@@ -247,9 +255,9 @@ pub(crate) fn create_new(
     path: &Path,
     data: &[u8],
     file_size: Option<u64>,
-    open_root: OpenRoot<'_>,
+    view: (OpenRoot<'_>, Resolve<'_>),
 ) -> Result<(), Outcome> {
-    let Place { dir, name, .. } = place(rules, path, true, open_root)?;
+    let Place { dir, name, .. } = place(rules, path, true, view)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
     if dir.symlink_metadata(&name).is_ok() {
         return Err(FsError::AlreadyExists(path.to_owned()).into());
@@ -275,13 +283,13 @@ pub(crate) fn replace(
     data: &[u8],
     expected: &Version,
     file_size: Option<u64>,
-    open_root: OpenRoot<'_>,
+    view: (OpenRoot<'_>, Resolve<'_>),
 ) -> Result<Version, Outcome> {
     let Place {
         dir,
         name,
         protected,
-    } = place(rules, path, false, open_root)?;
+    } = place(rules, path, false, view)?;
     let io = |e: io::Error| Outcome::Fs(FsError::from_io(path, e));
     let version_now = || -> Result<std::fs::Metadata, Outcome> {
         if dir

@@ -57,6 +57,10 @@ pub struct SandboxConfig {
     pub approver: Option<Arc<dyn Approver>>,
     /// Whether restricted modes keep a persistent shell.
     pub restricted: Persistence,
+    /// Every owner's copy-on-write view of the workspace's base, at the
+    /// base's own path (`None`: owners share the host's files). See the
+    /// crate docs' "Copy-on-write workspaces".
+    pub copy_on_write: Option<Arc<dsh_workspace::Workspace>>,
 }
 
 impl SandboxConfig {
@@ -69,6 +73,7 @@ impl SandboxConfig {
             mode_change: ModeChange::default(),
             approver: None,
             restricted: Persistence::default(),
+            copy_on_write: None,
         }
     }
 }
@@ -79,4 +84,5 @@ setters!(SandboxConfig {
     mode_change: ModeChange,
     approver: Option<Arc<dyn Approver>>,
     restricted: Persistence,
+    copy_on_write: Option<Arc<dsh_workspace::Workspace>>,
 });

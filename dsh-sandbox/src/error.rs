@@ -99,6 +99,25 @@ pub enum SandboxError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// A copy-on-write workspace runs its owners in danger-full-access
+    /// only.
+    #[error("a copy-on-write workspace runs its owners in danger-full-access only, not {mode}")]
+    CopyOnWriteMode {
+        /// The mode asked for.
+        mode: SandboxMode,
+    },
+    /// The host has no copy-on-write workspace.
+    #[error("this sandbox has no copy-on-write workspace")]
+    NoCopyOnWrite,
+    /// The copy-on-write view could not be made (the kernel refused).
+    #[error("the copy-on-write view of the workspace could not be made: {reason}")]
+    CopyOnWriteUnavailable {
+        /// What the kernel refused.
+        reason: String,
+    },
+    /// A copy-on-write workspace's layers or snapshots.
+    #[error(transparent)]
+    Workspace(#[from] dsh_workspace::WorkspaceError),
     /// The shell settings the sandbox derived are invalid.
     #[error("setting up the sandbox failed")]
     ShellConfig(#[from] dsh_shell_persistent::ShellConfigError),

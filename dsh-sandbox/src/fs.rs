@@ -106,6 +106,23 @@ struct Shared {
     /// Linux): made on the first read.
     #[cfg(target_os = "linux")]
     reader: Mutex<Reader>,
+    /// The owner's copy-on-write view, where the editor reads and writes
+    /// instead (Linux).
+    #[cfg(target_os = "linux")]
+    view: Mutex<View>,
+}
+
+/// Whether the editor works in an owner's copy-on-write view.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Default)]
+enum View {
+    /// No: the host's files.
+    #[default]
+    Host,
+    /// Yes, but the view is not running (no shell of the owner holds it).
+    Closed,
+    /// Yes: paths resolved in the view of the owner's shell.
+    Open(Arc<crate::reader::Files>),
 }
 
 /// Who reads for the editor in the restricted modes.
@@ -136,6 +153,8 @@ impl SandboxFs {
                 file_size: Mutex::new(None),
                 #[cfg(target_os = "linux")]
                 reader: Mutex::new(Reader::Unknown),
+                #[cfg(target_os = "linux")]
+                view: Mutex::new(View::Host),
             }),
         }
     }
@@ -161,6 +180,18 @@ impl SandboxFs {
             .file_size
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = limit;
+    }
+
+    /// Makes the editor work in the owner's copy-on-write view: every path
+    /// resolved as the owner's shell resolves it, through `root` (its
+    /// shell's `/proc/<pid>/root`); `None` while no shell holds the view,
+    /// when every operation fails saying so.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn set_view(&self, root: Option<std::os::fd::OwnedFd>) {
+        *self.shared.view.lock().unwrap_or_else(|p| p.into_inner()) = match root {
+            Some(root) => View::Open(Arc::new(crate::reader::Files::in_root(root))),
+            None => View::Closed,
+        };
     }
 
     /// The bound [`SandboxFs::set_file_size`] set.
@@ -194,6 +225,9 @@ impl Shared {
     /// process reads (danger-full-access, or the weaker mode).
     #[cfg(target_os = "linux")]
     fn helper(&self, path: &Path) -> Result<Option<Arc<crate::reader::Files>>, FsError> {
+        if let Some(view) = self.view(path)? {
+            return Ok(Some(view));
+        }
         let rules = Arc::clone(&self.rules());
         if rules.mode == SandboxMode::DangerFullAccess {
             return Ok(None);
@@ -224,6 +258,59 @@ impl Shared {
                 Ok(None)
             }
             Err(e) => Err(unusable(e.to_string())),
+        }
+    }
+
+    /// The copy-on-write view's reader, if the editor works in one (an
+    /// error when it is not running).
+    #[cfg(target_os = "linux")]
+    fn view(&self, path: &Path) -> Result<Option<Arc<crate::reader::Files>>, FsError> {
+        match &*self.view.lock().unwrap_or_else(|p| p.into_inner()) {
+            View::Host => Ok(None),
+            View::Open(files) => Ok(Some(Arc::clone(files))),
+            View::Closed => Err(FsError::Io {
+                path: path.to_owned(),
+                source: std::io::Error::other(
+                    "the copy-on-write workspace's view is not running (the editor works in it only in the owner's turn, through SandboxedShell::in_view)",
+                ),
+            }),
+        }
+    }
+
+    /// A danger-full-access write in the copy-on-write view `files`:
+    /// beneath the view's `/`, every step resolved there, so that no link
+    /// leads it to the host's base (a link with an absolute target is
+    /// refused).
+    #[cfg(target_os = "linux")]
+    fn in_view<T>(
+        &self,
+        files: &crate::reader::Files,
+        path: &Path,
+        write: impl FnOnce(
+            &WriteRules,
+            (crate::beneath::OpenRoot<'_>, crate::beneath::Resolve<'_>),
+        ) -> Result<T, crate::beneath::Outcome>,
+    ) -> Result<T, FsError> {
+        let rules = WriteRules {
+            mode: SandboxMode::DangerFullAccess,
+            roots: vec![PathBuf::from("/")],
+            protected: Vec::new(),
+            tmp: true,
+            hidden: Vec::new(),
+            shown: Vec::new(),
+        };
+        let open_root = |root: &Path| files.open_dir(root);
+        let resolve = |p: &Path| crate::policy::resolve_with(p, &|q| files.canonicalize(q));
+        match write(&rules, (&open_root, &resolve)) {
+            Ok(v) => Ok(v),
+            Err(crate::beneath::Outcome::Fs(e)) => Err(e),
+            Err(crate::beneath::Outcome::Refused) => Err(FsError::Refused {
+                path: path.to_owned(),
+                message: format!(
+                    "[copy-on-write workspace: {} is behind a link that leaves the filesystem's root or into a .git directory; the editor does not write there, the shell may]",
+                    path.display()
+                ),
+            }),
         }
     }
 
@@ -399,6 +486,12 @@ impl BlockingFs for Shared {
         match rules.mode {
             SandboxMode::DangerFullAccess => {
                 size()?;
+                #[cfg(target_os = "linux")]
+                if let Some(files) = self.view(path)? {
+                    return self.in_view(&files, path, |r, view| {
+                        crate::beneath::create_new(r, path, data, limit, view)
+                    });
+                }
                 BlockingFs::create_new(&self.local, path, data)
             }
             SandboxMode::ReadOnly => Err(refused(path, &rules)),
@@ -406,7 +499,7 @@ impl BlockingFs for Shared {
             SandboxMode::WorkspaceWrite => {
                 let open_root = self.root_opener(path)?;
                 confined(&rules, path, |r| {
-                    crate::beneath::create_new(r, path, data, limit, &*open_root)
+                    crate::beneath::create_new(r, path, data, limit, (&*open_root, &crate::resolve))
                 })
             }
             #[cfg(not(unix))]
@@ -428,6 +521,12 @@ impl BlockingFs for Shared {
         match rules.mode {
             SandboxMode::DangerFullAccess => {
                 size()?;
+                #[cfg(target_os = "linux")]
+                if let Some(files) = self.view(path)? {
+                    return self.in_view(&files, path, |r, view| {
+                        crate::beneath::replace(r, path, data, expected, limit, view)
+                    });
+                }
                 BlockingFs::replace(&self.local, path, data, expected)
             }
             SandboxMode::ReadOnly => Err(refused(path, &rules)),
@@ -435,7 +534,14 @@ impl BlockingFs for Shared {
             SandboxMode::WorkspaceWrite => {
                 let open_root = self.root_opener(path)?;
                 confined(&rules, path, |r| {
-                    crate::beneath::replace(r, path, data, expected, limit, &*open_root)
+                    crate::beneath::replace(
+                        r,
+                        path,
+                        data,
+                        expected,
+                        limit,
+                        (&*open_root, &crate::resolve),
+                    )
                 })
             }
             #[cfg(not(unix))]

@@ -252,7 +252,7 @@ pub struct WriteRules {
     /// created after start) is hidden too.
     pub hidden: Vec<PathBuf>,
     /// The roots and the workspace: shown even beneath a hidden path.
-    shown: Vec<PathBuf>,
+    pub(crate) shown: Vec<PathBuf>,
 }
 
 impl WriteRules {
@@ -468,13 +468,22 @@ fn is_git_dir(dir: &Path) -> bool {
 /// The real path `path` names: its longest existing prefix canonicalized
 /// (symlinks resolved), then the rest resolved lexically.
 pub fn resolve(path: &Path) -> Option<PathBuf> {
+    resolve_with(path, &|p| std::fs::canonicalize(p))
+}
+
+/// [`resolve`] with links resolved by `canonicalize` (in another view of
+/// the filesystem: a copy-on-write workspace's).
+pub(crate) fn resolve_with(
+    path: &Path,
+    canonicalize: &dyn Fn(&Path) -> std::io::Result<PathBuf>,
+) -> Option<PathBuf> {
     if !path.is_absolute() {
         return None;
     }
     let mut existing = path.to_owned();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
     let base = loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
+        if let Ok(real) = canonicalize(&existing) {
             break real;
         }
         let name = existing.file_name()?.to_owned();

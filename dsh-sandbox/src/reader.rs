@@ -61,6 +61,24 @@ impl Files {
         })
     }
 
+    /// The reader of another view of the filesystem, whose `/` is `root`
+    /// (a copy-on-write workspace's shell's): this process opens each
+    /// path there ([`Opener::in_root`]).
+    pub(crate) fn in_root(root: OwnedFd) -> Files {
+        Files {
+            opener: Opener::in_root(root),
+        }
+    }
+
+    /// `path` with the links of its existing part resolved in the view
+    /// ([`Opener::canonicalize`]).
+    pub(crate) fn canonicalize(&self, path: &Path) -> io::Result<std::path::PathBuf> {
+        self.opener.canonicalize(path).map_err(|e| match e {
+            OpenError::Open(e) => e,
+            other => io::Error::other(other.to_string()),
+        })
+    }
+
     /// Starts the helper now if it is not running (a host that allows the
     /// weaker mode learns here whether the helper can run at all).
     pub(crate) fn ensure_started(&self) -> io::Result<()> {

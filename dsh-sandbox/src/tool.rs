@@ -43,25 +43,27 @@ use crate::{
 /// root in place of the shared one, for the shell and the editor alike.
 #[derive(Debug)]
 pub struct SandboxedShell {
-    config: SandboxConfig,
+    pub(crate) config: SandboxConfig,
     /// The owners: their turns, shells, modes, directories and idle close.
-    pool: ShellPool<Confined>,
+    pub(crate) pool: ShellPool<Confined>,
     /// Namespaces failed and the policy allows the weaker mode.
     weaker: AtomicBool,
+    /// The shell states of the copy-on-write workspace's snapshots.
+    pub(crate) snapshots: crate::rollout::Snapshots,
 }
 
 /// The sandbox's kind of pool owner: a shell with its mode and what
 /// confines it, and beside the turn the owner's mode, editor filesystem and
 /// git placeholders.
 #[derive(Debug)]
-struct Confined;
+pub(crate) struct Confined;
 
 impl OwnerKind for Confined {
     type Seat = Current;
     type State = OwnerState;
 
     fn holds(state: &OwnerState) -> bool {
-        state.mode().is_some() || state.fs.get().is_some()
+        state.mode().is_some() || state.fs.get().is_some() || state.start_state().is_some()
     }
 
     fn dir_fixed(state: &OwnerState) -> Option<&'static str> {
@@ -86,11 +88,11 @@ impl OwnerKind for Confined {
 
 /// What an owner keeps outside its turn.
 #[derive(Debug, Default)]
-struct OwnerState {
+pub(crate) struct OwnerState {
     /// The owner's own mode; written only in its turn, read at any time.
     mode: Mutex<Option<SandboxMode>>,
     /// The owner's editor filesystem, once a host asked for it.
-    fs: OnceLock<Arc<SandboxFs>>,
+    pub(crate) fs: OnceLock<Arc<SandboxFs>>,
     /// Held by the job that prepares one of the owner's confined shells
     /// on tokio's blocking pool, from the git placeholders to handing the
     /// result over (or dropping it, when the call that asked was dropped
@@ -100,13 +102,16 @@ struct OwnerState {
     /// the owner goes (last: after its shell was killed), so that no
     /// reset, one-shot call or mode change leaves its roots without them.
     placeholders: Arc<Mutex<Placeholders>>,
+    /// The shell state the owner's next shell starts with (a fork's or a
+    /// snapshot's), applied once.
+    pub(crate) start_state: Mutex<Option<dsh_shell_persistent::ShellState>>,
 }
 
 /// A shell, the mode it runs under and what the kernel enforces for it.
 #[derive(Debug)]
-struct Current {
-    mode: SandboxMode,
-    shell: Shell,
+pub(crate) struct Current {
+    pub(crate) mode: SandboxMode,
+    pub(crate) shell: Shell,
     enforcement: Enforcement,
 }
 
@@ -121,7 +126,7 @@ impl Seat for Current {
 }
 
 impl OwnerState {
-    fn mode(&self) -> MutexGuard<'_, Option<SandboxMode>> {
+    pub(crate) fn mode(&self) -> MutexGuard<'_, Option<SandboxMode>> {
         self.mode.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -134,6 +139,7 @@ impl SandboxedShell {
         Ok(SandboxedShell {
             pool: ShellPool::of_kind(config.shell.clone())?,
             weaker: AtomicBool::new(false),
+            snapshots: crate::rollout::Snapshots::default(),
             config,
         })
     }
@@ -254,6 +260,10 @@ impl SandboxedShell {
                 let workspace = dir.unwrap_or(&self.config.shell.start_dir);
                 let fs = SandboxFs::new(self.config.policy.clone(), workspace);
                 fs.set_file_size(self.config.shell.limits.file_size);
+                #[cfg(target_os = "linux")]
+                if self.config.copy_on_write.is_some() {
+                    fs.set_view(None);
+                }
                 if let Some(mode) = *state.mode() {
                     fs.set_mode(mode);
                 }
@@ -278,6 +288,7 @@ impl SandboxedShell {
     /// [`ShellError::Closed`].
     pub async fn close_owner(&self, owner: &str) {
         self.pool.close_owner(owner).await;
+        self.remove_layer(owner).await;
     }
 
     /// The owners this tool holds state for (a mode, a shell, a turn).
@@ -339,14 +350,27 @@ impl SandboxedShell {
     /// backend (which forks off the runtime too).
     async fn make(
         &self,
+        owner: &str,
         state: &OwnerState,
         start_dir: PathBuf,
         mode: SandboxMode,
         persistent: bool,
     ) -> Result<Current, SandboxError> {
-        let shell = self
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut shell = self
             .shell_config(mode, persistent)
             .start_dir(start_dir.clone());
+        if let Some(workspace) = &self.config.copy_on_write {
+            if mode != SandboxMode::DangerFullAccess {
+                return Err(SandboxError::CopyOnWriteMode { mode });
+            }
+            #[cfg(target_os = "linux")]
+            shell
+                .pre_exec
+                .insert(0, crate::rollout::view_hook(workspace, owner, &start_dir)?);
+            #[cfg(not(target_os = "linux"))]
+            let _ = (workspace, owner);
+        }
         if mode == SandboxMode::DangerFullAccess {
             refuse_tmp_bounds(&shell, &self.config.policy)?;
             return Ok(Current {
@@ -444,7 +468,10 @@ impl SandboxedShell {
             let used = if persistent {
                 self.persistent_current(&mut turn, mode).await?
             } else {
-                fresh.insert(self.make(turn.state(), start_dir, mode, false).await?)
+                fresh.insert(
+                    self.make(owner, turn.state(), start_dir, mode, false)
+                        .await?,
+                )
             };
             tracing::debug!(owner, %mode, persistent, enforcement = ?used.enforcement, "sandboxed call");
             let handle = used.shell.handle();
@@ -481,6 +508,13 @@ impl SandboxedShell {
                         likely_denial: denial,
                     });
                 }
+                Err(err @ ShellError::Spawn { .. }) if self.config.copy_on_write.is_some() => {
+                    if persistent {
+                        *turn.parts().0 = None;
+                        let _ = turn.set_live(None);
+                    }
+                    return Err(crate::rollout::unavailable(err));
+                }
                 Err(ShellError::Spawn {
                     source: dsh_pty::PtyError::Confine(err),
                     ..
@@ -510,12 +544,13 @@ impl SandboxedShell {
     /// The owner's persistent shell for `mode`: the current one while its
     /// process lives (a reset makes the next call resolve the confinement
     /// again), else a new one.
-    async fn persistent_current<'a>(
+    pub(crate) async fn persistent_current<'a>(
         &self,
         turn: &'a mut OwnerTurn<Confined>,
         mode: SandboxMode,
     ) -> Result<&'a mut Current, SandboxError> {
         let start_dir = turn.start_dir();
+        let owner = turn.name().to_owned();
         let (current, state) = turn.parts();
         let reusable = current
             .as_ref()
@@ -526,10 +561,11 @@ impl SandboxedShell {
             // Drop the old shell (its process killed) before making the new
             // one; the placeholders stay with the owner.
             *current = None;
-            let mut made = self.make(state, start_dir, mode, true).await?;
+            let mut made = self.make(&owner, state, start_dir, mode, true).await?;
             if after_cancel {
                 made.shell.mark_after_cancel();
             }
+            made.shell.set_start_state(state.start_state().take());
             *current = Some(made);
         }
         current

@@ -11,7 +11,11 @@
 //! calls of one owner run in arrival order, owners in parallel. An owner
 //! given a directory of its own ([`ShellPool::set_owner_dir`]) starts
 //! there, and after every reset starts there again (the reset line's
-//! "workspace" is then its directory).
+//! "workspace" is then its directory). A bash shell's state (directory,
+//! variables, functions, aliases, options, umask; no process) can be
+//! captured and another owner's next shell started from it, to fork or
+//! snapshot an agent ([`ShellPool::capture_state`],
+//! [`ShellPool::set_start_state`], [`ShellState`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -202,6 +206,7 @@ mod process;
 mod quote;
 mod request;
 mod shell;
+mod state;
 
 pub use config::{InputWait, OwnerDirError, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
 pub use contract::{
@@ -219,6 +224,7 @@ pub use output::ClipMode;
 pub use pool::{OwnerKind, OwnerTurn, PlainShells, Seat, ShellPool};
 pub use request::ShellRequest;
 pub use shell::{Shell, ShellHandle};
+pub use state::ShellState;
 
 /// The crates this one's signatures use, re-exported so a host needs no
 /// matching versions of its own: [`dsh_pty`] (backends, terminal sizes, exit

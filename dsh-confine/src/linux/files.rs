@@ -73,8 +73,12 @@ const ANSWER_FILE: u8 = 1;
 /// ```
 #[derive(Debug)]
 pub struct Opener {
-    confinement: Arc<Confinement>,
+    /// The helper's confinement (`None` for [`Opener::in_root`]).
+    confinement: Option<Arc<Confinement>>,
     live: Mutex<Option<Live>>,
+    /// [`Opener::in_root`]'s root: paths are opened by this process,
+    /// resolved in it.
+    root: Option<OwnedFd>,
 }
 
 /// What [`Opener::stat_open`] found at a path.
@@ -140,15 +144,34 @@ impl Opener {
         policy.tmp_limits = TmpLimits::default();
         let (confinement, _) = Confinement::build(&policy)?;
         Ok(Opener {
-            confinement: Arc::new(confinement),
+            confinement: Some(Arc::new(confinement)),
             live: Mutex::new(None),
+            root: None,
         })
+    }
+
+    /// An opener that resolves every path in another view of the
+    /// filesystem, whose root directory `root` is (`/proc/<pid>/root` of a
+    /// process in that view: a [`CopyOnWriteView`](crate::CopyOnWriteView)'s shell): this process
+    /// opens each path with `openat2(2)` and `RESOLVE_IN_ROOT`, so `..`
+    /// and absolute symbolic links stay in that view, as that process
+    /// would resolve them; no helper runs. The answers are those of
+    /// [`Opener::new`]'s helper, checked the same way.
+    pub fn in_root(root: OwnedFd) -> Opener {
+        Opener {
+            confinement: None,
+            live: Mutex::new(None),
+            root: Some(root),
+        }
     }
 
     fn start(&self) -> io::Result<Live> {
         let (ours, theirs) = socketpair()?;
         receive_within(ours.as_fd(), ANSWER_WITHIN)?;
-        let confinement = Arc::clone(&self.confinement);
+        let confinement = self
+            .confinement
+            .clone()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
         let fd = theirs.as_raw_fd();
         let mut command = Command::new("/bin/true");
         command
@@ -177,6 +200,9 @@ impl Opener {
     /// Starts the helper now if it is not running (a host that allows the
     /// weaker mode learns here whether the helper can run at all).
     pub fn ensure_started(&self) -> io::Result<()> {
+        if self.root.is_some() {
+            return Ok(());
+        }
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         self.running(&mut live).map(|_| ())
     }
@@ -193,8 +219,23 @@ impl Opener {
     /// Opens `path` in the helper with `open(2)`'s `flags` (plus
     /// `O_CLOEXEC | O_NOCTTY`).
     pub fn open(&self, path: &Path, flags: i32) -> Result<OwnedFd, OpenError> {
+        if let Some(root) = &self.root {
+            return open_in_root(root.as_fd(), path, flags | libc::O_CLOEXEC | libc::O_NOCTTY)
+                .map_err(OpenError::Open);
+        }
         let (fd, _) = self.ask(OP_OPEN, path, flags, &mut || ())?;
         Ok(fd)
+    }
+
+    /// `path` with every symbolic link of its existing part resolved, as
+    /// [`std::fs::canonicalize`] does, in [`Opener::in_root`]'s view (a
+    /// helper's opener cannot: `EINVAL`). A missing component is an error
+    /// (`ENOENT`).
+    pub fn canonicalize(&self, path: &Path) -> Result<std::path::PathBuf, OpenError> {
+        match &self.root {
+            Some(root) => canonicalize_in_root(root.as_fd(), path).map_err(OpenError::Open),
+            None => Err(OpenError::Open(io::Error::from_raw_os_error(libc::EINVAL))),
+        }
     }
 
     /// What is at `path`, in one round trip: where that is a regular file,
@@ -212,6 +253,10 @@ impl Opener {
         path: &Path,
         meanwhile: &mut dyn FnMut(),
     ) -> Result<Found, OpenError> {
+        if let Some(root) = &self.root {
+            meanwhile();
+            return stat_open_in_root(root.as_fd(), path).map_err(OpenError::Open);
+        }
         let mut ran = false;
         let asked = self.ask(OP_STAT_OPEN, path, 0, &mut || {
             ran = true;
@@ -516,4 +561,140 @@ fn reply(socket: c_int, errno: i32, answer: u8, fd: c_int) {
         }
         libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
     }
+}
+
+/// `openat2(root, path, flags)` with `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`:
+/// `path` (absolute or not) resolved as if `root` were `/`.
+fn open_in_root(root: BorrowedFd<'_>, path: &Path, flags: c_int) -> io::Result<OwnedFd> {
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a zeroed `open_how` is valid (all fields are integers).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    // `openat2` refuses `O_PATH` with any flag but these.
+    let flags = if flags & libc::O_PATH != 0 {
+        flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+    } else {
+        flags
+    };
+    how.flags = flags as u64;
+    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    loop {
+        // SAFETY: `path` is NUL-terminated and `how` lives on this frame;
+        // the kernel returns a new descriptor or an error.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                root.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if rc >= 0 {
+            // SAFETY: a descriptor the kernel just returned, owned by nothing else.
+            return Ok(unsafe { OwnedFd::from_raw_fd(rc as c_int) });
+        }
+        let err = io::Error::last_os_error();
+        // The kernel asks for a retry when a rename raced the lookup.
+        if err.raw_os_error() != Some(libc::EAGAIN) {
+            return Err(err);
+        }
+    }
+}
+
+/// The helper's [`OP_STAT_OPEN`], made in this process in `root`'s view.
+fn stat_open_in_root(root: BorrowedFd<'_>, path: &Path) -> io::Result<Found> {
+    let cloexec = libc::O_CLOEXEC | libc::O_NOCTTY;
+    let at = open_in_root(root, path, libc::O_PATH | libc::O_NOFOLLOW | cloexec)?;
+    let seen = sys_fstat(at.as_fd())?;
+    if seen.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Ok(Found::Other(at));
+    }
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | cloexec;
+    match open_in_root(root, path, flags) {
+        Ok(file) => {
+            let opened = sys_fstat(file.as_fd())?;
+            if (opened.st_dev, opened.st_ino) == (seen.st_dev, seen.st_ino) {
+                Ok(Found::File(file))
+            } else {
+                Ok(Found::Other(at))
+            }
+        }
+        Err(_) => Ok(Found::Other(at)),
+    }
+}
+
+fn sys_fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: `st` is written by the kernel.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd.as_raw_fd(), &mut st) == 0 {
+            Ok(st)
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+/// The most symbolic links one resolution follows (the kernel's limit).
+const MAX_LINKS: usize = 40;
+
+/// [`Opener::canonicalize`] in `root`'s view: one component at a time, each
+/// looked at without following it, a link's target text taken in its place.
+fn canonicalize_in_root(root: BorrowedFd<'_>, path: &Path) -> io::Result<std::path::PathBuf> {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    use std::path::{Component, PathBuf};
+    fn push_parts(pending: &mut Vec<OsString>, path: &Path) {
+        for part in path.components().rev() {
+            match part {
+                Component::Normal(name) => pending.push(name.to_owned()),
+                Component::ParentDir => pending.push("..".into()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+    }
+    let mut out = PathBuf::from("/");
+    let mut pending = Vec::new();
+    push_parts(&mut pending, path);
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        if part == ".." {
+            out.pop();
+            continue;
+        }
+        let candidate = out.join(&part);
+        let fd = open_in_root(
+            root,
+            &candidate,
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )?;
+        if sys_fstat(fd.as_fd())?.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            out = candidate;
+            continue;
+        }
+        links += 1;
+        if links > MAX_LINKS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: `buf` has room for `buf.len()` bytes; an empty path reads
+        // the link `fd` itself is (opened `O_PATH | O_NOFOLLOW`).
+        let n = unsafe {
+            libc::readlinkat(
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+        buf.truncate(n);
+        let target = PathBuf::from(OsString::from_vec(buf));
+        if target.is_absolute() {
+            out = PathBuf::from("/");
+        }
+        push_parts(&mut pending, &target);
+    }
+    Ok(out)
 }

@@ -122,11 +122,33 @@ pub fn render_error(err: &SandboxError) -> String {
             Some(source) => format!("Setting up the sandbox failed: {what}: {source}"),
             None => format!("Setting up the sandbox failed: {what}"),
         },
+        SandboxError::CopyOnWriteMode { mode } => format!(
+            "This host's copy-on-write workspace runs commands in danger-full-access only, not {mode}; the command was not run."
+        ),
+        SandboxError::NoCopyOnWrite => {
+            "This host has no copy-on-write workspace.".to_owned()
+        }
+        SandboxError::CopyOnWriteUnavailable { reason } => format!(
+            "The copy-on-write view of the workspace could not be made: {reason}. The command was not run."
+        ),
+        SandboxError::Workspace(e) => format!("The copy-on-write workspace failed: {}", chain(e)),
         // `ShellConfigError` has no source, and its `Display` says which
         // setting is wrong.
         SandboxError::ShellConfig(config) => format!("Setting up the sandbox failed: {config}"),
         SandboxError::Shell(shell) => dsh_shell_persistent::contract::render_error(shell),
     }
+}
+
+/// `error` and its sources, joined.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
 }
 
 /// The error texts of writes refused by namespaces and the read-only view

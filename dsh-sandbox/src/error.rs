@@ -99,7 +99,6 @@ pub enum SandboxError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// The shell settings the sandbox derived are invalid.
     /// A copy-on-write workspace runs its owners in danger-full-access
     /// only.
     #[error("a copy-on-write workspace runs its owners in danger-full-access only, not {mode}")]
@@ -119,6 +118,7 @@ pub enum SandboxError {
     /// A copy-on-write workspace's layers or snapshots.
     #[error(transparent)]
     Workspace(#[from] dsh_workspace::WorkspaceError),
+    /// The shell settings the sandbox derived are invalid.
     #[error("setting up the sandbox failed")]
     ShellConfig(#[from] dsh_shell_persistent::ShellConfigError),
     /// The shell failed.

@@ -23,6 +23,45 @@
 //!   are resolved beneath an open directory of a writable root, so no
 //!   rename or symlink swap can send them elsewhere.
 //!
+//! # Copy-on-write workspaces
+//!
+//! With [`SandboxConfig::copy_on_write`] (a [`dsh_workspace::Workspace`]:
+//! a base directory and a directory for the layers), every owner sees the
+//! base **at its own path** as a view of its own (Linux, overlayfs): reads
+//! come from the base, writes go to the owner's layer, deletions hide base
+//! files; nothing reaches the base or another owner. The view is made with
+//! the owner's shell, in time independent of the base's size, and costs the
+//! disk of the owner's changes only. The shell runs in a mount and a PID
+//! namespace of its own (and a user namespace unless the host is root), so
+//! owners are apart in processes too; the network and the user are the
+//! host's, as in danger-full-access. The layers' directory is covered by an
+//! empty read-only mount in every view, and the view's mounts are locked
+//! against the shell: unmounting it, a nested `unshare -Urm`, a bind mount
+//! over it change nothing outside. A root host's shells run without
+//! `CAP_SYS_ADMIN`, `CAP_DAC_READ_SEARCH`, `CAP_SYS_PTRACE`,
+//! `CAP_SYS_MODULE`, `CAP_SYS_RAWIO`, `CAP_MKNOD` and `CAP_BPF` (what
+//! would undo the view); they are still root otherwise, with the raw disk
+//! devices in reach: run the host as another user where an owner must not
+//! be able to write beneath the view.
+//!
+//! The editor works in the same view inside [`SandboxedShell::in_view`]
+//! (paths resolved as the owner's shell resolves them, through its
+//! `/proc/<pid>/root` with `RESOLVE_IN_ROOT`; a write through a link with
+//! an absolute target is refused). A host then asks, in the owner's turn:
+//! [`SandboxedShell::changes`] and [`SandboxedShell::diff`] (computed from
+//! the layer without following any link the owner made),
+//! [`SandboxedShell::reset_workspace`], [`SandboxedShell::fork`] (a new
+//! owner whose view is a copy of the source's now, and whose shell starts
+//! with the source's working directory, variables, functions, aliases,
+//! options and umask: no process is copied), [`SandboxedShell::snapshot`],
+//! [`SandboxedShell::restore`] (any owner from any snapshot) and
+//! [`SandboxedShell::delete_snapshot`]. Closing an owner removes its
+//! layer. This release runs copy-on-write owners in danger-full-access
+//! only ([`SandboxError::CopyOnWriteMode`] otherwise). Where the kernel
+//! cannot make the view (no user namespaces, an overlay it refuses), the
+//! owner's first call fails with [`SandboxError::CopyOnWriteUnavailable`],
+//! naming what was refused.
+//!
 //! # Enforcement on Linux
 //!
 //! Modelled on bubblewrap and nsjail, with Landlock and seccomp as extra

@@ -55,23 +55,11 @@ pub(crate) fn unavailable(error: ShellError) -> SandboxError {
         ShellError::Spawn { source, .. } => SandboxError::CopyOnWriteUnavailable {
             reason: format!(
                 "{}; it needs user namespaces (or root), mount and PID namespaces, and an overlayfs mount of the base (in a user namespace: Linux 5.11 or newer)",
-                chain(&source)
+                crate::contract::chain(&source)
             ),
         },
         other => SandboxError::Shell(other),
     }
-}
-
-/// `error` and its sources, joined.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 /// Runs blocking workspace work off the runtime.
@@ -110,13 +98,14 @@ impl SandboxedShell {
         owner: &str,
         work: impl Future<Output = T>,
     ) -> Result<T, SandboxError> {
-        let Some(workspace) = self.copy_on_write().cloned() else {
+        if self.copy_on_write().is_none() {
             return Ok(self.in_turn(owner, work).await);
-        };
+        }
         let fs = self.editor_fs(owner);
         let mut turn = self.pool.turn(owner).await?;
         let mode = turn.state().mode().unwrap_or(self.config.policy.mode);
         let current = self.persistent_current(&mut turn, mode).await?;
+        current.shell.start().await.map_err(unavailable)?;
         let pid = current.shell.session_pid();
         let handle = current.shell.handle();
         turn.set_live(Some(handle))?;
@@ -125,14 +114,14 @@ impl SandboxedShell {
             let root = pid
                 .ok_or_else(|| SandboxError::setup("the owner's shell has no process"))
                 .and_then(|pid| {
-                    dsh_confine::CopyOnWriteView::root_of(pid as i32, workspace.base()).map_err(
+                    dsh_confine::CopyOnWriteView::root_of(pid as i32).map_err(
                         |e| SandboxError::setup_from("opening the owner's copy-on-write view", e),
                     )
                 })?;
             fs.set_view(Some(root));
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = (pid, &fs, &workspace);
+        let _ = (pid, &fs);
         let out = work.await;
         #[cfg(target_os = "linux")]
         fs.set_view(None);
@@ -283,7 +272,7 @@ async fn end_shell(current: &mut Option<Current>) {
 async fn capture(current: &mut Option<Current>) -> Result<Option<ShellState>, SandboxError> {
     match current {
         Some(c) if c.shell.is_running() && c.mode == SandboxMode::DangerFullAccess => {
-            Ok(Some(c.shell.capture_state().await?))
+            Ok(c.shell.capture_state().await?)
         }
         _ => Ok(None),
     }

@@ -508,6 +508,13 @@ impl SandboxedShell {
                         likely_denial: denial,
                     });
                 }
+                Err(err @ ShellError::Spawn { .. }) if self.config.copy_on_write.is_some() => {
+                    if persistent {
+                        *turn.parts().0 = None;
+                        let _ = turn.set_live(None);
+                    }
+                    return Err(crate::rollout::unavailable(err));
+                }
                 Err(ShellError::Spawn {
                     source: dsh_pty::PtyError::Confine(err),
                     ..
@@ -558,14 +565,7 @@ impl SandboxedShell {
             if after_cancel {
                 made.shell.mark_after_cancel();
             }
-            let start_state = state.start_state().take();
-            if let Some(start_state) = start_state {
-                made.shell
-                    .start()
-                    .await
-                    .map_err(crate::rollout::unavailable)?;
-                made.shell.apply_state(&start_state).await?;
-            }
+            made.shell.set_start_state(state.start_state().take());
             *current = Some(made);
         }
         current

@@ -48,10 +48,7 @@ fn lab() -> Lab {
     std::fs::set_permissions(base.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("a.txt", base.join("link")).unwrap();
     let workspace = Workspace::new(&base, &cow).unwrap();
-    let policy = SandboxPolicy {
-        mode: SandboxMode::DangerFullAccess,
-        ..SandboxPolicy::default()
-    };
+    let policy = SandboxPolicy::default().mode(SandboxMode::DangerFullAccess);
     let config = SandboxConfig::new(policy, ShellConfig::new(&base))
         .copy_on_write(Some(Arc::new(workspace)));
     Lab {
@@ -263,16 +260,22 @@ async fn the_view_holds() {
     // b exists first, with a change and a process of its own.
     let out = run(tool, "b", "echo b-was-here > b.txt; (exec -a dsh-cow-marker sleep 600 &) ; echo ok").await;
     assert!(out.contains("ok"), "{out}");
+    // a's layer exists before the snapshot of the layers is taken; what
+    // a's shell writes in its own view may change it, nothing else.
+    run(tool, "a", "true").await;
+    let workspace = tool.copy_on_write().unwrap();
+    let own = workspace.layer("a").unwrap().upper;
+    let own = own.parent().unwrap().strip_prefix(&lab.cow).unwrap().to_owned();
     let base_before = fingerprint(&lab.base);
     let cow_before = fingerprint(&lab.cow);
     let base = lab.base.display();
     // The attack runs only where the shell sees namespaces of its own: a
     // shell that were the host's would unmount, mount and kill there.
-    let own = |ns: &str| std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+    let host_ns = |ns: &str| std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
     let guard = format!(
         "[ \"$(readlink /proc/self/ns/pid)\" != '{}' ] && [ \"$(readlink /proc/self/ns/mnt)\" != '{}' ] || {{ echo NOT-ISOLATED; exit 99; }}; ",
-        own("pid").display(),
-        own("mnt").display()
+        host_ns("pid").display(),
+        host_ns("mnt").display()
     );
     let attack = format!(
         "{guard}cd /; umount {base}; umount -l {base}; \
@@ -291,7 +294,7 @@ async fn the_view_holds() {
     // (b's included) are what they were.
     assert_eq!(fingerprint(&lab.base), base_before, "{out}");
     let cow_after = fingerprint(&lab.cow);
-    for (path, before) in &cow_before {
+    for (path, before) in cow_before.iter().filter(|(p, _)| !p.starts_with(&own)) {
         assert_eq!(cow_after.get(path), Some(before), "{} changed:\n{out}", path.display());
     }
     assert!(
@@ -391,7 +394,7 @@ async fn the_diff_applies_to_a_copy_of_the_base() {
         tool,
         "a",
         "echo changed >> a.txt && rm sub/b.txt && mv dir moved && mkdir -p new && \
-         printf 'x\\ny\\n' > new/f && chmod 700 run.sh && echo same > tmp && rm tmp && \
+         printf 'x\\ny\\n' > new/f && chmod 644 run.sh && echo same > tmp && rm tmp && \
          echo alpha > a2 && ln -s sub/b.txt dangling && echo done",
     )
     .await;
@@ -431,4 +434,153 @@ async fn the_diff_applies_to_a_copy_of_the_base() {
         assert!(view.contains(line), "{line:?} not in the view:\n{view}\n---\n{diff}");
     }
     tool.close_all().await;
+}
+
+/// The editor of an owner that has run no command yet: its view is made
+/// for it, and its shell then sees what it wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_first_makes_the_view() {
+    let lab = lab();
+    let tool = &lab.tool;
+    let editor = Editor::new(tool.editor_fs("e"));
+    let path = lab.base.join("sub/new.txt");
+    // Outside the owner's view the editor does nothing, and says why.
+    let err = editor
+        .execute(&json!({"command": "create", "path": path, "file_text": "x\n"}))
+        .await
+        .unwrap_err();
+    assert!(
+        dsh_editor::contract::render_error(&err).contains("view is not running"),
+        "{err}"
+    );
+    tool.in_view("e", async {
+        editor
+            .execute(&json!({"command": "create", "path": path, "file_text": "first\n"}))
+            .await
+            .unwrap();
+        editor
+            .execute(&json!({"command": "str_replace", "path": lab.base.join("a.txt"), "old_str": "alpha", "new_str": "omega"}))
+            .await
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    let seen = run(tool, "e", "cat sub/new.txt a.txt").await;
+    assert!(seen.contains("first") && seen.contains("omega"), "{seen}");
+    assert_eq!(std::fs::read_to_string(lab.base.join("a.txt")).unwrap(), "alpha\n");
+    assert!(!path.exists());
+    tool.close_all().await;
+}
+
+/// Real work in a view: a git branch, commit and stash, and a Rust
+/// crate's build; the host's repository sees none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_work_in_a_view() {
+    let lab = lab();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&lab.base)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(
+        lab.base.join("Cargo.toml"),
+        "[package]\nname = \"viewed\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir(lab.base.join("src")).unwrap();
+    std::fs::write(lab.base.join("src/main.rs"), "fn main() { println!(\"built in a view\"); }\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+    let before = fingerprint(&lab.base);
+    let tool = &lab.tool;
+    let out = run(
+        tool,
+        "a",
+        "git -c user.name=a -c user.email=a@a checkout -q -b feature && echo more >> a.txt && \
+         git -c user.name=a -c user.email=a@a commit -qam change && echo wip >> a.txt && \
+         git stash -q && git stash list | wc -l && git log --oneline | wc -l && \
+         CARGO_TARGET_DIR=$PWD/target cargo run -q --offline && echo work-done",
+    )
+    .await;
+    assert!(out.contains("built in a view") && out.contains("work-done"), "{out}");
+    let b = run(tool, "b", "git branch --list feature | wc -l; test -e target || echo no-target").await;
+    assert!(b.contains("0\n") && b.contains("no-target"), "{b}");
+    assert_eq!(git(&["branch", "--list", "feature"]), "");
+    assert_eq!(fingerprint(&lab.base), before);
+    tool.close_all().await;
+}
+
+/// Where user namespaces are denied, the first call fails with a line
+/// naming what the kernel refused. Run in a user namespace of its own
+/// whose nested user namespaces are limited to none (a setting of that
+/// namespace only), by a copy of this binary.
+#[test]
+fn refused_where_user_namespaces_are_denied() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::Builder::new()
+        .prefix("dsh-cow-denied-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let copy = dir.path().join("copy_on_write");
+    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+    // SAFETY: geteuid/getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let mut command = std::process::Command::new(&copy);
+    command
+        .args(["--ignored", "--exact", "refusal_where_denied", "--nocapture"])
+        .env("DSH_COW_LAB", dir.path());
+    // SAFETY: the hook makes system calls and writes /proc files only.
+    unsafe {
+        command.pre_exec(move || {
+            let write = |path: &str, text: String| std::fs::write(path, text);
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            write("/proc/self/setgroups", "deny".into())?;
+            write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+            write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+            write("/proc/sys/user/max_user_namespaces", "0".into())
+        });
+    }
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by refused_where_user_namespaces_are_denied, in a user namespace that allows no other"]
+async fn refusal_where_denied() {
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap().trim(),
+        "0"
+    );
+    let lab = lab();
+    let err = lab
+        .tool
+        .execute("a", &json!({"command": "echo should-not-run"}))
+        .await
+        .unwrap_err();
+    let text = dsh_sandbox::contract::render_error(&err);
+    assert!(
+        text.starts_with("The copy-on-write view of the workspace could not be made: ")
+            && text.contains("user namespaces")
+            && text.ends_with("The command was not run."),
+        "{text}"
+    );
+    // The editor's view says the same.
+    let err = lab.tool.in_view("a", async {}).await.unwrap_err();
+    assert!(
+        dsh_sandbox::contract::render_error(&err).contains("could not be made"),
+        "{err}"
+    );
 }

@@ -154,7 +154,53 @@ pub fn render_error(err: &ShellError) -> String {
             format!("Passing the command to the shell failed: {source}")
         }
         ShellError::NotRunning => "No command is running for this agent.".to_owned(),
+        ShellError::StateUnsupported { shell } => {
+            format!("The {shell} shell's state cannot be saved or restored: only bash's can.")
+        }
+        ShellError::StateNotCaptured {
+            shell,
+            why,
+            shell_reset,
+        } => {
+            let mut text = format!("The {shell} shell's state could not be saved: {why}.");
+            if *shell_reset {
+                text.push(' ');
+                text.push_str(&reset_line_of(shell));
+            }
+            text
+        }
+        ShellError::StateNotApplied {
+            shell,
+            said,
+            shell_reset,
+        } => {
+            let mut text = format!(
+                "The {shell} shell's saved state could not be fully restored, so the command was not run"
+            );
+            if said.is_empty() {
+                text.push('.');
+            } else {
+                text.push_str("; the shell said: ");
+                text.push_str(said);
+            }
+            text.push(' ');
+            if *shell_reset {
+                text.push_str(&reset_line_of(shell));
+            } else {
+                text.push_str("The shell keeps the rest of the state; run the command again.");
+            }
+            text
+        }
     }
+}
+
+/// The reset line of the dialect named `shell`.
+fn reset_line_of(shell: &str) -> String {
+    crate::Dialect::ALL
+        .into_iter()
+        .find(|d| d.tool_name() == shell)
+        .unwrap_or_default()
+        .reset_line()
 }
 
 /// The lines for the limits a call reached:

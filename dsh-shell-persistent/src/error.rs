@@ -78,4 +78,39 @@ pub enum ShellError {
     /// The owner has no running command to send input to.
     #[error("no command is running for this owner")]
     NotRunning,
+    /// Only a bash shell's state can be captured or applied
+    /// ([`ShellState`](crate::ShellState)).
+    #[error("the {shell} shell's state cannot be captured or restored: only bash's can")]
+    StateUnsupported {
+        /// The dialect's name.
+        shell: &'static str,
+    },
+    /// The shell's state could not be read
+    /// ([`Shell::capture_state`](crate::Shell::capture_state)).
+    #[error("the {shell} shell's state could not be captured: {why}")]
+    StateNotCaptured {
+        /// The dialect's name.
+        shell: &'static str,
+        /// Why, as a sentence.
+        why: String,
+        /// The shell was reset meanwhile (a timeout, a shell that ended):
+        /// its state is lost.
+        shell_reset: bool,
+    },
+    /// A state could not be applied in full
+    /// ([`Shell::apply_state`](crate::Shell::apply_state), or a start
+    /// state a pool's call applied before its command, which then did not
+    /// run): what bash said.
+    #[error("the {shell} shell's saved state could not be fully restored{}", if said.is_empty() { String::new() } else { format!(": {said}") })]
+    StateNotApplied {
+        /// The dialect's name.
+        shell: &'static str,
+        /// What bash printed while applying it (its error messages), on
+        /// one line, or how the shell ended.
+        said: String,
+        /// The shell was reset (a timeout, a shell that ended): the next
+        /// call starts a fresh one. Otherwise the shell runs, with every
+        /// part of the state bash accepted.
+        shell_reset: bool,
+    },
 }

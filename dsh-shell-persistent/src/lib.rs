@@ -195,6 +195,7 @@ mod process;
 mod quote;
 mod request;
 mod shell;
+mod state;
 
 pub use config::{InputWait, OwnerDirError, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
 pub use contract::{
@@ -212,6 +213,7 @@ pub use output::ClipMode;
 pub use pool::{OwnerKind, OwnerTurn, PlainShells, Seat, ShellPool};
 pub use request::ShellRequest;
 pub use shell::{Shell, ShellHandle};
+pub use state::ShellState;
 
 /// The crates this one's signatures use, re-exported so a host needs no
 /// matching versions of its own: [`dsh_pty`] (backends, terminal sizes, exit

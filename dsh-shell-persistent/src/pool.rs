@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::outcome::CallOutcome;
 use crate::shell::{Shell, ShellHandle};
+use crate::state::ShellState;
 use crate::{OwnerDirError, ShellConfig, ShellConfigError, ShellError, ShellRequest};
 
 /// What an owner of a [`ShellPool`] holds, and so how the pool's shells are
@@ -91,6 +92,9 @@ struct Owner<K: OwnerKind> {
     closed: AtomicBool,
     /// When the owner's last call ended (or its first began).
     last_used: Mutex<Instant>,
+    /// The state the owner's next shell starts from
+    /// ([`ShellPool::set_start_state`]), until a call takes it.
+    start_state: Mutex<Option<ShellState>>,
 }
 
 impl<K: OwnerKind> fmt::Debug for Owner<K> {
@@ -112,6 +116,7 @@ impl<K: OwnerKind> Owner<K> {
             dir: Mutex::new(None),
             closed: AtomicBool::new(false),
             last_used: Mutex::new(Instant::now()),
+            start_state: Mutex::new(None),
         }
     }
 
@@ -121,6 +126,10 @@ impl<K: OwnerKind> Owner<K> {
 
     fn dir(&self) -> MutexGuard<'_, Option<PathBuf>> {
         self.dir.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn start_state(&self) -> MutexGuard<'_, Option<ShellState>> {
+        self.start_state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn touch(&self) {
@@ -144,6 +153,7 @@ impl<K: OwnerKind> Owner<K> {
         Arc::strong_count(entry) == 1
             && seat.as_ref().is_none_or(|s| !s.shell().is_running())
             && entry.dir().is_none()
+            && entry.start_state().is_none()
             && !K::holds(&entry.state)
     }
 }
@@ -291,6 +301,13 @@ impl<K: OwnerKind> OwnerTurn<K> {
         let mut live = self.owner.live();
         if self.owner.closed.load(Ordering::Acquire) {
             return Err(ShellError::Closed);
+        }
+        // The shell a call of the owner runs in takes the state its next
+        // process starts from.
+        if let Some(handle) = &handle
+            && let Some(state) = self.owner.start_state().take()
+        {
+            handle.set_start_state(Some(state));
         }
         *live = handle;
         Ok(())
@@ -648,6 +665,64 @@ impl<K: OwnerKind> ShellPool<K> {
     /// The owners the pool holds (a shell, a call, a directory or state).
     pub fn owners(&self) -> Vec<String> {
         self.inner.owners().keys().cloned().collect()
+    }
+
+    /// Captures the state of `owner`'s shell ([`Shell::capture_state`]),
+    /// in the owner's turn: after its calls that came before, before those
+    /// that come after. `None` if the owner has no running shell (it is
+    /// unknown, was never called, or its shell was reset or closed: its
+    /// next call starts fresh anyway). For a fork or a snapshot: give the
+    /// state to another owner with [`ShellPool::set_start_state`].
+    ///
+    /// ```no_run
+    /// use dsh_shell_persistent::{ShellConfig, ShellPool};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = ShellPool::new(ShellConfig::new("/tmp"))?;
+    /// pool.run("a1", "cd /usr && export X=1").await?;
+    /// let state = pool.capture_state("a1").await?.expect("a1 has a shell");
+    /// pool.set_start_state("fork-of-a1", state)?;
+    /// assert_eq!(pool.run("fork-of-a1", "echo $PWD $X").await?, "/usr 1");
+    /// # Ok(()) }
+    /// ```
+    pub async fn capture_state(&self, owner: &str) -> Result<Option<ShellState>, ShellError> {
+        if self.inner.config.dialect != crate::Dialect::Bash {
+            return Err(ShellError::StateUnsupported {
+                shell: self.inner.config.dialect.tool_name(),
+            });
+        }
+        if !self.inner.owners().contains_key(owner) {
+            return Ok(None);
+        }
+        let mut turn = self.turn(owner).await?;
+        match turn.seat.as_mut() {
+            Some(seat) => seat.shell_mut().capture_state().await,
+            None => Ok(None),
+        }
+    }
+
+    /// Makes `owner`'s next shell (started by its next call, or after its
+    /// shell is reset) start from `state`, applied right after the shell
+    /// starts and before that call's command; once: a later reset starts
+    /// fresh. An owner that has a running shell keeps it until it is
+    /// reset: to move a live owner to a state, close it
+    /// ([`ShellPool::close_owner`], which forgets a start state set
+    /// before) and then set the state. Setting it again replaces it. The
+    /// owner is made if it is new, and is not forgotten while the state
+    /// waits.
+    ///
+    /// If applying fails, the call that started the shell returns
+    /// [`ShellError::StateNotApplied`] with what bash said and does not
+    /// run its command; the shell keeps the parts bash accepted.
+    /// [`ShellError::StateUnsupported`] for a dialect other than bash.
+    pub fn set_start_state(&self, owner: &str, state: ShellState) -> Result<(), ShellError> {
+        if self.inner.config.dialect != crate::Dialect::Bash {
+            return Err(ShellError::StateUnsupported {
+                shell: self.inner.config.dialect.tool_name(),
+            });
+        }
+        *self.entry(owner).start_state() = Some(state);
+        Ok(())
     }
 
     /// Whether `owner` has a live shell or a call under way (which may be

@@ -46,6 +46,30 @@ pub(crate) fn push_ansi_c_body(out: &mut String, s: &str) {
     out.push_str(&s[plain..]);
 }
 
+/// [`bash_ansi_c`] of any bytes (text in any encoding): every byte that is
+/// not printable ASCII is written as `\xHH`, so the result is ASCII.
+pub(crate) fn bash_ansi_c_bytes(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() + bytes.len() / 8 + 3);
+    out.push_str("$'");
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'\'' => out.push_str("\\'"),
+            b'\n' => out.push_str("\\n"),
+            b'\t' => out.push_str("\\t"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                out.push_str("\\x");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 15)]));
+            }
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// POSIX single quoting: `'` becomes `'\''`. Only for text without control
 /// characters (the result must stay one physical line).
 pub(crate) fn posix_single(s: &str) -> String {

@@ -15,7 +15,8 @@ use crate::outcome::{
     BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
 };
 use crate::process::{Broken, Outcome, Process};
-use crate::{ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
+use crate::state::{Capture, ShellState};
+use crate::{Dialect, ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
 
 /// One persistent shell: a shell process (started by the first call, started
 /// again after a reset) and the protocol that runs one command at a time in
@@ -196,8 +197,10 @@ impl Shell {
     }
 
     /// Starts the shell's process now, if it has none (a call starts one
-    /// when it needs it): a host that works in what the shell's start
-    /// makes (a copy-on-write workspace's view) before the first call.
+    /// when it needs it), from its start state
+    /// ([`Shell::set_start_state`]) if it has one: a host that works in
+    /// what the shell's start makes (a copy-on-write workspace's view)
+    /// before the first call.
     pub async fn start(&mut self) -> Result<(), ShellError> {
         if self.process.is_some() {
             return Ok(());
@@ -211,6 +214,7 @@ impl Shell {
             _ = closed.wait_for(|c| *c) => return Err(ShellError::Closed),
         };
         tracing::debug!("shell started");
+        let process = self.start_from_state(process).await?;
         self.process = Some(process);
         Ok(())
     }
@@ -257,7 +261,7 @@ impl Shell {
                     _ = closed.wait_for(|c| *c) => return Err(ShellError::Closed),
                 };
                 tracing::debug!("shell started");
-                process
+                self.start_from_state(process).await?
             }
         };
         // Set until this call ends: a future dropped from here on loses the
@@ -355,6 +359,9 @@ struct Reach {
     /// A call's line is on the terminal: typed input reaches its command.
     taking_input: AtomicBool,
     closed: watch::Sender<bool>,
+    /// The state the shell's next process starts from
+    /// ([`Shell::set_start_state`]).
+    start_state: Mutex<Option<ShellState>>,
 }
 
 impl Reach {
@@ -377,6 +384,7 @@ impl ShellHandle {
                 session: Mutex::new(None),
                 taking_input: AtomicBool::new(false),
                 closed: watch::channel(false).0,
+                start_state: Mutex::new(None),
             }),
         }
     }
@@ -538,4 +546,265 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
             });
         }
     })
+}
+
+/// The most characters a call the library makes for itself (a state's
+/// capture) may print: a larger state cannot be captured.
+const INTERNAL_OUTPUT_CHARS: usize = 256 << 20;
+
+/// How a call the library made for itself ended.
+enum Internal {
+    /// The shell ran it and waits at its prompt: what it printed (all of
+    /// it unless `clipped`) and its status.
+    Done {
+        text: String,
+        status: i32,
+        clipped: bool,
+    },
+    /// The shell was reset (a timeout, a shell that ended): how, as the
+    /// model would read it.
+    Reset(String),
+}
+
+/// A shell's state: capture, apply, start from.
+impl Shell {
+    /// Captures the state of the running shell ([`ShellState`]: its
+    /// directory, variables, functions, aliases, options and umask; no
+    /// process) with one command of the library's own, run in the shell
+    /// between calls like any call (so not while another runs) and shown
+    /// to no model. Nothing the model can see changes: the options the
+    /// command turns off while it reads are back on when it ends, it
+    /// leaves no variable behind, and every call starts with `$?` at 0
+    /// anyway. `None` if no shell process runs (a shell that was never
+    /// called, or was reset: its next call starts fresh).
+    ///
+    /// [`ShellError::StateUnsupported`] unless the dialect is bash;
+    /// [`ShellError::StateNotCaptured`] if it could not be read (the shell
+    /// is then reset only if the error says so).
+    ///
+    /// ```no_run
+    /// use dsh_shell_persistent::{Shell, ShellConfig};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut first = Shell::new(ShellConfig::new("/tmp"))?;
+    /// first.run("cd /usr && X=1 && alias ll='ls -l'").await?;
+    /// let state = first.capture_state().await?.expect("a shell runs");
+    /// let mut second = Shell::new(ShellConfig::new("/tmp"))?;
+    /// second.apply_state(&state).await?;
+    /// assert_eq!(second.run("echo $PWD $X").await?, "/usr 1");
+    /// # Ok(()) }
+    /// ```
+    pub async fn capture_state(&mut self) -> Result<Option<ShellState>, ShellError> {
+        let shell = self.supports_state()?;
+        if self.handle.is_closed() {
+            self.process = None;
+            return Err(ShellError::Closed);
+        }
+        let capture = Capture::new()?;
+        let Some(mut process) = self.process.take() else {
+            return Ok(None);
+        };
+        // A future dropped from here on loses the process: the next
+        // outcome says the shell was reset.
+        let after_cancel = std::mem::replace(&mut self.cancelled, true);
+        let ran = self.internal(&mut process, &capture.command()).await;
+        let not_captured = |why: String, shell_reset| ShellError::StateNotCaptured {
+            shell,
+            why,
+            shell_reset,
+        };
+        match ran {
+            Ok(Internal::Done { text, clipped, .. }) => {
+                self.process = Some(process);
+                self.cancelled = after_cancel;
+                if clipped {
+                    return Err(not_captured(
+                        format!("it is larger than {INTERNAL_OUTPUT_CHARS} characters"),
+                        false,
+                    ));
+                }
+                capture
+                    .read(&text)
+                    .map(Some)
+                    .map_err(|why| not_captured(why, false))
+            }
+            Ok(Internal::Reset(how)) => Err(not_captured(
+                format!("the shell was reset while it was read: {how}"),
+                true,
+            )),
+            Err(error) => {
+                self.cancelled = after_cancel;
+                Err(error)
+            }
+        }
+    }
+
+    /// Applies `state` to this shell: to its running process, else to one
+    /// it starts now. Meant for a fresh shell (see [`ShellState`] for what
+    /// is set and in which order); on a used one, what the state does not
+    /// name stays.
+    ///
+    /// [`ShellError::StateNotApplied`] with what bash said when a part
+    /// was refused (a directory that is gone, a variable the shell holds
+    /// read-only): the shell then keeps every other part.
+    pub async fn apply_state(&mut self, state: &ShellState) -> Result<(), ShellError> {
+        self.supports_state()?;
+        let mut closed = self.handle.inner.closed.subscribe();
+        if *closed.borrow() {
+            self.process = None;
+            return Err(ShellError::Closed);
+        }
+        let process = match self.process.take() {
+            Some(process) => process,
+            None => tokio::select! {
+                process = Process::spawn(&self.config) => process?,
+                _ = closed.wait_for(|c| *c) => return Err(ShellError::Closed),
+            },
+        };
+        let process = self.apply_on(process, state).await?;
+        self.process = Some(process);
+        Ok(())
+    }
+
+    /// Makes the next shell process this shell starts (at its next call,
+    /// or after a reset) start from `state`, applied before that call's
+    /// command; once: a later reset starts fresh. `None` forgets a state
+    /// not yet applied. If applying fails, that call returns
+    /// [`ShellError::StateNotApplied`] without running its command.
+    pub fn set_start_state(&self, state: Option<ShellState>) {
+        self.handle.set_start_state(state);
+    }
+
+    /// The dialect's name, if its state can be captured.
+    fn supports_state(&self) -> Result<&'static str, ShellError> {
+        let shell = self.tool_name();
+        if self.config.dialect == Dialect::Bash {
+            Ok(shell)
+        } else {
+            Err(ShellError::StateUnsupported { shell })
+        }
+    }
+
+    /// A process just started: the start state applied to it, if one was
+    /// set ([`Shell::set_start_state`]).
+    async fn start_from_state(&mut self, process: Process) -> Result<Process, ShellError> {
+        match self.handle.take_start_state() {
+            Some(state) => self.apply_on(process, &state).await,
+            None => Ok(process),
+        }
+    }
+
+    /// Applies `state` to `process` and returns it. On
+    /// [`ShellError::StateNotApplied`] with the shell alive, the process
+    /// is kept as this shell's.
+    async fn apply_on(
+        &mut self,
+        mut process: Process,
+        state: &ShellState,
+    ) -> Result<Process, ShellError> {
+        let shell = match self.supports_state() {
+            Ok(shell) => shell,
+            Err(error) => {
+                self.process = Some(process);
+                return Err(error);
+            }
+        };
+        let after_cancel = std::mem::replace(&mut self.cancelled, true);
+        let ran = self.internal(&mut process, &state.apply_command()).await;
+        self.cancelled = after_cancel;
+        match ran? {
+            Internal::Done { text, status, .. } if text.is_empty() && status == 0 => Ok(process),
+            Internal::Done { text, status, .. } => {
+                self.process = Some(process);
+                let said = if text.is_empty() {
+                    format!("exit status {status}")
+                } else {
+                    text.lines().collect::<Vec<_>>().join("; ")
+                };
+                Err(ShellError::StateNotApplied {
+                    shell,
+                    said,
+                    shell_reset: false,
+                })
+            }
+            Internal::Reset(said) => {
+                self.cancelled = true;
+                Err(ShellError::StateNotApplied {
+                    shell,
+                    said,
+                    shell_reset: true,
+                })
+            }
+        }
+    }
+
+    /// Runs `command` in `process` for the library itself: as a call
+    /// does, but with no input for it, no limit on its output short of
+    /// [`INTERNAL_OUTPUT_CHARS`], and its result kept from the model.
+    /// Closing the shell reaches it. A process whose shell was reset must
+    /// be dropped by the caller.
+    async fn internal(
+        &mut self,
+        process: &mut Process,
+        command: &str,
+    ) -> Result<Internal, ShellError> {
+        let mut config = self.config.as_ref().clone();
+        config.max_output_chars = INTERNAL_OUTPUT_CHARS;
+        config.clip = crate::ClipMode::Head;
+        let reach = Arc::clone(&self.handle.inner);
+        let mut closed = reach.closed.subscribe();
+        if *closed.borrow() {
+            return Err(ShellError::Closed);
+        }
+        let session = process.session();
+        let mut guard = InCall::new(&reach, &session);
+        let mut closed_during = false;
+        let stop = async {
+            let _ = closed.wait_for(|c| *c).await;
+            closed_during = true;
+        };
+        let outcome = process
+            .call(&config, command, config.timeout, stop, || {})
+            .await;
+        if closed_during {
+            return Err(ShellError::Closed);
+        }
+        match outcome? {
+            Outcome::Completed { output, status, .. } => {
+                guard.keep();
+                let output = output.finish();
+                Ok(Internal::Done {
+                    clipped: output.clip.is_some(),
+                    text: output.text,
+                    status,
+                })
+            }
+            Outcome::Cancelled => Err(ShellError::Closed),
+            other => {
+                let _ = session.end(Duration::ZERO).await;
+                Ok(Internal::Reset(contract::render(&typed(&config, other)?)))
+            }
+        }
+    }
+}
+
+impl ShellHandle {
+    /// Sets (or with `None` forgets) the state the shell's next process
+    /// starts from.
+    pub(crate) fn set_start_state(&self, state: Option<ShellState>) {
+        *self
+            .inner
+            .start_state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = state;
+    }
+
+    /// The state the shell's next process starts from, taken.
+    fn take_start_state(&self) -> Option<ShellState> {
+        self.inner
+            .start_state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
 }

@@ -17,6 +17,7 @@ use crate::WorkspaceError;
 pub struct SnapshotId(u64);
 
 impl SnapshotId {
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn random() -> SnapshotId {
         SnapshotId(random_u64())
     }
@@ -44,6 +45,7 @@ impl FromStr for SnapshotId {
 
 /// 64 bits no other call in this process returns (barring a collision of
 /// SipHash outputs) and no outsider predicts.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn random_u64() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = RandomState::new().build_hasher();

@@ -29,7 +29,8 @@
 //! the layer). The base is read the same way. Files are compared in 64 KiB
 //! blocks, never whole in memory; the diff reads at most
 //! [`DIFF_MAX_FILE`] bytes of a side and reports a larger file as
-//! `Binary files ... differ`. Walks stop with an error below [`MAX_DEPTH`]
+//! `Binary files ... differ`, and once it is [`DIFF_MAX_TOTAL`] long names
+//! the remaining files only. Walks stop with an error below [`MAX_DEPTH`]
 //! nested directories.
 //!
 //! # What an upper layer holds
@@ -90,11 +91,12 @@ mod change;
 mod error;
 mod id;
 mod owner;
-mod patch;
 mod workspace;
 
 #[cfg(target_os = "linux")]
 mod copy;
+#[cfg(target_os = "linux")]
+mod patch;
 #[cfg(target_os = "linux")]
 mod sys;
 #[cfg(target_os = "linux")]
@@ -108,6 +110,12 @@ pub use workspace::{Layer, Workspace};
 /// The most bytes of one side of a file the diff reads; a larger file is
 /// reported as `Binary files ... differ`.
 pub const DIFF_MAX_FILE: u64 = 8 << 20;
+
+/// The size past which the diff names the remaining changed files only
+/// (`Binary files ... differ`, as for binary files) instead of showing
+/// their content, so a diff stays within about this size plus
+/// [`DIFF_MAX_FILE`] whatever the owner wrote.
+pub const DIFF_MAX_TOTAL: u64 = 64 << 20;
 
 /// How deep the walks go into nested directories before they stop with
 /// [`WorkspaceError::TooDeep`] (each level holds one or two descriptors).

@@ -314,4 +314,46 @@ mod tests {
         );
         assert_eq!(quote(b"b/", b"plain name"), "b/plain name");
     }
+
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        (
+            proptest::collection::vec(prop_oneof!["a", "b", "c", "", "a b", "\tx"], 0..30),
+            any::<bool>(),
+        )
+            .prop_map(|(lines, final_newline)| {
+                let mut s = lines.join("\n");
+                if final_newline && !s.is_empty() {
+                    s.push('\n');
+                }
+                s
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// `git apply` of the rendered diff turns the old text into the new.
+        #[test]
+        fn git_applies_the_hunks(old in text(), new in text(), exec in proptest::prelude::any::<bool>()) {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("f"), &old).unwrap();
+            let mut out = String::new();
+            let perm = if exec { 0o755 } else { 0o644 };
+            write_change(&mut out, b"f", &file(0o644, &old), &file(perm, &new));
+            if out.is_empty() {
+                proptest::prop_assert!(old == new && !exec, "no diff for a change");
+                return Ok(());
+            }
+            std::fs::write(dir.path().join("p"), &out).unwrap();
+            let st = std::process::Command::new("git")
+                .args(["apply", "--whitespace=nowarn", "p"])
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            proptest::prop_assert!(st.status.success(), "{}\n{out}", String::from_utf8_lossy(&st.stderr));
+            proptest::prop_assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), new);
+            let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join("f")).unwrap().permissions());
+            proptest::prop_assert_eq!(mode & 0o100 != 0, exec);
+        }
+    }
 }

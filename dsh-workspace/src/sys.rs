@@ -88,8 +88,19 @@ fn open_raw(
     flags: libc::c_int,
     mode: libc::mode_t,
 ) -> io::Result<OwnedFd> {
+    open_any(dir, name, flags | libc::O_NOFOLLOW, mode)
+}
+
+/// `openat`, retried on `EINTR`, close-on-exec, never a controlling
+/// terminal. Callers add `O_NOFOLLOW` (all but the `/proc/self/fd` reopen).
+fn open_any(
+    dir: RawFd,
+    name: &OsStr,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> io::Result<OwnedFd> {
     let name = cstr(name)?;
-    let flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NOCTTY;
+    let flags = flags | libc::O_CLOEXEC | libc::O_NOCTTY;
     loop {
         // SAFETY: `name` is a valid NUL-terminated string for the call's
         // duration; the result is checked before it is owned.
@@ -123,17 +134,37 @@ pub(crate) fn open_dir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     open_raw(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
 }
 
-/// Opens the regular file `name` in `dir` for reading: no link is
-/// followed, a FIFO does not block the open (`O_NONBLOCK`) and anything
-/// but a regular file is refused after the open (`fstat`), so no device is
-/// ever read.
+/// Opens the regular file `name` in `dir` for reading, never opening
+/// anything else: `name` is opened `O_PATH | O_NOFOLLOW` (which opens no
+/// device or FIFO and follows no link), `fstat` must say it is a regular
+/// file, and only then is that very inode opened for reading through
+/// `/proc/self/fd`. Without `/proc`, the open is `O_NONBLOCK` (a FIFO does
+/// not block it) and checked by `fstat` after.
 pub(crate) fn open_file(dir: &OwnedFd, name: &OsStr) -> io::Result<(File, Stat)> {
-    let fd = open_raw(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
+    let path_fd = open_raw(dir.as_raw_fd(), name, libc::O_PATH, 0)?;
+    let st = fstat(&path_fd)?;
+    if st.kind != Type::File {
+        return Err(not_regular());
+    }
+    let proc = format!("/proc/self/fd/{}", path_fd.as_raw_fd());
+    // The magic link names the inode `path_fd` holds, whatever the name
+    // in `dir` is now.
+    let fd = match open_any(libc::AT_FDCWD, OsStr::new(&proc), libc::O_RDONLY, 0) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            open_raw(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?
+        }
+        Err(e) => return Err(e),
+    };
     let st = fstat(&fd)?;
     if st.kind != Type::File {
-        return Err(io::Error::other("not a regular file"));
+        return Err(not_regular());
     }
     Ok((File::from(fd), st))
+}
+
+fn not_regular() -> io::Error {
+    io::Error::other("not a regular file (it changed while it was read)")
 }
 
 /// Creates the regular file `name` in `dir` (it must not exist), mode 0600.

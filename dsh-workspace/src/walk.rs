@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::patch::{self, Content, Side};
 use crate::sys::{self, Stat, Type};
-use crate::{Change, ChangeKind, DIFF_MAX_FILE, Entry, EntryKind, MAX_DEPTH, WorkspaceError};
+use crate::{
+    Change, ChangeKind, DIFF_MAX_FILE, DIFF_MAX_TOTAL, Entry, EntryKind, MAX_DEPTH, WorkspaceError,
+};
 
 const OPAQUE: [&CStr; 2] = [c"trusted.overlay.opaque", c"user.overlay.opaque"];
 const WHITEOUT: [&CStr; 2] = [c"trusted.overlay.whiteout", c"user.overlay.whiteout"];
@@ -45,13 +47,19 @@ pub(crate) fn diff(base: &Path, upper: &Path) -> Result<String, WorkspaceError> 
     };
     let mut out = String::new();
     for change in &changes {
+        // Past the total budget, files are named only (as binary ones are).
+        let limit = if out.len() as u64 > DIFF_MAX_TOTAL {
+            0
+        } else {
+            DIFF_MAX_FILE
+        };
         let before = match &change.before {
-            Some(e) => side(&base_fd, &change.path, e)
+            Some(e) => side(&base_fd, &change.path, e, limit)
                 .map_err(|err| WorkspaceError::io("read", base.join(&change.path), err))?,
             None => Side::Absent,
         };
         let after = match (&change.after, &upper_fd) {
-            (Some(e), Some(fd)) => side(fd, &change.path, e)
+            (Some(e), Some(fd)) => side(fd, &change.path, e, limit)
                 .map_err(|err| WorkspaceError::io("read", upper.join(&change.path), err))?,
             _ => Side::Absent,
         };
@@ -68,7 +76,7 @@ pub(crate) fn diff(base: &Path, upper: &Path) -> Result<String, WorkspaceError> 
 /// Reads one side of a change for the diff, from `root` down `rel` without
 /// following a link. A file that changed type since the walk is read as
 /// what it is now (a FIFO or device as nothing).
-fn side(root: &OwnedFd, rel: &Path, entry: &Entry) -> io::Result<Side> {
+fn side(root: &OwnedFd, rel: &Path, entry: &Entry, limit: u64) -> io::Result<Side> {
     if matches!(entry.kind, EntryKind::Dir | EntryKind::Other) {
         return Ok(Side::Absent);
     }
@@ -81,8 +89,8 @@ fn side(root: &OwnedFd, rel: &Path, entry: &Entry) -> io::Result<Side> {
         Type::File => {
             let (file, st) = sys::open_file(&parent, &name)?;
             let mut content = Vec::new();
-            file.take(DIFF_MAX_FILE + 1).read_to_end(&mut content)?;
-            let content = if content.len() as u64 > DIFF_MAX_FILE {
+            file.take(limit + 1).read_to_end(&mut content)?;
+            let content = if content.len() as u64 > limit {
                 Content::TooLarge
             } else {
                 Content::Bytes(content)

@@ -89,7 +89,13 @@ impl CopyOnWriteView {
     ) -> Result<Self, Error> {
         // SAFETY: getters without preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let root = uid == 0;
+        // Root of the host: uid 0 in the initial user namespace (whose
+        // map is the whole identity). Root of a user namespace (a rootless
+        // container) makes one of its own, as any other user.
+        let root = uid == 0
+            && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
+                map.split_ascii_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]
+            });
         let c = |p: &Path, what: &str| {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|_| Error::setup(format!("the {what} path holds a NUL byte")))
@@ -137,12 +143,12 @@ impl CopyOnWriteView {
         })
     }
 
-    /// Opens `base` (an absolute path) as the shell of the session whose
-    /// first process (the keeper) is `session_pid` sees it: through
-    /// `/proc/<shell>/root`, the shell being init's first child. The
-    /// descriptor (`O_PATH`, a directory) keeps the overlay mounted while
-    /// it is open.
-    pub fn root_of(session_pid: i32, base: &Path) -> io::Result<OwnedFd> {
+    /// Opens the root directory of the view of the session whose first
+    /// process (the keeper) is `session_pid`, as its shell (init's first
+    /// child) sees it: `/proc/<shell>/root`, for
+    /// [`Opener::in_root`](crate::Opener::in_root). Paths resolved beneath
+    /// it with `RESOLVE_IN_ROOT` are the view's.
+    pub fn root_of(session_pid: i32) -> io::Result<OwnedFd> {
         use std::os::unix::fs::OpenOptionsExt;
         let first_child = |pid: i32| -> io::Result<i32> {
             std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))?
@@ -152,11 +158,10 @@ impl CopyOnWriteView {
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
         };
         let shell = first_child(first_child(session_pid)?)?;
-        let rel = base.strip_prefix("/").unwrap_or(base);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(Path::new(&format!("/proc/{shell}/root")).join(rel))?;
+            .open(format!("/proc/{shell}/root"))?;
         Ok(OwnedFd::from(file))
     }
 

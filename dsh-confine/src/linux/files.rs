@@ -570,6 +570,12 @@ fn open_in_root(root: BorrowedFd<'_>, path: &Path, flags: c_int) -> io::Result<O
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: a zeroed `open_how` is valid (all fields are integers).
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    // `openat2` refuses `O_PATH` with any flag but these.
+    let flags = if flags & libc::O_PATH != 0 {
+        flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+    } else {
+        flags
+    };
     how.flags = flags as u64;
     how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
     loop {

@@ -53,7 +53,12 @@ struct Args {
     /// the server exits (SIGTERM, SIGINT, the client gone); DIR is kept.
     /// Default: a new directory under the system's temporary directory,
     /// removed at exit.
-    #[arg(long, env = "DSH_COW_DIR", value_name = "DIR", requires = "copy_on_write")]
+    #[arg(
+        long,
+        env = "DSH_COW_DIR",
+        value_name = "DIR",
+        requires = "copy_on_write"
+    )]
     cow_dir: Option<PathBuf>,
 
     /// Seconds a shell command may run before the shell is killed and reset.
@@ -840,9 +845,10 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let workspace = cow
-        .as_ref()
-        .map_or_else(|| place.workspace.clone(), |c| c.workspace().base().to_owned());
+    let workspace = cow.as_ref().map_or_else(
+        || place.workspace.clone(),
+        |c| c.workspace().base().to_owned(),
+    );
     let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
     let mut config = ShellConfig::new(&workspace)
         .dialect(args.shell)

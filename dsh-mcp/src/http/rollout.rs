@@ -21,8 +21,8 @@
 //! operation itself failed.
 
 use bytes::Bytes;
-use dsh_sandbox::dsh_workspace::{ChangeKind, EntryKind, SnapshotId, WorkspaceError};
 use dsh_sandbox::SandboxError;
+use dsh_sandbox::dsh_workspace::{ChangeKind, EntryKind, SnapshotId, WorkspaceError};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -285,7 +285,9 @@ async fn open(
                 let _ = ready_tx.send(());
                 let _ = running.waiting().await;
             }
-            Err(err) => tracing::warn!(session = %session, %err, "a forked session's service did not start"),
+            Err(err) => {
+                tracing::warn!(session = %session, %err, "a forked session's service did not start")
+            }
         }
         let _ = sessions.close_session(&session).await;
     });

@@ -144,7 +144,10 @@ impl Sessions {
     /// What the client of the open session `id` sent with `initialize`:
     /// `None` when no such session is open, `Some(None)` while it is being
     /// initialized.
-    pub(crate) fn initialized_with(&self, id: &str) -> Option<Option<Arc<InitializeRequestParams>>> {
+    pub(crate) fn initialized_with(
+        &self,
+        id: &str,
+    ) -> Option<Option<Arc<InitializeRequestParams>>> {
         self.shared.book().open.get(id).map(|a| a.init.clone())
     }
 }

@@ -165,9 +165,11 @@ pub(crate) async fn run(
         timeout,
     };
     let opened = prepared
-        .post(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        .post(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
-            "clientInfo": {"name": "harness-group", "version": "1"}}}))
+            "clientInfo": {"name": "harness-group", "version": "1"}}}),
+        )
         .await
         .map_err(|e| format!("initialize: {e}"))?;
     prepared.id = opened["session"]
@@ -247,7 +249,10 @@ async fn group(
     let mut attempts = Vec::with_capacity(n);
     let mut failed = None;
     while let Some(done) = runs.join_next().await {
-        match done.map_err(|e| format!("an attempt's task: {e}")).and_then(|a| a) {
+        match done
+            .map_err(|e| format!("an attempt's task: {e}"))
+            .and_then(|a| a)
+        {
             Ok(attempt) => attempts.push(attempt),
             Err(e) => failed = failed.or(Some(e)),
         }

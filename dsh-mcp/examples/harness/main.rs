@@ -83,15 +83,12 @@ mod harness {
         group: Option<usize>,
         /// `--group`: the command that prepares the session the forks
         /// start from (its files and shell state are theirs).
-        #[arg(
-            long,
-            default_value = "export TASK=add && ls"
-        )]
+        #[arg(long, default_value = "export TASK=add && ls")]
         prepare: String,
         /// `--group`: each fork's command (`ATTEMPT` is its number).
         #[arg(
             long,
-            default_value = r#"if [ $((ATTEMPT % 2)) = 0 ]; then sed -i 's/a - b/a + b/' calc.py; else echo "# attempt $ATTEMPT at $TASK: no idea" >> calc.py; fi; cat calc.py"#
+            default_value = r##"if [ $((ATTEMPT % 2)) = 0 ]; then sed -i 's/a - b/a + b/' calc.py; else echo "# attempt $ATTEMPT at $TASK: no idea" >> calc.py; fi; cat calc.py"##
         )]
         attempt: String,
     }

@@ -1293,26 +1293,43 @@ fn p99(mut times: Vec<Duration>) -> Duration {
     times[(times.len() * 99 / 100).min(times.len() - 1)]
 }
 
-/// Scale: `DSH_SCALE_SESSIONS` (default 1000) sessions on one server, 5
-/// `bash` calls each, 50 clients at a time; then the same load over stdio
-/// with one process per session. Prints calls/s, p99 and the RSS of an
-/// idle session; asserts that every call was answered right, that an idle
-/// session holds at most 16 MiB (its shell's tree and the server's share).
-/// (Its times are figures to read, never asserted: speed is the benches'.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement (minutes, a thousand shells): run it by name"]
-async fn scale_sessions_over_http_and_stdio() {
-    let sessions: usize = std::env::var("DSH_SCALE_SESSIONS").map_or(1000, |n| n.parse().unwrap());
+/// The resident memory of process `pid` alone, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .map_or(0, |v| v.trim().trim_end_matches(" kB").parse().unwrap())
+}
+
+/// What one HTTP load measured.
+struct Load {
+    calls_per_s: f64,
+    p99: Duration,
+    /// The growth of the server's own RSS per idle session, in KiB.
+    server_kib: u64,
+    /// The growth of the RSS of the server and its descendants (the
+    /// shells) per idle session, in KiB.
+    tree_kib: u64,
+}
+
+/// `sessions` sessions on one server on `ws` started with `extra`, 5
+/// `bash` calls each, `at_once` clients at a time; prints the figures
+/// (`label` first) and checks every answer and that an idle session holds
+/// at most 16 MiB.
+async fn http_load(label: &str, ws: &Path, extra: &[&str], sessions: usize, at_once: usize) -> Load {
     const CALLS: usize = 5;
-    const AT_ONCE: usize = 50;
-    let (_dir, ws) = workspace();
-    let server = Server::start(&ws, &["--max-sessions", &sessions.to_string()]).await;
+    let max = sessions.to_string();
+    let mut flags = vec!["--max-sessions", &max];
+    flags.extend(extra);
+    let server = Server::start(ws, &flags).await;
     let server_pid = server._child.id().unwrap();
     let before = tree_rss_kib(server_pid);
+    let before_server = rss_kib(server_pid);
 
-    // Over HTTP: open every session, then 5 calls in each.
+    // Open every session, then 5 calls in each.
     let started = Instant::now();
-    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
+    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(at_once));
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..sessions {
         let semaphore = semaphore.clone();
@@ -1343,31 +1360,74 @@ async fn scale_sessions_over_http_and_stdio() {
         times.extend(t);
         raws.push(raw);
     }
-    let http_elapsed = started.elapsed();
+    let elapsed = started.elapsed();
     let idle = tree_rss_kib(server_pid);
-    let http_p99 = p99(times.clone());
+    let idle_server = rss_kib(server_pid);
+    let load = Load {
+        calls_per_s: (sessions * CALLS) as f64 / elapsed.as_secs_f64(),
+        p99: p99(times),
+        server_kib: idle_server.saturating_sub(before_server) / sessions as u64,
+        tree_kib: idle.saturating_sub(before) / sessions as u64,
+    };
     eprintln!(
-        "HTTP: {sessions} sessions x {CALLS} calls in {http_elapsed:?}: {:.0} calls/s, p99 {:?}; RSS {} MiB before, {} MiB with {sessions} idle sessions: {} KiB per session",
-        (sessions * CALLS) as f64 / http_elapsed.as_secs_f64(),
-        http_p99,
+        "{label}: {sessions} sessions x {CALLS} calls in {elapsed:?}: {:.0} calls/s, p99 {:?}; RSS {} MiB before, {} MiB with {sessions} idle sessions: {} KiB per session ({} KiB of the server's own RSS)",
+        load.calls_per_s,
+        load.p99,
         before / 1024,
         idle / 1024,
-        (idle - before) / sessions as u64
+        load.tree_kib,
+        load.server_kib,
     );
     eprintln!(
-        "HTTP: opening a session (initialize, initialized) p99 {:?}; a session's first call (its shell started) p99 {:?}",
+        "{label}: opening a session (initialize, initialized) p99 {:?}; a session's first call (its shell started) p99 {:?}",
         p99(opening),
         p99(first)
     );
-    let per_session = (idle - before) / sessions as u64;
     assert!(
-        per_session <= 16 << 10,
-        "an idle session holds {per_session} KiB"
+        load.tree_kib <= 16 << 10,
+        "an idle session holds {} KiB",
+        load.tree_kib
     );
     for raw in &raws {
         raw.delete().await;
     }
-    drop(server);
+    load
+}
+
+/// Scale: `DSH_SCALE_SESSIONS` (default 1000) sessions on one server, 5
+/// `bash` calls each, 50 clients at a time; the same with
+/// `--copy-on-write` (each session its own view of the workspace); then
+/// the same load over stdio with one process per session. Prints calls/s,
+/// p99 and the RSS of an idle session (the copy-on-write figures beside
+/// the plain ones); asserts that every call was answered right, that an
+/// idle session holds at most 16 MiB (its shell's tree and the server's
+/// share). (Its times are figures to read, never asserted: speed is the
+/// benches'.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement (minutes, a thousand shells): run it by name"]
+async fn scale_sessions_over_http_and_stdio() {
+    let sessions: usize = std::env::var("DSH_SCALE_SESSIONS").map_or(1000, |n| n.parse().unwrap());
+    const CALLS: usize = 5;
+    const AT_ONCE: usize = 50;
+    let (_dir, ws) = workspace();
+    let plain = http_load("HTTP", &ws, &[], sessions, AT_ONCE).await;
+    let cow = http_load(
+        "HTTP copy-on-write",
+        &ws,
+        &["--copy-on-write"],
+        sessions,
+        AT_ONCE,
+    )
+    .await;
+    eprintln!(
+        "HTTP copy-on-write against plain: {:.2}x the calls/s, p99 {:?} against {:?}, {} against {} KiB of the server's RSS per idle session",
+        cow.calls_per_s / plain.calls_per_s,
+        cow.p99,
+        plain.p99,
+        cow.server_kib,
+        plain.server_kib
+    );
+    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
 
     // Over stdio: one process per session, the same calls.
     let started = Instant::now();

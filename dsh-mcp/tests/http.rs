@@ -1009,11 +1009,13 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
         .await;
     assert_eq!(made.message()["result"]["isError"], false, "{}", made.body);
     assert_eq!(
-        a.bash(3, "cat ../a.txt ../ed.txt; ls ..").await.tool_text(),
+        a.bash(3, "cat ../a.txt ../ed.txt; ls -1 ..")
+            .await
+            .tool_text(),
         "hi\nby the editor\na.txt\ned.txt\nnew\nsub"
     );
     assert_eq!(
-        b.bash(1, "cat a.txt; ls").await.tool_text(),
+        b.bash(1, "cat a.txt; ls -1").await.tool_text(),
         "one\na.txt\ndel.txt\nsub"
     );
     assert_eq!(tree(&ws), before, "the base changed");
@@ -1224,7 +1226,7 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
         .await;
     assert_eq!(none.body, r#"{"changes":[]}"#);
     // A session's end ends its harness endpoints too.
-    assert_eq!(c.delete().await.status, 200);
+    assert_eq!(c.delete().await.status / 100, 2);
     let gone = c
         .harness(
             Method::GET,
@@ -1237,7 +1239,12 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
     assert_eq!(tree(&ws), before, "the base changed");
 
     // SIGTERM: the server ends, its layers and snapshots with it.
-    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    let made: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("dsh-cow-"))
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
     let pid = server._child.id().unwrap() as i32;
     // SAFETY: a signal to the server this test started.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
@@ -1317,7 +1324,13 @@ struct Load {
 /// `bash` calls each, `at_once` clients at a time; prints the figures
 /// (`label` first) and checks every answer and that an idle session holds
 /// at most 16 MiB.
-async fn http_load(label: &str, ws: &Path, extra: &[&str], sessions: usize, at_once: usize) -> Load {
+async fn http_load(
+    label: &str,
+    ws: &Path,
+    extra: &[&str],
+    sessions: usize,
+    at_once: usize,
+) -> Load {
     const CALLS: usize = 5;
     let max = sessions.to_string();
     let mut flags = vec!["--max-sessions", &max];

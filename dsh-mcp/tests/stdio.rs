@@ -1480,7 +1480,7 @@ async fn copy_on_write_gives_the_one_owner_a_view() {
         .await;
     assert!(!err && out.contains("view"), "{out}");
     let (out, _) = c
-        .call(5, "bash", json!({"command": "cat new.txt; ls"}))
+        .call(5, "bash", json!({"command": "cat new.txt; ls -1"}))
         .await;
     assert_eq!(out, "from the editor\na.txt\nnew.txt");
     // The workspace itself is as it was.

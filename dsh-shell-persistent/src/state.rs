@@ -257,7 +257,10 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             return Err("the shell did not print it (a function or alias named like a bash builtin it uses, `builtin`, can stop it)".to_owned());
         };
         let rest = &output[at + self.begin.len()..];
-        let torn = || "it was interleaved with other output (a job printing to the terminal); try again".to_owned();
+        let torn = || {
+            "it was interleaved with other output (a job printing to the terminal); try again"
+                .to_owned()
+        };
         let rest = rest.strip_prefix(' ').ok_or_else(torn)?;
         let (len, rest) = rest.split_once(' ').ok_or_else(torn)?;
         let len: usize = len.parse().map_err(|_| torn())?;
@@ -283,8 +286,18 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
         if !input.is_empty() {
             return Err(torn());
         }
-        let [vars, fnames, funcs, aliases, shopt, set, shellopts, bashopts, umask, cwd] =
-            <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
+        let [
+            vars,
+            fnames,
+            funcs,
+            aliases,
+            shopt,
+            set,
+            shellopts,
+            bashopts,
+            umask,
+            cwd,
+        ] = <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
         let cwd = cwd
             .strip_suffix(b"\nx")
             .ok_or_else(|| "`pwd` failed: the current directory is gone".to_owned())?
@@ -338,7 +351,8 @@ impl Parts<'_> {
     /// The script that recreates the state (see [`ShellState`] for the
     /// order).
     fn script(&self) -> Vec<u8> {
-        let mut s = Vec::with_capacity(self.vars.len() + self.funcs.len() + self.aliases.len() + 1024);
+        let mut s =
+            Vec::with_capacity(self.vars.len() + self.funcs.len() + self.aliases.len() + 1024);
         s.extend_from_slice(
             b"\\builtin unalias -a\n\\builtin shopt -u expand_aliases\n\\builtin shopt -s extglob\n\\builtin cd -- ",
         );
@@ -384,7 +398,12 @@ impl Parts<'_> {
             if NOT_KEPT_SHOPT.iter().any(|n| n.as_bytes() == name) || name.starts_with(b"compat") {
                 continue;
             }
-            if on(self.bashopts, name) { &mut set_on } else { &mut set_off }.push(name);
+            if on(self.bashopts, name) {
+                &mut set_on
+            } else {
+                &mut set_off
+            }
+            .push(name);
         }
         for (flag, names) in [(&b"-s"[..], &set_on), (b"-u", &set_off)] {
             if !names.is_empty() {
@@ -436,7 +455,9 @@ fn entries<'a>(text: &'a [u8], head: &'a [u8]) -> impl Iterator<Item = &'a [u8]>
         let mut end = 0;
         loop {
             match rest[end..].iter().position(|&b| b == b'\n') {
-                Some(nl) if rest[end + nl + 1..].starts_with(head) || end + nl + 1 == rest.len() => {
+                Some(nl)
+                    if rest[end + nl + 1..].starts_with(head) || end + nl + 1 == rest.len() =>
+                {
                     let entry = &rest[..end + nl];
                     rest = &rest[end + nl + 1..];
                     return Some(entry);
@@ -470,7 +491,12 @@ fn option_names<'a>(text: &'a [u8], head: &'a [u8]) -> impl Iterator<Item = &'a 
     text.split(|&b| b == b'\n')
         .filter(move |line| line.starts_with(head))
         .filter_map(|line| line.rsplit(|&b| b == b' ').next())
-        .filter(|name| !name.is_empty() && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
 }
 
 /// One word as bash's `printf %q` writes it under `LC_ALL=C` (`''`, a

@@ -940,9 +940,13 @@ async fn python_sdk_client() {
     assert!(stdout.contains("all checks passed"), "{stdout}\n{stderr}");
 }
 
+/// A file's content (empty for a directory), mode and mtime (seconds,
+/// nanoseconds).
+type Entry = (Vec<u8>, u32, (i64, i64));
+
 /// Every file under `dir` (relative path: content, mode and mtime), and
 /// every directory (mode and mtime): what "unchanged" compares.
-fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, (Vec<u8>, u32, (i64, i64))> {
+fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Entry> {
     use std::os::unix::fs::MetadataExt;
     let mut out = std::collections::BTreeMap::new();
     let mut todo = vec![dir.to_owned()];

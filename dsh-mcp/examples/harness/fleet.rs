@@ -442,7 +442,7 @@ async fn clean_up(
     server: &str,
     dir: &str,
 ) -> Result<(), String> {
-    let client = open(http, server, &config.token, config.call_timeout).await?;
+    let mut client = open(http, server, &config.token, config.call_timeout).await?;
     let call = bash(format!("rm -rf -- {dir}"));
     let params = CallToolRequestParams::new(call.tool).with_arguments(arguments(call.args));
     let answer = tokio::time::timeout(config.call_timeout, client.call_tool(params)).await;

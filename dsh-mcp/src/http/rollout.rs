@@ -62,8 +62,17 @@ enum Op {
     Changes,
 }
 
-/// The route of `method` on `path`, or the error answer.
-fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>, Response<Body>> {
+/// An error answer: its status and sentence.
+struct Refusal(StatusCode, String);
+
+impl Refusal {
+    fn response(self) -> Response<Body> {
+        error(self.0, &self.1)
+    }
+}
+
+/// The route of `method` on `path`, or why not.
+fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>, Refusal> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let (route, allowed) = match parts.as_slice() {
         ["sessions", id, op] if !id.is_empty() => match *op {
@@ -78,22 +87,18 @@ fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>, Response<Body>
         _ => return Err(not_found_path()),
     };
     if *method != allowed {
-        let mut response = error(
+        return Err(Refusal(
             StatusCode::METHOD_NOT_ALLOWED,
-            &format!("{path} takes {allowed} only"),
-        );
-        if let Ok(value) = HeaderValue::from_str(allowed.as_str()) {
-            response.headers_mut().insert(hyper::header::ALLOW, value);
-        }
-        return Err(response);
+            format!("{path} takes {allowed} only"),
+        ));
     }
     Ok(route)
 }
 
-fn not_found_path() -> Response<Body> {
-    error(
+fn not_found_path() -> Refusal {
+    Refusal(
         StatusCode::NOT_FOUND,
-        "no such endpoint: the harness endpoints are POST /sessions/{id}/fork, /snapshot, /restore, /reset, GET /sessions/{id}/changes and DELETE /snapshots/{id} (docs/http.md)",
+        "no such endpoint: the harness endpoints are POST /sessions/{id}/fork, /snapshot, /restore, /reset, GET /sessions/{id}/changes and DELETE /snapshots/{id} (docs/http.md)".to_owned(),
     )
 }
 
@@ -108,7 +113,7 @@ pub(super) async fn handle(gate: &GateInner, request: Request<Incoming>) -> Resp
     let path = request.uri().path().to_owned();
     let route = match route(request.method(), &path) {
         Ok(route) => route,
-        Err(response) => return response,
+        Err(refusal) => return refusal.response(),
     };
     let shell = &gate.shell;
     let Some(workspace) = shell.copy_on_write() else {
@@ -121,7 +126,7 @@ pub(super) async fn handle(gate: &GateInner, request: Request<Incoming>) -> Resp
         Route::DeleteSnapshot(sid) => {
             return match snapshot_id(sid) {
                 Ok(sid) => answer_json(shell.delete_snapshot(&sid).await.map(|()| json!({}))),
-                Err(response) => response,
+                Err(refusal) => refusal.response(),
             };
         }
         Route::Session(id, op) => (id, op),
@@ -143,7 +148,7 @@ pub(super) async fn handle(gate: &GateInner, request: Request<Incoming>) -> Resp
         Op::Restore => {
             let sid = match restore_body(gate, request).await {
                 Ok(sid) => sid,
-                Err(response) => return response,
+                Err(refusal) => return refusal.response(),
             };
             shell.restore(id, &sid).await.map(|()| json!({}))
         }
@@ -190,20 +195,17 @@ fn wants_diff(query: Option<&str>) -> bool {
 }
 
 /// A snapshot id from a path or a body: an invalid one names no snapshot.
-fn snapshot_id(text: &str) -> Result<SnapshotId, Response<Body>> {
+fn snapshot_id(text: &str) -> Result<SnapshotId, Refusal> {
     text.parse::<SnapshotId>()
-        .map_err(|e| error(StatusCode::NOT_FOUND, &e.to_string()))
+        .map_err(|e| Refusal(StatusCode::NOT_FOUND, e.to_string()))
 }
 
 /// The snapshot a restore's body names (`{"snapshot": SID}`).
-async fn restore_body(
-    gate: &GateInner,
-    request: Request<Incoming>,
-) -> Result<SnapshotId, Response<Body>> {
+async fn restore_body(gate: &GateInner, request: Request<Incoming>) -> Result<SnapshotId, Refusal> {
     let bad = |why: &str| {
-        error(
+        Refusal(
             StatusCode::BAD_REQUEST,
-            &format!(
+            format!(
                 "the body must be a JSON object {{\"snapshot\": ID}} with an id from POST /sessions/{{id}}/snapshot: {why}"
             ),
         )

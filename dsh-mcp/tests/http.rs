@@ -1261,8 +1261,22 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// The resident memory of `pid` and its descendants, in KiB.
+/// The resident memory of `pid` and its descendants, in KiB (each
+/// process's whole RSS, shared pages counted in each).
 fn tree_rss_kib(pid: u32) -> u64 {
+    tree_kib(pid, "status", "VmRSS:")
+}
+
+/// The proportional set size of `pid` and its descendants, in KiB: each
+/// shared page divided among its sharers (what a process forked from the
+/// server, sharing its pages, really adds).
+fn tree_pss_kib(pid: u32) -> u64 {
+    tree_kib(pid, "smaps_rollup", "Pss:")
+}
+
+/// The sum of the `key` line of `/proc/PID/file` over `pid` and its
+/// descendants, in KiB.
+fn tree_kib(pid: u32, file: &str, key: &str) -> u64 {
     let mut children: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(p) = entry
@@ -1286,10 +1300,10 @@ fn tree_rss_kib(pid: u32) -> u64 {
     let mut total = 0;
     let mut todo = vec![pid];
     while let Some(p) = todo.pop() {
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/{file}")) {
             total += status
                 .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(key))
                 .map_or(0, |v| {
                     v.trim().trim_end_matches(" kB").parse::<u64>().unwrap()
                 });
@@ -1322,12 +1336,15 @@ struct Load {
     /// The growth of the RSS of the server and its descendants (the
     /// shells) per idle session, in KiB.
     tree_kib: u64,
+    /// The same in proportional set size.
+    tree_pss_kib: u64,
 }
 
 /// `sessions` sessions on one server on `ws` started with `extra`, 5
 /// `bash` calls each, `at_once` clients at a time; prints the figures
 /// (`label` first) and checks every answer and that an idle session holds
-/// at most 16 MiB.
+/// at most 16 MiB (its tree's proportional set size: a helper process
+/// forked from the server shares most of its pages with it).
 async fn http_load(
     label: &str,
     ws: &Path,
@@ -1342,6 +1359,7 @@ async fn http_load(
     let server = Server::start(ws, &flags).await;
     let server_pid = server._child.id().unwrap();
     let before = tree_rss_kib(server_pid);
+    let before_pss = tree_pss_kib(server_pid);
     let before_server = rss_kib(server_pid);
 
     // Open every session, then 5 calls in each.
@@ -1379,20 +1397,23 @@ async fn http_load(
     }
     let elapsed = started.elapsed();
     let idle = tree_rss_kib(server_pid);
+    let idle_pss = tree_pss_kib(server_pid);
     let idle_server = rss_kib(server_pid);
     let load = Load {
         calls_per_s: (sessions * CALLS) as f64 / elapsed.as_secs_f64(),
         p99: p99(times),
         server_kib: idle_server.saturating_sub(before_server) / sessions as u64,
         tree_kib: idle.saturating_sub(before) / sessions as u64,
+        tree_pss_kib: idle_pss.saturating_sub(before_pss) / sessions as u64,
     };
     eprintln!(
-        "{label}: {sessions} sessions x {CALLS} calls in {elapsed:?}: {:.0} calls/s, p99 {:?}; RSS {} MiB before, {} MiB with {sessions} idle sessions: {} KiB per session ({} KiB of the server's own RSS)",
+        "{label}: {sessions} sessions x {CALLS} calls in {elapsed:?}: {:.0} calls/s, p99 {:?}; RSS {} MiB before, {} MiB with {sessions} idle sessions: {} KiB per session ({} KiB proportional, {} KiB of the server's own RSS)",
         load.calls_per_s,
         load.p99,
         before / 1024,
         idle / 1024,
         load.tree_kib,
+        load.tree_pss_kib,
         load.server_kib,
     );
     eprintln!(
@@ -1401,9 +1422,9 @@ async fn http_load(
         p99(first)
     );
     assert!(
-        load.tree_kib <= 16 << 10,
+        load.tree_pss_kib <= 16 << 10,
         "an idle session holds {} KiB",
-        load.tree_kib
+        load.tree_pss_kib
     );
     for raw in &raws {
         raw.delete().await;

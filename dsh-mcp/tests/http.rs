@@ -1200,6 +1200,15 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
         .harness(Method::GET, &format!("/sessions/{a_id}/fork"), None, true)
         .await;
     assert_eq!(wrong.status, 405, "{}", wrong.body);
+    let format = a
+        .harness(
+            Method::GET,
+            &format!("/sessions/{a_id}/changes?format=xml"),
+            None,
+            true,
+        )
+        .await;
+    assert_eq!(format.status, 400, "{}", format.body);
     for path in [
         format!("/sessions/{a_id}/changes"),
         format!("/sessions/{a_id}/fork"),

@@ -16,7 +16,7 @@
 //! Errors are `{"error": SENTENCE}`: 404 for an unknown session or
 //! snapshot (or path), 405 for another method, 409 when the server runs
 //! without `--copy-on-write`, 400 for a body that is not the JSON asked
-//! for, 403 for a request with an `Origin` (no browser page may call
+//! for (or an unknown `format`), 403 for a request with an `Origin` (no browser page may call
 //! these), 503 when a fork would pass `--max-sessions`, 500 when the
 //! operation itself failed.
 
@@ -153,45 +153,80 @@ pub(super) async fn handle(gate: &GateInner, request: Request<Incoming>) -> Resp
             shell.restore(id, &sid).await.map(|()| json!({}))
         }
         Op::Reset => shell.reset_workspace(id).await.map(|()| json!({})),
-        Op::Changes if wants_diff(request.uri().query()) => {
-            let diff = shell.diff(id).await;
-            sessions.touch(id);
-            return match diff {
-                Ok(diff) => respond(StatusCode::OK, "text/x-diff; charset=utf-8", diff.into()),
-                Err(err) => sandbox_error(&err),
-            };
-        }
-        Op::Changes => shell.changes(id).await.map(|changes| {
-            let base = workspace.base();
-            let changes: Vec<Value> = changes
-                .iter()
-                .map(|c| {
-                    json!({
-                        "path": base.join(&c.path).to_string_lossy(),
-                        "kind": match c.kind {
-                            ChangeKind::Added => "added",
-                            ChangeKind::Modified => "modified",
-                            ChangeKind::Deleted => "deleted",
-                        },
-                        "type": c.entry().map_or("other", |e| match e.kind {
-                            EntryKind::File => "file",
-                            EntryKind::Dir => "dir",
-                            EntryKind::Symlink(_) => "symlink",
-                            EntryKind::Other => "other",
-                        }),
-                    })
-                })
-                .collect();
-            json!({ "changes": changes })
-        }),
+        Op::Changes => match wants_diff(request.uri().query()) {
+            Err(refusal) => return refusal.response(),
+            Ok(true) => {
+                let diff = shell.diff(id).await;
+                settle(gate, id).await;
+                return match diff {
+                    Ok(diff) => respond(StatusCode::OK, "text/x-diff; charset=utf-8", diff.into()),
+                    Err(err) => sandbox_error(&err),
+                };
+            }
+            Ok(false) => changes(shell, workspace.base(), id).await,
+        },
     };
-    sessions.touch(id);
+    settle(gate, id).await;
     answer_json(answer)
 }
 
-/// Whether the query asks for `format=diff` (else `json`, the default).
-fn wants_diff(query: Option<&str>) -> bool {
-    query.is_some_and(|q| q.split('&').any(|pair| pair == "format=diff"))
+/// After an operation on the session `id`: its use counted; or, when the
+/// session ended meanwhile, what the operation made for its owner (a
+/// layer, a shell) forgotten with it.
+async fn settle(gate: &GateInner, id: &str) {
+    if gate.sessions.initialized_with(id).is_some() {
+        gate.sessions.touch(id);
+    } else {
+        gate.shell.close_owner(id).await;
+    }
+}
+
+/// The session's changes as the JSON answer.
+async fn changes(
+    shell: &dsh_sandbox::SandboxedShell,
+    base: &std::path::Path,
+    id: &str,
+) -> Result<Value, SandboxError> {
+    shell.changes(id).await.map(|changes| {
+        let changes: Vec<Value> = changes
+            .iter()
+            .map(|c| {
+                json!({
+                    "path": base.join(&c.path).to_string_lossy(),
+                    "kind": match c.kind {
+                        ChangeKind::Added => "added",
+                        ChangeKind::Modified => "modified",
+                        ChangeKind::Deleted => "deleted",
+                    },
+                    "type": c.entry().map_or("other", |e| match e.kind {
+                        EntryKind::File => "file",
+                        EntryKind::Dir => "dir",
+                        EntryKind::Symlink(_) => "symlink",
+                        EntryKind::Other => "other",
+                    }),
+                })
+            })
+            .collect();
+        json!({ "changes": changes })
+    })
+}
+
+/// Whether the query asks for `format=diff` (`format=json`, or none, is
+/// the JSON list); another format is refused.
+fn wants_diff(query: Option<&str>) -> Result<bool, Refusal> {
+    let format = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter_map(|pair| pair.strip_prefix("format="))
+        .next_back();
+    match format {
+        None | Some("json") => Ok(false),
+        Some("diff") => Ok(true),
+        Some(other) => Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            format!("format={other}: the formats are json (the default) and diff"),
+        )),
+    }
 }
 
 /// A snapshot id from a path or a body: an invalid one names no snapshot.

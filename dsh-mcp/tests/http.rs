@@ -23,6 +23,14 @@ use tokio::process::{Child, Command};
 const BOUND: Duration = Duration::from_secs(60);
 const TOKEN: &str = "test-token-0123456789abcdef";
 
+/// The `dsh-mcp` the servers run: `DSH_TEST_MCP_BINARY` when set (a
+/// release build, for `scale_sessions_over_http_and_stdio`'s figures),
+/// else this build's.
+fn mcp_binary() -> PathBuf {
+    std::env::var_os("DSH_TEST_MCP_BINARY")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_dsh-mcp")), PathBuf::from)
+}
+
 /// The real `dsh-mcp --listen 127.0.0.1:0` on `workspace`, once it said
 /// where it listens.
 struct Server {
@@ -55,7 +63,7 @@ impl Server {
         let token_dir = tempfile::tempdir().unwrap();
         let token_file = token_dir.path().join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        let mut child = Command::new(mcp_binary())
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--token-file")
@@ -1449,7 +1457,8 @@ async fn http_load(
 /// the plain ones); asserts that every call was answered right, that an
 /// idle session holds at most 16 MiB (its shell's tree and the server's
 /// share). (Its times are figures to read, never asserted: speed is the
-/// benches'.)
+/// benches'.) `DSH_TEST_MCP_BINARY` names the binary to measure (a
+/// release build: `cargo build --release -p dsh-mcp`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement (minutes, a thousand shells): run it by name"]
 async fn scale_sessions_over_http_and_stdio() {
@@ -1485,7 +1494,7 @@ async fn scale_sessions_over_http_and_stdio() {
         tasks.spawn(async move {
             use tokio::io::AsyncWriteExt;
             let _permit = semaphore.acquire_owned().await.unwrap();
-            let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            let mut child = Command::new(mcp_binary())
                 .arg("--workspace")
                 .arg(&ws)
                 .env_remove("DSH_HOME")

@@ -114,9 +114,9 @@ impl SandboxedShell {
             let root = pid
                 .ok_or_else(|| SandboxError::setup("the owner's shell has no process"))
                 .and_then(|pid| {
-                    dsh_confine::CopyOnWriteView::root_of(pid as i32).map_err(|e| {
-                        SandboxError::setup_from("opening the owner's copy-on-write view", e)
-                    })
+                    dsh_confine::CopyOnWriteView::root_of(pid as i32).map_err(
+                        |e| SandboxError::setup_from("opening the owner's copy-on-write view", e),
+                    )
                 })?;
             fs.set_view(Some(root));
         }

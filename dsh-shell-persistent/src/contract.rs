@@ -181,7 +181,8 @@ pub fn render_error(err: &ShellError) -> String {
                 text.push('.');
             } else {
                 text.push_str("; the shell said: ");
-                text.push_str(said);
+                text.push_str(said.trim_end_matches('.'));
+                text.push('.');
             }
             text.push(' ');
             if *shell_reset {

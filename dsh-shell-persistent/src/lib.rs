@@ -11,7 +11,11 @@
 //! calls of one owner run in arrival order, owners in parallel. An owner
 //! given a directory of its own ([`ShellPool::set_owner_dir`]) starts
 //! there, and after every reset starts there again (the reset line's
-//! "workspace" is then its directory).
+//! "workspace" is then its directory). A bash shell's state (directory,
+//! variables, functions, aliases, options, umask; no process) can be
+//! captured and another owner's next shell started from it, to fork or
+//! snapshot an agent ([`ShellPool::capture_state`],
+//! [`ShellPool::set_start_state`], [`ShellState`]).
 //!
 //! ```no_run
 //! use std::time::Duration;

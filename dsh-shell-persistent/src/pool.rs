@@ -303,8 +303,10 @@ impl<K: OwnerKind> OwnerTurn<K> {
             return Err(ShellError::Closed);
         }
         // The shell a call of the owner runs in takes the state its next
-        // process starts from.
+        // process starts from, if it has none running (else the state
+        // waits here for the owner's next shell).
         if let Some(handle) = &handle
+            && !handle.has_process()
             && let Some(state) = self.owner.start_state().take()
         {
             handle.set_start_state(Some(state));

@@ -15,7 +15,7 @@ use crate::outcome::{
     BrokenReason, CallEnd, CallOutcome, Clip, LimitsReached, Output, StreamsRepaired,
 };
 use crate::process::{Broken, Outcome, Process};
-use crate::state::{Capture, ShellState};
+use crate::state::{Capture, ShellState, Unread};
 use crate::{Dialect, ShellConfig, ShellConfigError, ShellError, ShellRequest, contract};
 
 /// One persistent shell: a shell process (started by the first call, started
@@ -550,7 +550,11 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
 
 /// The most characters a call the library makes for itself (a state's
 /// capture) may print: a larger state cannot be captured.
-const INTERNAL_OUTPUT_CHARS: usize = 256 << 20;
+const INTERNAL_OUTPUT_CHARS: usize = 64 << 20;
+
+/// How many times a capture is tried while other output comes in between
+/// (a job printing to the terminal).
+const CAPTURE_ATTEMPTS: u32 = 3;
 
 /// How a call the library made for itself ended.
 enum Internal {
@@ -595,46 +599,73 @@ impl Shell {
     /// # Ok(()) }
     /// ```
     pub async fn capture_state(&mut self) -> Result<Option<ShellState>, ShellError> {
+        let local = self.config.backend.is_local();
+        self.capture_state_through(local).await
+    }
+
+    /// [`Shell::capture_state`], through a file first if `through_file`,
+    /// else through the terminal.
+    async fn capture_state_through(
+        &mut self,
+        mut through_file: bool,
+    ) -> Result<Option<ShellState>, ShellError> {
         let shell = self.supports_state()?;
         if self.handle.is_closed() {
             self.process = None;
             return Err(ShellError::Closed);
         }
-        let capture = Capture::new()?;
         let Some(mut process) = self.process.take() else {
             return Ok(None);
         };
         // A future dropped from here on loses the process: the next
         // outcome says the shell was reset.
         let after_cancel = std::mem::replace(&mut self.cancelled, true);
-        let ran = self.internal(&mut process, &capture.command()).await;
         let not_captured = |why: String, shell_reset| ShellError::StateNotCaptured {
             shell,
             why,
             shell_reset,
         };
-        match ran {
-            Ok(Internal::Done { text, clipped, .. }) => {
-                self.process = Some(process);
-                self.cancelled = after_cancel;
-                if clipped {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let capture = match Capture::new(through_file) {
+                Ok(capture) => capture,
+                Err(error) => {
+                    self.process = Some(process);
+                    self.cancelled = after_cancel;
+                    return Err(error);
+                }
+            };
+            let (text, clipped) = match self.internal(&mut process, &capture.command()).await {
+                Ok(Internal::Done { text, clipped, .. }) => (text, clipped),
+                Ok(Internal::Reset(how)) => {
                     return Err(not_captured(
-                        format!("it is larger than {INTERNAL_OUTPUT_CHARS} characters"),
-                        false,
+                        format!("the shell was reset while it was read: {how}"),
+                        true,
                     ));
                 }
-                capture
-                    .read(&text)
-                    .map(Some)
-                    .map_err(|why| not_captured(why, false))
-            }
-            Ok(Internal::Reset(how)) => Err(not_captured(
-                format!("the shell was reset while it was read: {how}"),
-                true,
-            )),
-            Err(error) => {
-                self.cancelled = after_cancel;
-                Err(error)
+                Err(error) => {
+                    self.cancelled = after_cancel;
+                    return Err(error);
+                }
+            };
+            let read = if clipped {
+                Err(Unread::Other(
+                    "it is larger than the 64 Mi characters a capture reads",
+                ))
+            } else {
+                capture.read(&text)
+            };
+            match read {
+                Err(Unread::Torn) if attempts < CAPTURE_ATTEMPTS => continue,
+                Err(Unread::NoFile) if attempts < CAPTURE_ATTEMPTS => through_file = false,
+                read => {
+                    self.process = Some(process);
+                    self.cancelled = after_cancel;
+                    return read
+                        .map(Some)
+                        .map_err(|unread| not_captured(unread.why().to_owned(), false));
+                }
             }
         }
     }
@@ -799,6 +830,12 @@ impl ShellHandle {
             .unwrap_or_else(|p| p.into_inner()) = state;
     }
 
+    /// Whether the shell holds a running process (kept after a call, or a
+    /// call's).
+    pub(crate) fn has_process(&self) -> bool {
+        self.inner.live().is_some()
+    }
+
     /// The state the shell's next process starts from, taken.
     fn take_start_state(&self) -> Option<ShellState> {
         self.inner
@@ -806,5 +843,37 @@ impl ShellHandle {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The terminal's way (a shell on another machine, whose files this
+    /// process cannot read) reads the same state as the file's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[allow(clippy::unwrap_used)]
+    async fn a_state_reads_the_same_through_the_terminal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut source = Shell::new(ShellConfig::new(dir.path())).unwrap();
+        let setup = "cd / && X=$'a\\nb\\xff' && declare -A h=([k]=v) && f() { echo f; } && alias a='echo a' && set -o noclobber && umask 077";
+        assert_eq!(source.run(setup).await.unwrap(), "");
+        let by_file = source.capture_state_through(true).await.unwrap().unwrap();
+        let by_terminal = source.capture_state_through(false).await.unwrap().unwrap();
+        let lines = |s: &ShellState| {
+            String::from_utf8_lossy(s.script())
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let (file, terminal) = (lines(&by_file), lines(&by_terminal));
+        let differ: Vec<_> = file.iter().zip(&terminal).filter(|(a, b)| a != b).collect();
+        assert!(
+            differ.is_empty() && file.len() == terminal.len(),
+            "{differ:?}"
+        );
+        assert!(by_file.script().windows(5).any(|w| w == b"umask"));
+        source.close().await;
     }
 }

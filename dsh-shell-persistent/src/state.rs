@@ -7,13 +7,17 @@
 //! -F`/`-f`, `alias -p`, `shopt -p`, `set +o`, `umask`, `pwd`), in the
 //! shell itself, with `set -e`/`-u`/`-x`/`-v`, `expand_aliases` and
 //! `nocasematch` off while it runs and put back as they were at its end,
-//! and prints it as one line: a random begin marker, the length of the
-//! rest, ten words quoted by `printf %q` under `LC_ALL=C` (so every byte
-//! is ASCII and nothing the output path normalizes can change it), a
-//! random end marker. The length and the markers show whether anything
-//! (a job printing to the terminal) came in between. The words are
-//! decoded here, the names bash and this library own are dropped, and
-//! the rest becomes a bash script: [`ShellState`].
+//! (the options as they were before it changed any: `BASHOPTS` goes stale
+//! when POSIX mode changes options, and a subshell clears `-e` and `-v`),
+//! and writes it as ten words quoted by `printf %q` under `LC_ALL=C` (every
+//! byte ASCII, so nothing the output path normalizes can change it): into a
+//! file in a private directory when the shell runs on this machine (read
+//! back only if it is the regular file the shell wrote), else on the
+//! terminal, between random markers, with its length, which shows whether
+//! anything (a job printing to the terminal) came in between (then it is
+//! read again, up to three times). The words are decoded here, the names
+//! bash and this library own are dropped, and the rest becomes a bash
+//! script: [`ShellState`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,7 +38,8 @@ use crate::quote::{bash_ansi_c_bytes, split_token};
 /// size; the functions (exported, traced and read-only ones with those
 /// attributes); the aliases; the `set -o` options (`set -e`, `-u`,
 /// `noclobber`, `pipefail`, POSIX mode, ...) and the `shopt` options; the
-/// umask. `PROMPT_COMMAND` is kept as the user set it; `OLDPWD` too.
+/// umask; the positional parameters (`set -- a b`). `PROMPT_COMMAND` is
+/// kept as the user set it; `OLDPWD` too.
 ///
 /// **Not kept:** processes (background jobs, coprocesses: a state holds
 /// no process, and the job table of the new shell is empty), traps, open
@@ -43,25 +48,26 @@ use crate::quote::{bash_ansi_c_bytes, split_token};
 /// the directory stack (`pushd`), bash's own variables
 /// (`BASH_VERSINFO`, `EUID`, `PPID`, `SHLVL`, `RANDOM`, `SECONDS`,
 /// `LINENO`, `PIPESTATUS`, `FUNCNAME`, `BASH_REMATCH`, `COLUMNS`,
-/// `LINES`, `HOSTNAME`, ...: [`ShellState`]'s filter list), the
+/// `LINES`, `HOSTNAME`, ...), the
 /// library's own (every variable and function whose name is `_D`, two
 /// characters and `_`, such as `_D3f_k`; the prompt variables `PS0`,
 /// `PS1`, `PS2`), the options the library or the terminal owns (`set -o
 /// history`, `histexpand`, `monitor`, `emacs`/`vi`, `privileged`,
 /// `onecmd`, `noexec`; `shopt` `promptvars`, `login_shell`,
 /// `restricted_shell` and the `compat*` ones, whose value is
-/// `BASH_COMPAT`, kept), `$?`, `$_` and the positional parameters
-/// (every call starts with `$?` at 0 anyway). A variable the source shell
-/// unset that the new shell inherits from its environment stays set in
-/// the new shell.
+/// `BASH_COMPAT`, kept), `$?`, `$_` and `PIPESTATUS` (every call starts
+/// with the same ones anyway). Capturing runs one line in the shell, so
+/// bash's `LINENO` counts it as it counts a call.
 ///
 /// Applied to a shell, the state first removes that shell's aliases, then
-/// sets, in order: the directory, the variables, the aliases, the umask,
-/// the functions (parsed with `extglob` on and aliases off, so that a
-/// function reads as it was defined), the `shopt` options, the `set`
-/// options, and last POSIX mode, `set -e`, `-u`, `-v` and `-x`. A
-/// function or variable the new shell already had and the state does not
-/// name is left as it was.
+/// sets, in order: the directory, the variables (unsetting those the state
+/// does not name, such as one from the environment the source shell
+/// unset), the aliases, the umask, the functions (parsed with `extglob`
+/// on and aliases off, so that a function reads as it was defined), the
+/// `shopt` options, the positional parameters, the `set` options, and
+/// last POSIX mode, `set -e`, `-u`, `-v` and `-x`. A
+/// function the new shell already had and the state does not name is
+/// left as it was.
 #[derive(Clone)]
 pub struct ShellState {
     inner: Arc<Inner>,
@@ -98,12 +104,18 @@ impl ShellState {
         std::path::Path::new(std::ffi::OsStr::from_bytes(&self.inner.cwd))
     }
 
-    /// The command a call runs to apply the state: the script, quoted as
-    /// ASCII, `eval`ed.
+    /// The command a call runs to apply the state: the script itself when
+    /// it is UTF-8 (the call's command may be any text), else the script
+    /// quoted as ASCII and `eval`ed (which bash parses twice).
     pub(crate) fn apply_command(&self) -> String {
-        let mut command = String::from("\\builtin eval ");
-        command.push_str(&bash_ansi_c_bytes(&self.inner.script));
-        command
+        match std::str::from_utf8(&self.inner.script) {
+            Ok(script) => script.to_owned(),
+            Err(_) => {
+                let mut command = String::from("\\builtin eval ");
+                command.push_str(&bash_ansi_c_bytes(&self.inner.script));
+                command
+            }
+        }
     }
 }
 
@@ -189,6 +201,24 @@ const NOT_KEPT_SET: &[&str] = &[
 /// each changes how the statements after it run.
 const SET_LAST: &[&str] = &["posix", "errexit", "nounset", "verbose", "xtrace"];
 
+/// The `set -o` options `$-` shows, and their letters.
+const SET_LETTERS: &[(&str, u8)] = &[
+    ("allexport", b'a'),
+    ("braceexpand", b'B'),
+    ("errexit", b'e'),
+    ("errtrace", b'E'),
+    ("functrace", b'T'),
+    ("hashall", b'h'),
+    ("keyword", b'k'),
+    ("noclobber", b'C'),
+    ("noglob", b'f'),
+    ("notify", b'b'),
+    ("nounset", b'u'),
+    ("physical", b'P'),
+    ("verbose", b'v'),
+    ("xtrace", b'x'),
+];
+
 /// `shopt` options the library owns or bash refuses to set.
 const NOT_KEPT_SHOPT: &[&str] = &["login_shell", "promptvars", "restricted_shell"];
 
@@ -210,20 +240,35 @@ fn kept_variable(name: &[u8]) -> bool {
 pub(crate) struct Capture {
     begin: String,
     end: String,
+    /// A private directory the shell writes the state into, when it runs
+    /// on this machine: a file takes it whole, where a job printing to the
+    /// terminal can come in between the writes of a long line.
+    dir: Option<tempfile::TempDir>,
 }
 
 /// How many words the capture prints.
 const WORDS: usize = 10;
 
 impl Capture {
-    /// A capture with fresh random markers.
-    pub(crate) fn new() -> Result<Capture, crate::ShellError> {
+    /// A capture with fresh random markers; through a file if `local`
+    /// (the shell runs on this machine) and a private directory can be
+    /// made, else through the terminal.
+    pub(crate) fn new(local: bool) -> Result<Capture, crate::ShellError> {
         let hex = dsh_pty::__private::random_hex(32).map_err(crate::ShellError::Random)?;
         let (begin, end) = hex.split_at(16);
+        let dir = local
+            .then(|| tempfile::Builder::new().prefix("dsh-state-").tempdir().ok())
+            .flatten();
         Ok(Capture {
             begin: format!("S{begin}"),
             end: format!("E{end}"),
+            dir,
         })
+    }
+
+    /// The file the shell writes the state into, if any.
+    fn file(&self) -> Option<std::path::PathBuf> {
+        self.dir.as_ref().map(|dir| dir.path().join("state"))
     }
 
     /// The command that prints the state. Its first line only assigns and
@@ -232,44 +277,69 @@ impl Capture {
     /// variable behind and ends with the options it found.
     pub(crate) fn command(&self) -> String {
         format!(
-            r#"_Dst_o=$SHELLOPTS _Dst_b=$BASHOPTS _Dst_d=$-; \builtin set +euxv 2>/dev/null; \builtin shopt -u expand_aliases nocasematch
-_Dst_V=$(\builtin declare -p) _Dst_F=$(\builtin declare -F) _Dst_A=$(\builtin alias -p) _Dst_S=$(\builtin shopt -p) _Dst_O=$(\builtin set +o) _Dst_u=$(\builtin umask) _Dst_w=$(\builtin pwd; \builtin printf x) _Dst_k=() _Dst_f=
+            r#"_Dst_d=$- _Dst_S=$(\builtin shopt -p) _Dst_O=$(\builtin set +o); \builtin set +euxv 2>/dev/null; \builtin shopt -u expand_aliases nocasematch
+_Dst_V=$(\builtin declare -p) _Dst_F=$(\builtin declare -F) _Dst_A=$(\builtin alias -p) _Dst_u=$(\builtin umask) _Dst_w=$(\builtin pwd; \builtin printf x) _Dst_k=() _Dst_f=
 _Dst_G=$_Dst_F$'\n'
 while [[ -n $_Dst_G ]]; do _Dst_l=${{_Dst_G%%$'\n'*}}; _Dst_G=${{_Dst_G#*$'\n'}}; _Dst_n=${{_Dst_l#declare -* }}; case $_Dst_n in _D??_*|'') ;; *) _Dst_k+=("$_Dst_n");; esac; done
-if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin declare -f -- "${{_Dst_k[@]}}"); fi
-LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_o" "$_Dst_b" "$_Dst_u" "$_Dst_w"
-\builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}
-_Dst_t='\builtin unset -v _Dst_o _Dst_b _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
-case :$_Dst_b: in *:expand_aliases:*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
-case :$_Dst_b: in *:nocasematch:*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
+if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin set +o posix; \builtin declare -f -- "${{_Dst_k[@]}}"); fi
+_Dst_a=; if [[ $# -gt 0 ]]; then LC_ALL=C \builtin printf -v _Dst_a '%q ' "$@"; fi
+LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_d" "$_Dst_u" "$_Dst_w" "$_Dst_a"
+if {to_file} && {{ \builtin printf %s "$_Dst_p" >| {file}; }} 2>/dev/null; then \builtin printf '%s f %s %s\n' {begin} "${{#_Dst_p}}" {end}; else \builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}; fi
+_Dst_t='\builtin unset -v _Dst_a _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
+case $_Dst_S in *'shopt -s expand_aliases'*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
+case $_Dst_S in *'shopt -s nocasematch'*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
 _Dst_d=${{_Dst_d//[!euxv]/}}
 if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
 \builtin eval "$_Dst_t""#,
             begin = split_token(&self.begin),
             end = split_token(&self.end),
+            to_file = if self.dir.is_some() {
+                "[[ -n x ]]"
+            } else {
+                "[[ -n '' ]]"
+            },
+            file = bash_ansi_c_bytes(
+                self.file()
+                    .unwrap_or_default()
+                    .as_os_str()
+                    .as_encoded_bytes()
+            ),
         )
     }
 
     /// The state the command printed in `output` (the call's output, as
-    /// the model would see it), or why it cannot be read.
-    pub(crate) fn read(&self, output: &str) -> Result<ShellState, String> {
+    /// the model would see it) or wrote into its file, or why it cannot
+    /// be read.
+    pub(crate) fn read(&self, output: &str) -> Result<ShellState, Unread> {
         let Some(at) = output.find(&self.begin) else {
-            return Err("the shell did not print it (a function or alias named like a bash builtin it uses, `builtin`, can stop it)".to_owned());
+            return Err(Unread::Other(
+                "the shell did not print it (a function named `builtin` can stop it)",
+            ));
         };
         let rest = &output[at + self.begin.len()..];
-        let torn = || {
-            "it was interleaved with other output (a job printing to the terminal); try again"
-                .to_owned()
-        };
+        let torn = || Unread::Torn;
         let rest = rest.strip_prefix(' ').ok_or_else(torn)?;
+        let (in_file, rest) = match rest.strip_prefix("f ") {
+            Some(rest) => (true, rest),
+            None => (false, rest),
+        };
         let (len, rest) = rest.split_once(' ').ok_or_else(torn)?;
         let len: usize = len.parse().map_err(|_| torn())?;
-        let payload = rest.get(..len).ok_or_else(torn)?;
-        let after = &rest[len..];
-        if !after
-            .strip_prefix(' ')
-            .is_some_and(|a| a.starts_with(&self.end))
-        {
+        let written;
+        let (payload, after) = if in_file {
+            // A file the shell wrote but this process cannot read (the
+            // shell sees another `/tmp`) reads again through the terminal.
+            let file = self.file().ok_or_else(torn)?;
+            written = read_own_file(&file)
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .filter(|text| text.len() == len)
+                .ok_or(Unread::NoFile)?;
+            (written.as_str(), rest)
+        } else {
+            let after = rest.get(len..).and_then(|a| a.strip_prefix(' '));
+            (rest.get(..len).ok_or_else(torn)?, after.ok_or_else(torn)?)
+        };
+        if !after.starts_with(&self.end) {
             return Err(torn());
         }
         let mut words = Vec::with_capacity(WORDS);
@@ -293,19 +363,19 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             aliases,
             shopt,
             set,
-            shellopts,
-            bashopts,
+            flags,
             umask,
             cwd,
+            args,
         ] = <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
         let cwd = cwd
             .strip_suffix(b"\nx")
-            .ok_or_else(|| "`pwd` failed: the current directory is gone".to_owned())?
+            .ok_or(Unread::Other("`pwd` failed: the current directory is gone"))?
             .to_vec();
         let umask = String::from_utf8(umask)
             .ok()
             .filter(|u| (3..=4).contains(&u.len()) && u.bytes().all(|b| (b'0'..=b'7').contains(&b)))
-            .ok_or_else(|| "`umask` printed no octal mask".to_owned())?;
+            .ok_or(Unread::Other("`umask` printed no octal mask"))?;
         let parts = Parts {
             vars: &vars,
             fnames: &fnames,
@@ -313,8 +383,8 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             aliases: &aliases,
             shopt: &shopt,
             set: &set,
-            shellopts: &shellopts,
-            bashopts: &bashopts,
+            flags: &flags,
+            args: &args,
             umask: &umask,
             cwd: &cwd,
         };
@@ -324,6 +394,53 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
                 cwd,
             }),
         })
+    }
+}
+
+/// The contents of `path` if it is a regular file (never what a link the
+/// shell's owner put there points to).
+fn read_own_file(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let before = std::fs::symlink_metadata(path).ok()?;
+    if !before.file_type().is_file() {
+        return None;
+    }
+    let mut file = std::fs::File::open(path).ok()?;
+    let opened = file.metadata().ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) {
+            return None;
+        }
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Why a capture's output could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unread {
+    /// Other output came in between (a job printing to the terminal): a
+    /// capture again may read it.
+    Torn,
+    /// The shell wrote the state into a file this process could not read
+    /// back whole: a capture through the terminal may read it.
+    NoFile,
+    /// Why, as a phrase.
+    Other(&'static str),
+}
+
+impl Unread {
+    /// Why, as a phrase.
+    pub(crate) fn why(self) -> &'static str {
+        match self {
+            Unread::Torn | Unread::NoFile => {
+                "other output (a job printing to the terminal) came in between, each time it was read"
+            }
+            Unread::Other(why) => why,
+        }
     }
 }
 
@@ -337,12 +454,17 @@ struct Parts<'a> {
     funcs: &'a [u8],
     /// `alias -p`.
     aliases: &'a [u8],
-    /// `shopt -p` (for the names; the values are `BASHOPTS`).
+    /// `shopt -p`, read before the capture changed any (`BASHOPTS` can
+    /// be stale: bash does not update it when POSIX mode changes options).
     shopt: &'a [u8],
-    /// `set +o` (for the names; the values are `SHELLOPTS`).
+    /// `set +o` in a subshell, read before the capture changed any.
     set: &'a [u8],
-    shellopts: &'a [u8],
-    bashopts: &'a [u8],
+    /// `$-` of the shell itself: the options with a letter as they are (a
+    /// subshell clears some).
+    flags: &'a [u8],
+    /// The positional parameters, each quoted by `printf %q` and followed
+    /// by a space.
+    args: &'a [u8],
     umask: &'a str,
     cwd: &'a [u8],
 }
@@ -358,11 +480,34 @@ impl Parts<'_> {
         );
         s.extend_from_slice(bash_ansi_c_bytes(self.cwd).as_bytes());
         s.push(b'\n');
-        for entry in entries(self.vars, b"declare -") {
-            if entry_name(entry, b"declare -").is_some_and(kept_variable) {
-                s.extend_from_slice(entry);
-                s.push(b'\n');
-            }
+        let kept: Vec<(&[u8], &[u8])> = entries(self.vars, b"declare -")
+            .filter_map(|entry| Some((entry_name(entry, b"declare -")?, entry)))
+            .filter(|(name, _)| kept_variable(name))
+            .collect();
+        // The shell's variables the state does not name are unset (but
+        // bash's own and the library's): every set variable's name starts
+        // with a letter or `_`.
+        s.extend_from_slice(b"for _Dst_n in");
+        for first in (b'A'..=b'Z').chain(b'a'..=b'z').chain([b'_']) {
+            s.extend_from_slice(b" ${!");
+            s.push(first);
+            s.extend_from_slice(b"*}");
+        }
+        s.extend_from_slice(b"; do case $_Dst_n in _D??_*");
+        for name in NOT_KEPT_VARIABLES
+            .iter()
+            .map(|n| n.as_bytes())
+            .chain(kept.iter().map(|(name, _)| *name))
+        {
+            s.push(b'|');
+            s.extend_from_slice(name);
+        }
+        s.extend_from_slice(
+            b") ;; *) \\builtin unset -v \"$_Dst_n\";; esac; done; \\builtin unset -v _Dst_n\n",
+        );
+        for (_, entry) in kept {
+            s.extend_from_slice(entry);
+            s.push(b'\n');
         }
         if !self.aliases.is_empty() {
             s.extend_from_slice(self.aliases);
@@ -392,18 +537,12 @@ impl Parts<'_> {
             s.extend_from_slice(bash_ansi_c_bytes(name).as_bytes());
             s.push(b'\n');
         }
-        let on = |list: &[u8], name: &[u8]| list.split(|&b| b == b':').any(|n| n == name);
         let (mut set_on, mut set_off) = (Vec::new(), Vec::new());
-        for name in option_names(self.shopt, b"shopt -") {
+        for (name, on) in options(self.shopt, b"shopt ") {
             if NOT_KEPT_SHOPT.iter().any(|n| n.as_bytes() == name) || name.starts_with(b"compat") {
                 continue;
             }
-            if on(self.bashopts, name) {
-                &mut set_on
-            } else {
-                &mut set_off
-            }
-            .push(name);
+            if on { &mut set_on } else { &mut set_off }.push(name);
         }
         for (flag, names) in [(&b"-s"[..], &set_on), (b"-u", &set_off)] {
             if !names.is_empty() {
@@ -416,18 +555,31 @@ impl Parts<'_> {
                 s.push(b'\n');
             }
         }
-        let mut general = Vec::new();
-        for name in option_names(self.set, b"set ") {
-            if NOT_KEPT_SET.iter().any(|n| n.as_bytes() == name)
-                || SET_LAST.iter().any(|n| n.as_bytes() == name)
-            {
-                continue;
-            }
-            general.push((name, on(self.shellopts, name)));
+        // An option with a letter is as `$-` of the shell itself shows
+        // it (a subshell clears some, such as `-e` and `-v`).
+        if !self.args.is_empty() {
+            s.extend_from_slice(b"\\builtin set -- ");
+            s.extend_from_slice(self.args);
+            s.push(b'\n');
         }
-        let last = SET_LAST
+        let set: Vec<(&[u8], bool)> = options(self.set, b"set ")
+            .map(|(name, on)| {
+                let letter = SET_LETTERS.iter().find(|(n, _)| n.as_bytes() == name);
+                (name, letter.map_or(on, |(_, l)| self.flags.contains(l)))
+            })
+            .collect();
+        let general: Vec<(&[u8], bool)> = set
             .iter()
-            .map(|n| (n.as_bytes(), on(self.shellopts, n.as_bytes())));
+            .filter(|(name, _)| {
+                !NOT_KEPT_SET.iter().any(|n| n.as_bytes() == *name)
+                    && !SET_LAST.iter().any(|n| n.as_bytes() == *name)
+            })
+            .copied()
+            .collect();
+        let last = SET_LAST.iter().map(|n| {
+            let on = set.iter().any(|(name, on)| *name == n.as_bytes() && *on);
+            (n.as_bytes(), on)
+        });
         for options in [general, last.collect()] {
             if options.is_empty() {
                 continue;
@@ -485,18 +637,23 @@ fn entry_name<'a>(entry: &'a [u8], head: &[u8]) -> Option<&'a [u8]> {
     Some(&rest[..end])
 }
 
-/// The option names of `shopt -p` or `set +o` lines (`shopt -s name`,
-/// `set +o name`): the last word of each line.
-fn option_names<'a>(text: &'a [u8], head: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
-    text.split(|&b| b == b'\n')
-        .filter(move |line| line.starts_with(head))
-        .filter_map(|line| line.rsplit(|&b| b == b' ').next())
-        .filter(|name| {
-            !name.is_empty()
-                && name
-                    .iter()
-                    .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        })
+/// The options of `shopt -p` or `set +o` lines (`shopt -s name`, `set
+/// +o name`; `head` is `shopt ` or `set `) and whether each is on (`-s`,
+/// `-o`).
+fn options<'a>(text: &'a [u8], head: &'a [u8]) -> impl Iterator<Item = (&'a [u8], bool)> {
+    text.split(|&b| b == b'\n').filter_map(move |line| {
+        let rest = line.strip_prefix(head)?;
+        let on = match rest.get(..3)? {
+            b"-s " | b"-o " => true,
+            b"-u " | b"+o " => false,
+            _ => return None,
+        };
+        let name = &rest[3..];
+        let plain = name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        (!name.is_empty() && plain).then_some((name, on))
+    })
 }
 
 /// One word as bash's `printf %q` writes it under `LC_ALL=C` (`''`, a

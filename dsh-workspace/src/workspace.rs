@@ -335,7 +335,10 @@ mod imp {
         let parent_fd = open(parent)?;
         match sys::rename2(&staging, &name, &parent_fd, target, true) {
             // Swapped: the old layer is now the staged name.
-            Ok(()) => copy::remove_tree(&staging, &name, &staged),
+            Ok(()) => {
+                tracing::debug!(layer = %dir.display(), from = ?src, "layer replaced");
+                copy::remove_tree(&staging, &name, &staged)
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 sys::rename2(&staging, &name, &parent_fd, target, false)
                     .map_err(|e| WorkspaceError::io("move into place", dir, e))
@@ -367,7 +370,10 @@ mod imp {
                 let id = SnapshotId::random();
                 let target = OsString::from(id.to_string());
                 match sys::rename2(&staged_fd, OsStr::new(UPPER), &snapshots, &target, false) {
-                    Ok(()) => return Ok(id),
+                    Ok(()) => {
+                        tracing::debug!(snapshot = %id, from = %src.display(), "snapshot made");
+                        return Ok(id);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                     Err(e) => {
                         return Err(WorkspaceError::io(

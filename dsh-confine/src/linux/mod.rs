@@ -5,7 +5,6 @@
 //! processes of the chain (raw system calls only, through [`sys`]).
 
 pub(crate) mod bubblewrap;
-pub(crate) mod cow;
 pub(crate) mod files;
 mod hiding;
 pub(crate) mod landlock;
@@ -13,6 +12,7 @@ mod seccomp;
 mod sockets;
 mod sys;
 mod view;
+pub(crate) mod cow;
 
 use std::ffi::CString;
 use std::io;

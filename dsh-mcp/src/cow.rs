@@ -45,8 +45,12 @@ impl CopyOnWrite {
             Some(dir) => (dir.to_owned(), None),
             None => {
                 let tmp = std::env::temp_dir();
-                let dir = tempfile::Builder::new()
-                    .prefix("dsh-cow-")
+                let mut builder = tempfile::Builder::new();
+                builder.prefix("dsh-cow-");
+                // Only this user may reach the owners' layers.
+                #[cfg(unix)]
+                builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+                let dir = builder
                     .tempdir_in(&tmp)
                     .map_err(|source| CopyOnWriteError::TempDir { dir: tmp, source })?
                     .keep();

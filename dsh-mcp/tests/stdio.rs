@@ -1487,8 +1487,14 @@ async fn copy_on_write_gives_the_one_owner_a_view() {
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "base\n");
     assert!(ws.join("gone.txt").exists());
     assert!(!new.exists());
-    // The layers live under TMPDIR while the server runs, and go with it.
-    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    // The layers live under TMPDIR while the server runs (only this user
+    // may reach them), and go with it.
+    let made: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &made[0].as_ref().unwrap().metadata().unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700);
     let status = c.finish().await;
     assert!(status.success(), "{status:?}");
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();

@@ -177,19 +177,15 @@ struct HttpServer {
     url: String,
     session: String,
     next: u64,
-    _token: tempfile::TempDir,
 }
 
 impl HttpServer {
     const TOKEN: &str = "bench-token-0123456789abcdef";
 
     fn start(program: &Path, ws: &Path) -> HttpServer {
-        let token = tempfile::tempdir().unwrap();
-        let file = token.path().join("token");
-        std::fs::write(&file, HttpServer::TOKEN).unwrap();
         let mut child = Command::new(program)
-            .args(["--listen", "127.0.0.1:0", "--token-file"])
-            .arg(&file)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("DSH_TOKEN", HttpServer::TOKEN)
             .arg("--workspace")
             .arg(ws)
             .stdin(Stdio::null())
@@ -218,7 +214,6 @@ impl HttpServer {
             url,
             session: String::new(),
             next: 0,
-            _token: token,
         };
         let init = server.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},

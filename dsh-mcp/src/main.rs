@@ -18,6 +18,8 @@ use dsh_sandbox::{
 use dsh_shell_persistent::{ClipMode, Dialect, ShellConfig};
 use rmcp::ServiceExt;
 
+mod secrets;
+
 /// An MCP server with exactly two tools: a persistent shell (`bash`, `sh`
 /// or `pwsh`) and `str_replace_editor`, over stdio, or over Streamable HTTP
 /// with `--listen`. Every flag has an environment equivalent; flags win.
@@ -172,7 +174,8 @@ struct Args {
     /// with a later word `PASS`, `PWD` or `PAT`, and `CI_JOB_JWT`; but
     /// `TOKENIZERS_PARALLELISM`, `TIKTOKEN_CACHE_DIR` and
     /// `PYTHON_KEYRING_BACKEND` pass. A confined shell keeps its short list
-    /// either way; `--env NAME` hands over one variable.
+    /// either way; `--env NAME` hands over one variable. The server's own
+    /// `DSH_TOKEN` is never passed.
     #[arg(long, env = "DSH_PASS_SECRETS")]
     pass_secrets: bool,
 
@@ -299,8 +302,11 @@ struct Args {
     listen: Option<String>,
 
     /// `--listen`: the file holding the bearer token (at least 16
-    /// printable characters; a trailing newline is dropped). Default: the
-    /// `DSH_TOKEN` variable.
+    /// printable characters; a trailing newline is dropped), read once at
+    /// start. Without the sandbox a regular file is refused (the shells, of
+    /// this server's user, could read it): use `DSH_TOKEN` or a pipe
+    /// (`/dev/stdin`); the confined modes hide the file. Default: the
+    /// `DSH_TOKEN` variable, which no shell gets.
     #[cfg(feature = "http")]
     #[arg(long, env = "DSH_TOKEN_FILE", value_name = "FILE", requires = "listen")]
     token_file: Option<PathBuf>,
@@ -488,9 +494,24 @@ impl Args {
         self.env
             .iter()
             .filter_map(|(name, value)| {
-                let value = value.clone().or_else(|| std::env::var(name).ok())?;
+                let value = value.clone().or_else(|| secrets::var(name))?;
                 Some((name.clone(), value))
             })
+            .collect()
+    }
+
+    /// The files holding this server's own keys (its token, its TLS key,
+    /// its SSH key), absolute: the confined shells do not see them.
+    fn own_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<&PathBuf> = Vec::new();
+        #[cfg(feature = "http")]
+        files.extend(&self.token_file);
+        #[cfg(feature = "tls")]
+        files.extend(&self.tls_key);
+        files.extend(&self.ssh_identity);
+        files
+            .into_iter()
+            .map(|file| std::path::absolute(file).unwrap_or_else(|_| file.clone()))
             .collect()
     }
 
@@ -557,7 +578,17 @@ fn one_of<T: Copy + Send + Sync + 'static>(
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // First, while there is one thread: nothing of the server's
+    // credentials stays where its shells can read it (secrets.rs).
+    if let Err(err) = secrets::hold() {
+        eprintln!("dsh-mcp: {err}");
+        return ExitCode::FAILURE;
+    }
+    // The server's own token never goes to a shell, `--pass-secrets` or
+    // not (`--env DSH_TOKEN` hands it over on purpose).
+    let args = secrets::parse_with(Args::parse, |args, name| {
+        args.pass_secrets && name != "DSH_TOKEN"
+    });
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Colour only for a person at a terminal: an MCP client's log file
@@ -776,10 +807,16 @@ fn listen_options(args: &Args) -> Result<Option<(String, dsh_mcp::http::HttpOpti
     let Some(addr) = &args.listen else {
         return Ok(None);
     };
-    let token = match (&args.token_file, std::env::var("DSH_TOKEN")) {
+    if let Some(file) = &args.token_file
+        && args.sandbox == SandboxMode::DangerFullAccess
+        && args.backend == Backend::Local
+    {
+        secrets::token_file_unreachable(file)?;
+    }
+    let token = match (&args.token_file, secrets::var("DSH_TOKEN")) {
         (Some(file), _) => Token::from_file(file),
-        (None, Ok(token)) => Token::new(&token, "in DSH_TOKEN"),
-        (None, Err(_)) => {
+        (None, Some(token)) => Token::new(&token, "in DSH_TOKEN"),
+        (None, None) => {
             return Err("--listen needs a bearer token: --token-file FILE or DSH_TOKEN (the server never runs open)".to_owned());
         }
     }
@@ -889,6 +926,8 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
                 SandboxPolicy::default_hidden_paths()
             };
             hidden.extend(args.hide.iter().cloned());
+            // The server's own key files, whatever `--no-default-hide` says.
+            hidden.extend(args.own_files());
             hidden
         });
     let elicit = (args.approve == Approve::Elicit)

@@ -129,17 +129,17 @@ impl Server {
         let script = format!(
             "echo ready; read go || exit 1; \
              ip addr add {addr}/24 dev eth0 && ip link set eth0 up && ip link set lo up && \
-             exec \"$0\" --listen {addr}:{PORT} --token-file \"$1\" --workspace \"$2\" </dev/null >/dev/null"
+             exec \"$0\" --listen {addr}:{PORT} --workspace \"$1\" </dev/null >/dev/null"
         );
         let mut child = Command::new("unshare")
             .args(["--net", "--", "sh", "-c", &script])
             .arg(env!("CARGO_BIN_EXE_dsh-mcp"))
-            .arg(dir.join("token"))
             .arg(&workspace)
             // Each session's `mktemp -d` in the test's directory.
             .env("TMPDIR", &tmp)
             .env_remove("DSH_HOME")
-            .env_remove("DSH_TOKEN")
+            // Not a file: the shells of danger-full-access could read it.
+            .env("DSH_TOKEN", TOKEN)
             .env_remove("CARGO_TARGET_DIR")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -39,7 +39,6 @@ struct Server {
     _child: Child,
     /// `http://127.0.0.1:PORT` (or `https://localhost:PORT`).
     base: String,
-    _token_dir: tempfile::TempDir,
 }
 
 impl Server {
@@ -62,19 +61,16 @@ impl Server {
         authority: &str,
         env: &[(&str, &Path)],
     ) -> Server {
-        let token_dir = tempfile::tempdir().unwrap();
-        let token_file = token_dir.path().join("token");
-        std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+        // In the environment: the shells of danger-full-access could read
+        // a token file (the server refuses one).
         let mut child = Command::new(mcp_binary())
             .arg("--listen")
             .arg("127.0.0.1:0")
-            .arg("--token-file")
-            .arg(&token_file)
             .arg("--workspace")
             .arg(workspace)
             .args(extra)
             .env_remove("DSH_HOME")
-            .env_remove("DSH_TOKEN")
+            .env("DSH_TOKEN", TOKEN)
             .env_remove("CARGO_TARGET_DIR")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -109,7 +105,6 @@ impl Server {
         Server {
             _child: child,
             base: format!("{authority}:{port}"),
-            _token_dir: token_dir,
         }
     }
 
@@ -1713,13 +1708,7 @@ mod docker {
     /// binary mounted at `/opt/dsh/dsh-mcp` when `mount` is given), 256 MiB of
     /// memory and 64 processes at most, its port published on loopback; the
     /// server's base URL once it said where it listens.
-    async fn serve(
-        made: &mut Made,
-        image: &str,
-        binary: &str,
-        mount: Option<&Path>,
-        tokens: &Path,
-    ) -> String {
+    async fn serve(made: &mut Made, image: &str, binary: &str, mount: Option<&Path>) -> String {
         let label = format!("dsh-rs-test-http-{}", std::process::id());
         let mut args = vec![
             "run".to_owned(),
@@ -1734,8 +1723,10 @@ mod docker {
             "64".to_owned(),
             "-p".to_owned(),
             "127.0.0.1::7777".to_owned(),
-            "-v".to_owned(),
-            format!("{}:/run/dsh:ro", tokens.display()),
+            // The token in the environment, as a secret is handed to a
+            // container: its shells could read a token file.
+            "-e".to_owned(),
+            format!("DSH_TOKEN={TOKEN}"),
         ];
         if let Some(mount) = mount {
             args.extend([
@@ -1749,8 +1740,6 @@ mod docker {
                 binary,
                 "--listen",
                 "0.0.0.0:7777",
-                "--token-file",
-                "/run/dsh/token",
                 "--workspace",
                 "/work",
                 "--sandbox",
@@ -1853,17 +1842,6 @@ mod docker {
         b.cancel().await.unwrap();
     }
 
-    fn tokens() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
-        dir
-    }
-
     /// The static binary in an image of BusyBox and a static bash, as a
     /// container of `dsh-test` with the binary copied in and committed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1884,8 +1862,7 @@ mod docker {
         );
         cli("docker", &["commit", &base_container, &image]);
         made.images.push(image.clone());
-        let tokens = tokens();
-        let base = serve(&mut made, &image, "/bin/dsh-mcp", None, tokens.path()).await;
+        let base = serve(&mut made, &image, "/bin/dsh-mcp", None).await;
         drive(&base).await;
     }
 
@@ -1899,15 +1876,7 @@ mod docker {
         let image = format!("dsh-rs-test-http-glibc-{}", std::process::id());
         glibc_image(&image);
         made.images.push(image.clone());
-        let tokens = tokens();
-        let base = serve(
-            &mut made,
-            &image,
-            "/opt/dsh/dsh-mcp",
-            Some(&binary),
-            tokens.path(),
-        )
-        .await;
+        let base = serve(&mut made, &image, "/opt/dsh/dsh-mcp", Some(&binary)).await;
         drive(&base).await;
     }
 }

@@ -47,9 +47,13 @@ pub struct Foreground {
     /// `true` when the foreground group is the session's own program (for a
     /// shell: it is at its prompt or running a builtin, no job is in front).
     pub is_leader: bool,
-    /// Whether a process of the foreground group is blocked reading the
-    /// terminal (a command waiting for input): `None` where that cannot be
-    /// seen. Linux reads `/proc/<pid>/syscall` and the descriptor it reads.
+    /// Whether a process of the foreground group sleeps waiting for input
+    /// from the terminal (a command waiting for input): `None` where that
+    /// cannot be seen. Linux reads `/proc/<pid>/task/<tid>/syscall`: a
+    /// `read` of the terminal, or a `poll`/`select` whose set (read from the
+    /// process's memory) or an `epoll_wait` whose interest list
+    /// (`/proc/<pid>/fdinfo`) holds it. A wait on anything else (a socket,
+    /// a pipe, inotify, a timer) is not one.
     pub waiting_for_input: Option<bool>,
     /// The session's program as it is now, where the backend can see it.
     pub leader: Option<Leader>,
@@ -176,6 +180,21 @@ pub trait PtySession: Send + Sync + fmt::Debug {
         Err(PtyError::Unsupported {
             backend: "this backend",
             what: "signalling a foreground group that is still the one seen",
+        })
+    }
+
+    /// Discards the terminal's input queue: what was written to it and not
+    /// yet read. A caller that wrote end-of-file to end a program calls it
+    /// once the program is ended (or seen not to read it), so that what the
+    /// program left unread never reaches the program that reads next (a
+    /// shell, which would take it as its own end).
+    ///
+    /// The default, for backends that cannot reach the terminal's queue,
+    /// answers [`PtyError::Unsupported`].
+    async fn flush_input(&self) -> Result<(), PtyError> {
+        Err(PtyError::Unsupported {
+            backend: "this backend",
+            what: "discarding the terminal's unread input",
         })
     }
 

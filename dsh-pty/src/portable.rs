@@ -367,6 +367,15 @@ impl PtySession for PortableSession {
     }
 
     #[cfg(unix)]
+    async fn flush_input(&self) -> Result<(), PtyError> {
+        let tty = self.lock_master().tty_name().ok_or(PtyError::Unsupported {
+            backend: NAME,
+            what: "discarding the terminal's unread input (its name is unknown)",
+        })?;
+        crate::unix::flush_input(&tty)
+    }
+
+    #[cfg(unix)]
     async fn foreground(&self) -> Result<Foreground, PtyError> {
         let (pgid, tty) = {
             let master = self.lock_master();

@@ -1380,3 +1380,88 @@ async fn a_calls_own_timeout_overrides_the_configured_one_in_every_mode() {
     );
     s.close_all().await;
 }
+
+/// In workspace-write, as unconfined: a program that waits on anything but
+/// the terminal (a server on its socket, logging each request to the
+/// terminal; `tail -f` on a growing file; a `select` with no descriptor; a
+/// raw-mode program on a socket) runs on to its end or to the call's
+/// timeout, and is never taken for one that needs a person; a key reader
+/// still is, and the shell keeps its state after it. Each in a shell of
+/// its own, all at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_programs_waiting_for_a_person_are_ended() {
+    let d = dirs();
+    let s = Arc::new(
+        SandboxedShell::new(SandboxConfig::new(
+            ww().network(true),
+            ShellConfig::new(&d.ws).timeout_parameter(Some(std::time::Duration::from_secs(60))),
+        ))
+        .unwrap(),
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // (command, call timeout, what its output holds, whether it ends by itself)
+    let cases: Vec<(String, u64, &str, bool)> = vec![
+        (
+            format!(
+                "(sleep 1; python3 -c 'import urllib.request as u; u.urlopen(\"http://127.0.0.1:{port}/\")') >/dev/null 2>&1 & python3 -u -m http.server {port} --bind 127.0.0.1"
+            ),
+            5,
+            "\"GET / HTTP/1.1\" 200",
+            false,
+        ),
+        (
+            "touch app.log; (for i in 1 2 3 4; do sleep 0.5; echo line$i >> app.log; done) & tail -f app.log".to_owned(),
+            5,
+            "line4",
+            false,
+        ),
+        (
+            "python3 -c 'import select; select.select([], [], [], 3); print(\"slept\")'".to_owned(),
+            20,
+            "slept",
+            true,
+        ),
+        (
+            "python3 -c 'import socket, termios, tty\nold = termios.tcgetattr(0)\ntty.setraw(0)\ns = socket.create_server((\"127.0.0.1\", 0))\ns.settimeout(3)\ntry: s.accept()\nexcept socket.timeout: pass\nfinally: termios.tcsetattr(0, termios.TCSADRAIN, old)\nprint(\"no client\")'".to_owned(),
+            20,
+            "no client",
+            true,
+        ),
+    ];
+    let mut runs = tokio::task::JoinSet::new();
+    for (i, (command, secs, _, _)) in cases.iter().enumerate() {
+        let (s, command, secs) = (Arc::clone(&s), command.clone(), *secs);
+        runs.spawn(async move {
+            let args = json!({"command": command, "timeout": secs});
+            (i, s.execute(&format!("agent{i}"), &args).await.unwrap())
+        });
+    }
+    let mut outs = vec![String::new(); cases.len()];
+    while let Some(done) = runs.join_next().await {
+        let (i, out) = done.unwrap();
+        outs[i] = out;
+    }
+    for ((command, secs, holds, ends), out) in cases.iter().zip(&outs) {
+        assert!(out.contains(holds), "{command}: {out:?}");
+        assert!(!out.contains("interactive terminal"), "{command}: {out:?}");
+        let timed_out = format!("timed out after {secs} seconds");
+        assert_eq!(!out.contains(&timed_out), *ends, "{command}: {out:?}");
+    }
+    // A key reader is still ended, and the shell keeps its state.
+    run(&s, "export KEPT=yes").await;
+    let out = run(
+        &s,
+        "python3 -c 'import os, tty\ntty.setraw(0)\nwhile os.read(0, 1) != b\"q\": pass'",
+    )
+    .await;
+    assert!(
+        out.contains("[python3 needs an interactive terminal"),
+        "{out}"
+    );
+    assert_eq!(run(&s, "echo $KEPT").await, "yes");
+    s.close_all().await;
+}

@@ -25,6 +25,12 @@ pub const CONTINUED_NOTE: &str =
 /// (the shell was reset then).
 pub const AFTER_CANCEL_NOTE: &str = "[the previous call was cancelled, so the shell was reset: this call ran from the workspace with a fresh current directory and environment]";
 
+/// The line after the reset line that leads the result of a call that
+/// found its shell ended since the previous call (killed from outside, or
+/// it exited between calls).
+pub const SHELL_RESTARTED_NOTE: &str =
+    "[the shell had ended since the previous call, so this call started a fresh one and ran there]";
+
 /// The line added for a program the tool ended because it waited for a
 /// person at the terminal (`{program}` is its name, or `the command`).
 pub const ENDED_PROGRAM_NOTE: &str = "[{program} needs an interactive terminal, which this tool does not have, so it was ended; use a non-interactive command instead]";
@@ -35,6 +41,10 @@ pub const ERREXIT_NOTE: &str = "[`set -e` was on: an interactive shell exits whe
 /// The exact text the model sees for `outcome`.
 pub fn render(outcome: &CallOutcome) -> String {
     let mut parts: Vec<String> = Vec::with_capacity(4);
+    if outcome.shell_restarted {
+        parts.push(outcome.dialect.reset_line());
+        parts.push(SHELL_RESTARTED_NOTE.to_owned());
+    }
     if outcome.after_cancel {
         parts.push(AFTER_CANCEL_NOTE.to_owned());
     }
@@ -458,6 +468,7 @@ mod tests {
             limits_reached: crate::LimitsReached::default(),
             ended_programs: Vec::new(),
             after_cancel: false,
+            shell_restarted: false,
         };
         let want = "partial\n[the connection to the SSH host was lost: the channel closed; what the command did there is unknown]\nThe persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
         assert_eq!(super::render(&outcome), want);

@@ -75,6 +75,7 @@
 //! | timeout (the call's [`ShellRequest::timeout`], else [`ShellConfig::timeout`]) | ``Your command timed out after N seconds or experienced an OOM error. Below is partial output:``, the output if any, the reset line |
 //! | cancelled | [`ShellError::Cancelled`]; the shell is reset, the result discarded |
 //! | the call after a cancelled one (or one whose future was dropped) | [`AFTER_CANCEL_NOTE`], then the result |
+//! | the shell ended between calls (`kill -9` from outside) | the reset line and [`SHELL_RESTARTED_NOTE`], then the result of the command, run in a fresh shell |
 //! | longer than `max_output_chars` | the first `max_output_chars` characters and [`OUTPUT_CLIP_NOTE`] (or head + tail with [`ClipMode::HeadTail`]) |
 //! | empty `command` | error `command must be a non-empty string` |
 //!
@@ -141,7 +142,10 @@
 //!
 //! Standard input is the terminal, as in a real shell. While a command runs,
 //! the foreground is inspected every 250 ms; once a command has waited for
-//! terminal input for about a second (`cat`, `read x`, a REPL), the tool
+//! terminal input for about a second (`cat`, `read x`, a REPL: a `read` of
+//! the terminal, or a `poll`, `select` or `epoll_wait` whose set holds it; a
+//! server waiting on its socket, `tail -f` or a `sleep` waits for no one
+//! and runs to its end or the timeout), the tool
 //! sends it end-of-file, up to three times, and the result says so
 //! ([`INPUT_EOF_NOTE`]). With [`InputWait::Wait`] it does nothing and a host
 //! answers through [`ShellPool::send_input`].
@@ -160,7 +164,10 @@
 //! the program's first wait. It needs a backend that reads the terminal's
 //! modes ([`dsh_pty::Foreground::input_mode`]: the native one; Docker and
 //! SSH sessions keep the end-of-file behaviour only). An editor killed so
-//! may leave its swap file (`vim`'s `.name.swp`).
+//! may leave its swap file (`vim`'s `.name.swp`). An end-of-file the
+//! program did not read is discarded from the terminal's input before the
+//! shell reads again ([`dsh_pty::PtySession::flush_input`]; native backend),
+//! so it never ends the shell.
 //!
 //! # The process tree
 //!
@@ -204,7 +211,7 @@ mod state;
 pub use config::{InputWait, OwnerDirError, SHELL_SCROLLBACK, ShellConfig, ShellConfigError};
 pub use contract::{
     AFTER_CANCEL_NOTE, CONTINUED_NOTE, ENDED_PROGRAM_NOTE, ERREXIT_NOTE, INPUT_EOF_NOTE,
-    OUTPUT_CLIP_NOTE,
+    OUTPUT_CLIP_NOTE, SHELL_RESTARTED_NOTE,
 };
 pub use dialect::Dialect;
 pub use env::{NOT_SECRET_NAMES, SECRET_NAME_PARTS, SECRET_NAMES, looks_like_secret};

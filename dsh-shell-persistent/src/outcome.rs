@@ -65,6 +65,11 @@ pub struct CallOutcome {
     /// dropped), so the shell was reset before this call: it runs from the
     /// workspace with a fresh current directory and environment.
     pub after_cancel: bool,
+    /// The shell had ended since the previous call (killed from outside,
+    /// or it exited between calls), so this call started a fresh one and
+    /// ran there: from the workspace, with a fresh current directory and
+    /// environment.
+    pub shell_restarted: bool,
 }
 
 /// Limits of [`ShellConfig::limits`](crate::ShellConfig::limits) that a

@@ -59,6 +59,11 @@ pub(crate) enum Outcome {
         /// it was seen.
         ended: Vec<Option<String>>,
     },
+    /// The shell had ended before this call's line ran (killed from
+    /// outside between calls, or it read an end-of-file left on its
+    /// terminal): nothing of the command ran, so it may run again in a
+    /// fresh shell.
+    EndedBeforeStart,
     /// The shell ended before the end marker.
     ShellEnded {
         output: Collector,
@@ -312,10 +317,20 @@ impl Process {
 
         let mut cancel = pin!(cancel);
         let write = self.session.write_all(line.as_bytes());
-        tokio::select! {
+        let written = tokio::select! {
             biased;
             () = &mut cancel => return Ok(Outcome::Cancelled),
-            written = write => written.map_err(|source| ShellError::Terminal { shell, source })?,
+            written = write => written,
+        };
+        if let Err(source) = written {
+            self.output = Some(output);
+            // A shell that died since the last call is not this call's error.
+            if matches!(source, dsh_pty::PtyError::WriteAfterExit)
+                || self.session.status().is_some()
+            {
+                return Ok(Outcome::EndedBeforeStart);
+            }
+            return Err(ShellError::Terminal { shell, source });
         }
         line_written();
         let outcome = CallState::new(self, &mut output, config, ids, timeout)
@@ -424,6 +439,7 @@ enum End {
         status: Option<i32>,
         repairs: Repairs,
     },
+    EndedBeforeStart,
     ShellEnded(ExitStatus),
     Lost(Arc<dsh_pty::PtyError>),
     Broken(Broken),
@@ -453,6 +469,11 @@ struct CallState<'a> {
     /// Since when the foreground has waited for input.
     waiting_since: Option<Instant>,
     eofs_sent: u32,
+    /// An end-of-file was sent and the terminal's input not discarded
+    /// since ([`CallState::flush_unread_eof`]).
+    eof_unread: bool,
+    /// Looks in a row since then that found nothing waiting for input.
+    idle_looks: u8,
     continued: bool,
     /// This call's abandoned-line prompt, seen but not yet confirmed.
     unconfirmed: Option<Unconfirmed>,
@@ -512,6 +533,8 @@ impl<'a> CallState<'a> {
             text,
             waiting_since: None,
             eofs_sent: 0,
+            eof_unread: false,
+            idle_looks: 0,
             continued: false,
             unconfirmed: None,
             idle_unstarted: None,
@@ -571,6 +594,9 @@ impl<'a> CallState<'a> {
                     }
                 };
                 if let Some(end) = end {
+                    if matches!(end, End::Completed { .. }) {
+                        self.flush_unread_eof().await;
+                    }
                     return self.outcome(end);
                 }
             }
@@ -638,6 +664,8 @@ impl<'a> CallState<'a> {
         self.finish_scan();
         match self.process.session.connection_lost() {
             Some(error) => End::Lost(error),
+            // No start marker: the shell was gone before it read the line.
+            None if !self.scanner.started() => End::EndedBeforeStart,
             None => End::ShellEnded(self.process.session.wait().await),
         }
     }
@@ -715,6 +743,21 @@ impl<'a> CallState<'a> {
                 self.continued = true;
             }
         }
+        // An end-of-file sent, and nothing seen waiting for input on two
+        // looks in a row: whoever it was sent to went on without reading it
+        // (or read it: then there is nothing to discard). One look is not
+        // enough: a reader woken by it may not have run yet on a busy
+        // machine.
+        if self.eof_unread {
+            let idle = look
+                .fg
+                .as_ref()
+                .is_some_and(|fg| fg.waiting_for_input == Some(false));
+            self.idle_looks = if idle { self.idle_looks + 1 } else { 0 };
+            if self.idle_looks >= 2 {
+                self.flush_unread_eof().await;
+            }
+        }
         match &look.fg {
             Some(fg) if self.program_in_front(fg) => {
                 if self.person.as_ref().is_none_or(|wait| wait.pgid != fg.pgid) {
@@ -768,11 +811,16 @@ impl<'a> CallState<'a> {
             tracing::debug!(program = ?fg.reader, "a program waits for a person; sending end-of-file");
             let _ = self.process.session.write_all(b"\x04").await;
             self.eofs_sent += 1;
+            self.eof_unread = true;
+            self.idle_looks = 0;
             wait.eofs += 1;
             wait.since = None;
             return;
         }
         let eofs = wait.eofs;
+        // The end-of-file it left unread goes before the kill, so that the
+        // shell, in front again at once, never reads it as its own end.
+        self.flush_unread_eof().await;
         match self
             .process
             .session
@@ -809,9 +857,29 @@ impl<'a> CallState<'a> {
                 tracing::debug!("command waits for terminal input; sending end-of-file");
                 let _ = self.process.session.write_all(b"\x04").await;
                 self.eofs_sent += 1;
+                self.eof_unread = true;
+                self.idle_looks = 0;
                 self.waiting_since = None;
             }
             (true, Some(_)) => {}
+        }
+    }
+
+    /// Discards the terminal's unread input if an end-of-file was sent and
+    /// not discarded since: a program that did not read it (it woke from a
+    /// wait on the terminal and went on, or it is about to be killed)
+    /// leaves it to the shell, which would end at it. Nothing else types
+    /// into the terminal while a call runs and the tool answers input
+    /// itself ([`InputWait::SendEof`]).
+    async fn flush_unread_eof(&mut self) {
+        self.idle_looks = 0;
+        if std::mem::take(&mut self.eof_unread)
+            && let Err(error) = self.process.session.flush_input().await
+        {
+            tracing::debug!(
+                error = &error as &dyn std::error::Error,
+                "the end-of-file sent could not be discarded"
+            );
         }
     }
 
@@ -844,6 +912,7 @@ impl<'a> CallState<'a> {
                 continued,
                 ended,
             },
+            End::EndedBeforeStart => Outcome::EndedBeforeStart,
             End::ShellEnded(exit) => {
                 let mut output = text.finish();
                 if let Some(echo) = exit_echo(config, exit, process.errexit) {

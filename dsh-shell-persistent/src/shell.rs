@@ -239,11 +239,34 @@ impl Shell {
         request: &ShellRequest,
         cancel: impl Future<Output = ()>,
     ) -> Result<CallOutcome, ShellError> {
-        let command = request.command.as_str();
-        let timeout = request.timeout.unwrap_or(self.config.timeout);
-        if command.is_empty() {
+        if request.command.is_empty() {
             return Err(ShellError::EmptyCommand);
         }
+        let mut cancel = std::pin::pin!(cancel);
+        // A shell found dead is replaced once, and the call runs in the
+        // fresh one: a shell that died between calls is never the call's
+        // error.
+        let mut restarted = false;
+        loop {
+            match self.call_once(request, cancel.as_mut(), restarted).await? {
+                Once::Ran(outcome) => return Ok(*outcome),
+                Once::ShellWasDead => restarted = true,
+            }
+        }
+    }
+
+    /// One attempt of [`Shell::call_inner`]: in the shell that runs, or in
+    /// a fresh one (`restarted` when an earlier attempt found the shell
+    /// dead). [`Once::ShellWasDead`] when the shell this call found had
+    /// ended before any of the command ran.
+    async fn call_once(
+        &mut self,
+        request: &ShellRequest,
+        cancel: impl Future<Output = ()>,
+        mut restarted: bool,
+    ) -> Result<Once, ShellError> {
+        let command = request.command.as_str();
+        let timeout = request.timeout.unwrap_or(self.config.timeout);
         let config = Arc::clone(&self.config);
         let reach = Arc::clone(&self.handle.inner);
         let mut closed = reach.closed.subscribe();
@@ -253,7 +276,19 @@ impl Shell {
         }
         // Taken out for the call: a call dropped midway drops the process,
         // which kills it.
-        let mut process = match self.process.take() {
+        let found = self.process.take();
+        // A shell that ended since the last call (killed from outside) is
+        // replaced: what is left of its tree goes with it.
+        let found = match found {
+            Some(dead) if dead.session().status().is_some() => {
+                let _ = dead.session().end(Duration::ZERO).await;
+                restarted = true;
+                None
+            }
+            found => found,
+        };
+        let fresh = found.is_none();
+        let mut process = match found {
             Some(process) => process,
             None => {
                 let process = tokio::select! {
@@ -288,6 +323,17 @@ impl Shell {
         let outcome = process
             .call(&config, command, timeout, stop, || guard.taking_input())
             .await;
+        let outcome = match outcome {
+            Ok(Outcome::EndedBeforeStart) if !fresh && !closed_during => {
+                // Nothing of the command ran: again, in a fresh shell.
+                let _ = session.end(Duration::ZERO).await;
+                drop(guard);
+                drop(process);
+                self.cancelled = after_cancel;
+                return Ok(Once::ShellWasDead);
+            }
+            outcome => outcome,
+        };
         // A session whose counters take a round trip (a container's cgroup)
         // reads them once, here; its reading before the call is the one
         // after the last call (or from its start), so a background job's
@@ -336,8 +382,17 @@ impl Shell {
         let mut typed = typed(&config, outcome)?;
         typed.limits_reached = limits_reached;
         typed.after_cancel = after_cancel;
-        Ok(typed)
+        typed.shell_restarted = restarted;
+        Ok(Once::Ran(Box::new(typed)))
     }
+}
+
+/// How one attempt of a call ended ([`Shell::call_once`]).
+enum Once {
+    /// The call ran (boxed: an outcome is large beside the other answer).
+    Ran(Box<CallOutcome>),
+    /// The shell it found had ended before any of the command ran.
+    ShellWasDead,
 }
 
 /// Reaches a [`Shell`] from outside its turn: input for the command a call
@@ -476,6 +531,7 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
         limits_reached: LimitsReached::default(),
         ended_programs: Vec::new(),
         after_cancel: false,
+        shell_restarted: false,
     };
     Ok(match outcome {
         Outcome::Completed {
@@ -515,6 +571,14 @@ fn typed(config: &ShellConfig, outcome: Outcome) -> Result<CallOutcome, ShellErr
             CallEnd::ShellEnded {
                 status: exit,
                 errexit,
+            },
+        ),
+        // A fresh shell that ended before it read the call's line.
+        Outcome::EndedBeforeStart => base(
+            Output::default(),
+            CallEnd::ShellEnded {
+                status: dsh_pty::ExitStatus::unknown(),
+                errexit: false,
             },
         ),
         Outcome::Lost { output, error } => base(output.finish(), CallEnd::ConnectionLost { error }),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use dsh_shell_persistent::{
     AFTER_CANCEL_NOTE, CallEnd, ERREXIT_NOTE, INPUT_EOF_NOTE, OUTPUT_CLIP_NOTE as CLIP_NOTE,
-    ShellConfig, ShellError, ShellPool, ShellRequest, contract,
+    SHELL_RESTARTED_NOTE, ShellConfig, ShellError, ShellPool, ShellRequest, contract,
 };
 use dsh_testbeds::{Testbed, Where};
 use serde_json::json;
@@ -698,6 +698,46 @@ async fn commands_waiting_for_input_do_not_hang(w: Where) {
     }
 }
 
+/// A program waiting on anything but the terminal (a socket, a growing
+/// file, nothing) gets no end-of-file and runs on to its end or to the
+/// call's timeout; the shell keeps its state. A shell killed from outside
+/// between calls is replaced: the next call runs, led by the reset line.
+async fn only_a_wait_on_the_terminal_is_a_wait_for_input(w: Where) {
+    let f = Fixture::new(w).await;
+    f.run("export KEPT=yes").await;
+    // Ends by itself after three seconds of waiting: on a socket
+    // (`pselect6`; the image has BusyBox, not Python), or on nothing.
+    let waits = match w {
+        Where::Docker | Where::DockerRemote => "timeout 3 telnetd -F -p 2323; echo ended",
+        _ => "python3 -c 'import select; select.select([], [], [], 3)'; echo ended",
+    };
+    let out = f.run(waits).await;
+    // (BusyBox's `timeout` says `Terminated`.)
+    assert!(out.ends_with("ended"), "{out:?}");
+    assert!(!out.contains(INPUT_EOF_NOTE), "{out:?}");
+    assert!(!out.contains("interactive terminal"), "{out:?}");
+    assert_eq!(f.run("echo $KEPT").await, "yes");
+    let tail = "touch app.log; (for i in 1 2 3; do sleep 0.4; echo line$i >> app.log; done) & tail -f app.log";
+    let request = ShellRequest::new(tail).timeout(Duration::from_secs(3));
+    let outcome = f
+        .pool
+        .call("agent", request, std::future::pending())
+        .await
+        .unwrap();
+    let out = contract::render(&outcome);
+    assert!(matches!(outcome.end, CallEnd::TimedOut { .. }), "{out:?}");
+    assert!(out.contains("line1\nline2\nline3"), "{out:?}");
+    assert!(out.ends_with(RESET), "{out:?}");
+    f.run("export KEPT=again").await;
+    let pid = f.run("echo $$").await;
+    f.bed.sh(&format!("kill -9 {pid}")).await;
+    assert_eq!(
+        f.run("echo ran ${KEPT:-fresh}").await,
+        format!("{RESET}\n{SHELL_RESTARTED_NOTE}\nran fresh")
+    );
+    assert_eq!(f.run("echo again").await, "again");
+}
+
 /// `set -x` and `set -v` trace and echo the model's commands, never a step
 /// of the protocol (no line of it, none of its variables).
 async fn tracing_shows_only_the_commands(w: Where) {
@@ -779,6 +819,7 @@ suite!(
     long_commands_and_long_output,
     output_is_normalized_for_the_model,
     commands_waiting_for_input_do_not_hang,
+    only_a_wait_on_the_terminal_is_a_wait_for_input,
     printing_jobs_run_between_calls,
     tracing_shows_only_the_commands,
     a_deleted_working_directory_is_survivable,

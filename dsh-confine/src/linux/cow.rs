@@ -169,9 +169,16 @@ impl CopyOnWriteView {
     fn enter(&self) -> io::Result<()> {
         sys::unshare(self.flags)?;
         if let Some((uid_map, gid_map)) = &self.maps {
-            sys::write_file(c"/proc/self/setgroups", b"deny")?;
-            sys::write_file(c"/proc/self/uid_map", uid_map.as_bytes())?;
-            sys::write_file(c"/proc/self/gid_map", gid_map.as_bytes())?;
+            // A host that is not dumpable forked this process not
+            // dumpable: its `/proc/self` is then root's, and its maps
+            // cannot be written. Dumpable for that long only: the keeper
+            // is a copy of the host's memory.
+            sys::dumpable();
+            let written = sys::write_file(c"/proc/self/setgroups", b"deny")
+                .and_then(|()| sys::write_file(c"/proc/self/uid_map", uid_map.as_bytes()))
+                .and_then(|()| sys::write_file(c"/proc/self/gid_map", gid_map.as_bytes()));
+            sys::not_dumpable();
+            written?;
         }
         sys::make_private()?;
         mount_data(c"overlay", &self.base, 0, &self.options)?;

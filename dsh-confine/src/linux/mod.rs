@@ -302,6 +302,13 @@ impl Confinement {
     /// The namespace chain (see the type's docs). Returns `Ok` only in the
     /// shell; the supervisor and init never return.
     fn enter_namespaces(&self, ns: &Namespaces) -> io::Result<()> {
+        // A host that is not dumpable (dsh-mcp keeps its secrets so) has
+        // forked this process not dumpable: its `/proc/self` is then
+        // root's, whose `uid_map` it cannot write, and the supervisor
+        // cannot take init's listener (`pidfd_getfd`). The supervisor and
+        // init make themselves not dumpable again before they serve; the
+        // shell's `exec` makes it dumpable anyway.
+        sys::dumpable();
         sys::unshare(ns.flags)?;
         sys::write_file(c"/proc/self/setgroups", b"deny")?;
         sys::write_file(c"/proc/self/uid_map", ns.uid_map.as_bytes())?;

@@ -98,6 +98,13 @@ pub(crate) fn not_dumpable() {
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 }
 
+/// `PR_SET_DUMPABLE` to 1: what a process is after `exec` (a fork of a
+/// process that is not dumpable is not either, until it execs).
+pub(crate) fn dumpable() {
+    // SAFETY: a plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+}
+
 /// `kill(2)`; an error (the process is gone) is ignored.
 pub(crate) fn kill(pid: libc::pid_t, signal: c_int) {
     // SAFETY: a plain system call.

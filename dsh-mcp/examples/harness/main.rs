@@ -31,7 +31,7 @@
 //!
 //! ```text
 //! mkdir -p /tmp/task && cd /tmp/task && printf 'def add(a, b):\n    return a - b\n' > calc.py
-//! dsh-mcp --listen 127.0.0.1:7777 --token-file /tmp/dsh-token --workspace /tmp/task --copy-on-write &
+//! DSH_TOKEN=$(cat /tmp/dsh-token) dsh-mcp --listen 127.0.0.1:7777 --workspace /tmp/task --copy-on-write &
 //! cargo run -p dsh-mcp --example harness -- --server http://127.0.0.1:7777/mcp \
 //!     --token-file /tmp/dsh-token --group 8
 //! ```

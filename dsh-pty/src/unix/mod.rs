@@ -16,6 +16,8 @@ mod posix_spawn;
 pub(crate) mod procfs;
 mod pty;
 pub(crate) mod tree;
+#[cfg(target_os = "linux")]
+mod waits;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -525,6 +527,10 @@ impl PtySession for NativeSession {
         }
     }
 
+    async fn flush_input(&self) -> Result<(), PtyError> {
+        pty::flush_input(&self.tty_path)
+    }
+
     async fn foreground(&self) -> Result<Foreground, PtyError> {
         let master = self.master.get_ref().as_fd();
         let pgid = nix::unistd::tcgetpgrp(master)
@@ -638,3 +644,5 @@ impl Drop for NativeSession {
 
 #[cfg(feature = "portable")]
 pub(crate) use procfs::{leader as procfs_leader, tty_wait as procfs_tty_wait};
+#[cfg(feature = "portable")]
+pub(crate) use pty::flush_input;

@@ -301,15 +301,16 @@ pub(crate) fn session_members(sid: i32, _fresh: bool) -> Vec<i32> {
 /// which.
 #[derive(Debug, Default)]
 pub(crate) struct TtyWait {
-    /// A live process of the group is blocked in a read of the terminal:
-    /// `None` where `/proc` cannot tell (not Linux).
+    /// A live process of the group sleeps waiting for input from the
+    /// terminal (`super::waits`): `None` where `/proc` cannot tell (not
+    /// Linux).
     pub(crate) waiting: Option<bool>,
     /// That process's name (`comm`).
     pub(crate) reader: Option<String>,
 }
 
-/// Whether a live process of group `pgid` is blocked in a read of the
-/// terminal at `tty`, and its name.
+/// Whether a live process of group `pgid` sleeps waiting for input from
+/// the terminal at `tty`, and its name.
 pub(crate) fn tty_wait(pgid: i32, tty: &Path) -> TtyWait {
     #[cfg(target_os = "linux")]
     {
@@ -346,67 +347,14 @@ pub(crate) fn leader(pid: i32) -> Option<crate::Leader> {
 }
 
 #[cfg(target_os = "linux")]
-/// The first live process of group `pgid` blocked in a read of the terminal
-/// at `tty`.
+/// The first live process of group `pgid` that sleeps waiting for input
+/// from the terminal at `tty` ([`super::waits`]).
 fn group_reader_of_tty(pgid: i32, tty: &Path) -> Option<i32> {
     group_members(pgid)
         .into_iter()
         .filter(|p| p.state == b'S')
-        .find(|p| blocked_reading(p.pid, tty))
+        .find(|p| super::waits::waits_for_tty(p.pid, tty))
         .map(|p| p.pid)
-}
-
-#[cfg(target_os = "linux")]
-/// Reads `/proc/<pid>/syscall`: "NR arg0 arg1 ..." while blocked in a system
-/// call. A read-family call whose descriptor is the terminal is a wait for input.
-fn blocked_reading(pid: i32, tty: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/syscall")) else {
-        return false;
-    };
-    let mut fields = text.split_ascii_whitespace();
-    let Some(nr) = fields.next().and_then(|f| f.parse::<i64>().ok()) else {
-        return false;
-    };
-    let Some(fd) = fields
-        .next()
-        .and_then(|f| i64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
-    else {
-        return false;
-    };
-    // A descriptor opened through `/dev/tty` (the controlling terminal)
-    // shows that name rather than the terminal's own.
-    let fd_is_tty = |fd: i64| {
-        std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
-            .is_ok_and(|target| target == tty || target == Path::new("/dev/tty"))
-    };
-    if is_read_syscall(nr) {
-        return fd_is_tty(fd);
-    }
-    // select/poll family (line editors such as readline wait this way): the
-    // descriptors are behind a pointer, so count it as a wait for input when
-    // the process's standard input is the terminal and it sleeps in the call.
-    is_poll_syscall(nr) && fd_is_tty(0)
-}
-
-#[cfg(target_os = "linux")]
-fn is_read_syscall(nr: i64) -> bool {
-    [libc::SYS_read, libc::SYS_readv, libc::SYS_pread64].contains(&nr)
-}
-
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-fn is_poll_syscall(nr: i64) -> bool {
-    [
-        libc::SYS_select,
-        libc::SYS_poll,
-        libc::SYS_pselect6,
-        libc::SYS_ppoll,
-    ]
-    .contains(&nr)
-}
-
-#[cfg(all(target_os = "linux", not(target_arch = "x86_64")))]
-fn is_poll_syscall(nr: i64) -> bool {
-    [libc::SYS_pselect6, libc::SYS_ppoll].contains(&nr)
 }
 
 #[cfg(all(test, not(target_os = "macos")))]

@@ -129,3 +129,19 @@ pub(crate) fn input_mode(fd: std::os::fd::BorrowedFd<'_>) -> Option<crate::Input
         modes.local_flags.contains(LocalFlags::ECHO),
     ))
 }
+
+/// Discards the input queue of the terminal at `tty` (`tcflush(TCIFLUSH)`):
+/// on its slave side, opened for the purpose without becoming anyone's
+/// controlling terminal; the master's queue is the other direction.
+pub(crate) fn flush_input(tty: &std::path::Path) -> Result<(), PtyError> {
+    let what = "discarding the terminal's unread input";
+    let fd = nix::fcntl::open(
+        tty,
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| PtyError::io(what, e))?;
+    // SAFETY: `open` just returned this descriptor and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    termios::tcflush(&fd, termios::FlushArg::TCIFLUSH).map_err(|e| PtyError::io(what, e))
+}

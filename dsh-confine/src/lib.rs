@@ -37,13 +37,13 @@ pub use error::Error;
 #[cfg(target_os = "linux")]
 pub use linux::bubblewrap::{Handoff, bubblewrap_command};
 #[cfg(target_os = "linux")]
+pub use linux::cow::CopyOnWriteView;
+#[cfg(target_os = "linux")]
 pub use linux::files::{Found, OpenError, Opener};
 #[cfg(target_os = "linux")]
 pub use linux::landlock::landlock_abi;
 #[cfg(target_os = "linux")]
 pub use linux::{Confinement, without_capabilities};
-#[cfg(target_os = "linux")]
-pub use linux::cow::CopyOnWriteView;
 pub use policy::{Policy, TmpHeld, TmpLimit, TmpLimits};
 pub use seatbelt::{seatbelt_command, seatbelt_profile};
 

@@ -534,7 +534,14 @@ impl BlockingFs for Shared {
             SandboxMode::WorkspaceWrite => {
                 let open_root = self.root_opener(path)?;
                 confined(&rules, path, |r| {
-                    crate::beneath::replace(r, path, data, expected, limit, (&*open_root, &crate::resolve))
+                    crate::beneath::replace(
+                        r,
+                        path,
+                        data,
+                        expected,
+                        limit,
+                        (&*open_root, &crate::resolve),
+                    )
                 })
             }
             #[cfg(not(unix))]

@@ -114,9 +114,9 @@ impl SandboxedShell {
             let root = pid
                 .ok_or_else(|| SandboxError::setup("the owner's shell has no process"))
                 .and_then(|pid| {
-                    dsh_confine::CopyOnWriteView::root_of(pid as i32).map_err(
-                        |e| SandboxError::setup_from("opening the owner's copy-on-write view", e),
-                    )
+                    dsh_confine::CopyOnWriteView::root_of(pid as i32).map_err(|e| {
+                        SandboxError::setup_from("opening the owner's copy-on-write view", e)
+                    })
                 })?;
             fs.set_view(Some(root));
         }
@@ -208,7 +208,7 @@ impl SandboxedShell {
         let state = capture(turn.parts().0).await?;
         let owner = owner.to_owned();
         let id = blocking(move || workspace.snapshot(&owner)).await?;
-        self.snapshots.states().insert(id.clone(), state);
+        self.snapshots.states().insert(id, state);
         Ok(id)
     }
 
@@ -226,7 +226,7 @@ impl SandboxedShell {
         end_shell(turn.parts().0).await;
         let _ = turn.set_live(None);
         *turn.state().start_state() = state;
-        let (owner, snapshot) = (owner.to_owned(), snapshot.clone());
+        let (owner, snapshot) = (owner.to_owned(), *snapshot);
         blocking(move || workspace.restore(&owner, &snapshot)).await
     }
 
@@ -239,7 +239,7 @@ impl SandboxedShell {
             }
             .into());
         }
-        let snapshot = snapshot.clone();
+        let snapshot = *snapshot;
         blocking(move || workspace.delete_snapshot(&snapshot)).await
     }
 

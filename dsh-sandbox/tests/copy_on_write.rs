@@ -131,21 +131,36 @@ fn as_unprivileged(test: &str) {
     std::os::unix::fs::chown(&lab, Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
     let copy = dir.path().join("copy_on_write");
     std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
-    let out = std::process::Command::new(&copy)
+    let mut command = std::process::Command::new(&copy);
+    command
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env("DSH_COW_LAB", &lab)
         .env("HOME", &lab)
         .current_dir(&lab)
         .uid(UNPRIVILEGED)
-        .gid(UNPRIVILEGED)
-        .output()
-        .unwrap();
+        .gid(UNPRIVILEGED);
+    let out = output(&mut command);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),
         "{test} as uid {UNPRIVILEGED} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs `command` (a fresh copy of this binary): `ETXTBSY` while another
+/// test's fork still holds the copy's descriptor (until it `exec`s) is
+/// tried again.
+fn output(command: &mut std::process::Command) -> std::process::Output {
+    for _ in 0..100 {
+        match command.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+    panic!("the copy of the test binary stayed busy")
 }
 
 fn is_root() -> bool {
@@ -184,7 +199,10 @@ async fn two_owners_see_their_own_views() {
     .unwrap();
     let seen_by_a = run(tool, "a", "cat made.txt a.txt; ls").await;
     assert!(seen_by_a.contains("by the editor") && seen_by_a.contains("changed"));
-    assert!(seen_by_a.contains("moved") && !seen_by_a.contains("dir\n"), "{seen_by_a}");
+    assert!(
+        seen_by_a.contains("moved") && !seen_by_a.contains("dir\n"),
+        "{seen_by_a}"
+    );
     // Owner b sees the base as it was.
     let seen_by_b = run(
         tool,
@@ -196,7 +214,10 @@ async fn two_owners_see_their_own_views() {
         seen_by_b.contains("alpha") && seen_by_b.contains("beta") && seen_by_b.contains("gamma"),
         "{seen_by_b}"
     );
-    assert!(seen_by_b.contains("no-made") && !seen_by_b.contains("moved"), "{seen_by_b}");
+    assert!(
+        seen_by_b.contains("no-made") && !seen_by_b.contains("moved"),
+        "{seen_by_b}"
+    );
     // b's editor reads b's view.
     let editor_b = Editor::new(tool.editor_fs("b"));
     let read = tool
@@ -221,8 +242,16 @@ async fn two_owners_see_their_own_views() {
     };
     assert_eq!(kind("a.txt"), Some(ChangeKind::Modified), "{changes:?}");
     assert_eq!(kind("sub/b.txt"), Some(ChangeKind::Deleted), "{changes:?}");
-    assert_eq!(kind("dir/deep/c.txt"), Some(ChangeKind::Deleted), "{changes:?}");
-    assert_eq!(kind("moved/deep/c.txt"), Some(ChangeKind::Added), "{changes:?}");
+    assert_eq!(
+        kind("dir/deep/c.txt"),
+        Some(ChangeKind::Deleted),
+        "{changes:?}"
+    );
+    assert_eq!(
+        kind("moved/deep/c.txt"),
+        Some(ChangeKind::Added),
+        "{changes:?}"
+    );
     assert_eq!(kind("made.txt"), Some(ChangeKind::Added), "{changes:?}");
     assert_eq!(kind("pw"), Some(ChangeKind::Added), "{changes:?}");
     assert!(tool.changes("b").await.unwrap().is_empty());
@@ -258,14 +287,24 @@ async fn the_view_holds() {
     let lab = lab();
     let tool = &lab.tool;
     // b exists first, with a change and a process of its own.
-    let out = run(tool, "b", "echo b-was-here > b.txt; (exec -a dsh-cow-marker sleep 600 &) ; echo ok").await;
+    let out = run(
+        tool,
+        "b",
+        "echo b-was-here > b.txt; (exec -a dsh-cow-marker sleep 600 &) ; echo ok",
+    )
+    .await;
     assert!(out.contains("ok"), "{out}");
     // a's layer exists before the snapshot of the layers is taken; what
     // a's shell writes in its own view may change it, nothing else.
     run(tool, "a", "true").await;
     let workspace = tool.copy_on_write().unwrap();
     let own = workspace.layer("a").unwrap().upper;
-    let own = own.parent().unwrap().strip_prefix(&lab.cow).unwrap().to_owned();
+    let own = own
+        .parent()
+        .unwrap()
+        .strip_prefix(&lab.cow)
+        .unwrap()
+        .to_owned();
     let base_before = fingerprint(&lab.base);
     let cow_before = fingerprint(&lab.cow);
     let base = lab.base.display();
@@ -289,21 +328,39 @@ async fn the_view_holds() {
         cow = lab.cow.display()
     );
     let out = run(tool, "a", &attack).await;
-    assert!(out.contains("ATTACKED") && !out.contains("NOT-ISOLATED"), "{out}");
+    assert!(
+        out.contains("ATTACKED") && !out.contains("NOT-ISOLATED"),
+        "{out}"
+    );
     // What a wrote in its own view stays there; the base and every layer
     // (b's included) are what they were.
     assert_eq!(fingerprint(&lab.base), base_before, "{out}");
     let cow_after = fingerprint(&lab.cow);
     for (path, before) in cow_before.iter().filter(|(p, _)| !p.starts_with(&own)) {
-        assert_eq!(cow_after.get(path), Some(before), "{} changed:\n{out}", path.display());
+        assert_eq!(
+            cow_after.get(path),
+            Some(before),
+            "{} changed:\n{out}",
+            path.display()
+        );
     }
     assert!(
-        cow_after.keys().all(|p| !p.ends_with("evil.txt") && !p.ends_with("evil")),
+        cow_after
+            .keys()
+            .all(|p| !p.ends_with("evil.txt") && !p.ends_with("evil")),
         "{out}"
     );
     // b's process and file are untouched; b's shell still answers.
-    let seen = run(tool, "b", "cat b.txt; pgrep -f dsh-cow-marker >/dev/null && echo alive").await;
-    assert!(seen.contains("b-was-here") && seen.contains("alive"), "{seen}");
+    let seen = run(
+        tool,
+        "b",
+        "cat b.txt; pgrep -f dsh-cow-marker >/dev/null && echo alive",
+    )
+    .await;
+    assert!(
+        seen.contains("b-was-here") && seen.contains("alive"),
+        "{seen}"
+    );
     // Each owner has a PID namespace of its own.
     let ns = run(tool, "b", "readlink /proc/self/ns/pid").await;
     let host = std::fs::read_link("/proc/self/ns/pid").unwrap();
@@ -358,7 +415,10 @@ async fn fork_snapshot_and_restore_keep_files_and_shell_state() {
         "forked-file",
         "no-process",
     ] {
-        assert!(seen.contains(want), "{want:?} missing after the fork:\n{seen}");
+        assert!(
+            seen.contains(want),
+            "{want:?} missing after the fork:\n{seen}"
+        );
     }
     // The two diverge.
     run(tool, "b", "echo only-b > f.txt; export EXP=b").await;
@@ -431,7 +491,10 @@ async fn the_diff_applies_to_a_copy_of_the_base() {
         .unwrap();
     let host = String::from_utf8_lossy(&host.stdout);
     for line in host.lines() {
-        assert!(view.contains(line), "{line:?} not in the view:\n{view}\n---\n{diff}");
+        assert!(
+            view.contains(line),
+            "{line:?} not in the view:\n{view}\n---\n{diff}"
+        );
     }
     tool.close_all().await;
 }
@@ -467,7 +530,10 @@ async fn the_editor_first_makes_the_view() {
     .unwrap();
     let seen = run(tool, "e", "cat sub/new.txt a.txt").await;
     assert!(seen.contains("first") && seen.contains("omega"), "{seen}");
-    assert_eq!(std::fs::read_to_string(lab.base.join("a.txt")).unwrap(), "alpha\n");
+    assert_eq!(
+        std::fs::read_to_string(lab.base.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
     assert!(!path.exists());
     tool.close_all().await;
 }
@@ -484,7 +550,11 @@ async fn real_work_in_a_view() {
             .current_dir(&lab.base)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     git(&["init", "-q", "-b", "main"]);
@@ -494,7 +564,11 @@ async fn real_work_in_a_view() {
     )
     .unwrap();
     std::fs::create_dir(lab.base.join("src")).unwrap();
-    std::fs::write(lab.base.join("src/main.rs"), "fn main() { println!(\"built in a view\"); }\n").unwrap();
+    std::fs::write(
+        lab.base.join("src/main.rs"),
+        "fn main() { println!(\"built in a view\"); }\n",
+    )
+    .unwrap();
     git(&["add", "-A"]);
     git(&["commit", "-qm", "base"]);
     let before = fingerprint(&lab.base);
@@ -508,8 +582,16 @@ async fn real_work_in_a_view() {
          CARGO_TARGET_DIR=$PWD/target cargo run -q --offline && echo work-done",
     )
     .await;
-    assert!(out.contains("built in a view") && out.contains("work-done"), "{out}");
-    let b = run(tool, "b", "git branch --list feature | wc -l; test -e target || echo no-target").await;
+    assert!(
+        out.contains("built in a view") && out.contains("work-done"),
+        "{out}"
+    );
+    let b = run(
+        tool,
+        "b",
+        "git branch --list feature | wc -l; test -e target || echo no-target",
+    )
+    .await;
     assert!(b.contains("0\n") && b.contains("no-target"), "{b}");
     assert_eq!(git(&["branch", "--list", "feature"]), "");
     assert_eq!(fingerprint(&lab.base), before);
@@ -533,7 +615,12 @@ fn refused_where_user_namespaces_are_denied() {
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let mut command = std::process::Command::new(&copy);
     command
-        .args(["--ignored", "--exact", "refusal_where_denied", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "refusal_where_denied",
+            "--nocapture",
+        ])
         .env("DSH_COW_LAB", dir.path());
     // SAFETY: the hook makes system calls and writes /proc files only.
     unsafe {
@@ -548,7 +635,7 @@ fn refused_where_user_namespaces_are_denied() {
             write("/proc/sys/user/max_user_namespaces", "0".into())
         });
     }
-    let out = command.output().unwrap();
+    let out = output(&mut command);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),
@@ -561,7 +648,9 @@ fn refused_where_user_namespaces_are_denied() {
 #[ignore = "run by refused_where_user_namespaces_are_denied, in a user namespace that allows no other"]
 async fn refusal_where_denied() {
     assert_eq!(
-        std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap().trim(),
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+            .unwrap()
+            .trim(),
         "0"
     );
     let lab = lab();

@@ -110,8 +110,10 @@ impl CopyOnWriteView {
                 )));
             }
         }
+        // No redirects or metadata-only copies: the host reads the upper
+        // layer as plain files, whiteouts and opaque marks.
         let mut options = format!(
-            "lowerdir={},upperdir={},workdir={}",
+            "lowerdir={},upperdir={},workdir={},redirect_dir=nofollow,metacopy=off",
             base.display(),
             upper.display(),
             work.display()

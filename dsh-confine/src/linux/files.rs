@@ -681,7 +681,12 @@ fn canonicalize_in_root(root: BorrowedFd<'_>, path: &Path) -> io::Result<std::pa
         // SAFETY: `buf` has room for `buf.len()` bytes; an empty path reads
         // the link `fd` itself is (opened `O_PATH | O_NOFOLLOW`).
         let n = unsafe {
-            libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+            libc::readlinkat(
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
         };
         let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
         buf.truncate(n);

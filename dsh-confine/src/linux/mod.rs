@@ -5,6 +5,7 @@
 //! processes of the chain (raw system calls only, through [`sys`]).
 
 pub(crate) mod bubblewrap;
+pub(crate) mod cow;
 pub(crate) mod files;
 mod hiding;
 pub(crate) mod landlock;
@@ -12,7 +13,6 @@ mod seccomp;
 mod sockets;
 mod sys;
 mod view;
-pub(crate) mod cow;
 
 use std::ffi::CString;
 use std::io;

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod approve;
+mod cow;
 #[cfg(feature = "http")]
 pub mod http;
 mod log;
@@ -19,6 +20,7 @@ mod server;
 pub mod transport;
 
 pub use approve::ElicitApprover;
+pub use cow::{CopyOnWrite, CopyOnWriteError};
 
 pub use log::SessionLog;
 pub use server::{DshServer, OWNER};

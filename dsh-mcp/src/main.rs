@@ -39,6 +39,30 @@ struct Args {
     #[arg(long, env = "DSH_WORKSPACE", value_name = "DIR")]
     workspace: Option<PathBuf>,
 
+    /// Give every owner (each `--listen` session; the one stdio client) a
+    /// copy-on-write view of the `--workspace` at its own path: reads come
+    /// from it, writes go to the owner's own layer, nothing reaches the
+    /// directory or another owner. Over HTTP, harness endpoints beside
+    /// `/mcp` fork, snapshot, restore, reset and diff a session
+    /// (docs/http.md). Needs Linux user, mount and PID namespaces and
+    /// overlayfs, `--backend local` and `--sandbox danger-full-access`.
+    #[arg(long, env = "DSH_COPY_ON_WRITE", requires = "workspace")]
+    copy_on_write: bool,
+
+    /// `--copy-on-write`: where the owners' layers and the snapshots live
+    /// (outside the workspace, on a filesystem overlayfs takes as an upper
+    /// layer: tmpfs, ext4, xfs, btrfs). What is made there is removed when
+    /// the server exits (SIGTERM, SIGINT, the client gone); DIR is kept.
+    /// Default: a new directory under the system's temporary directory,
+    /// removed at exit.
+    #[arg(
+        long,
+        env = "DSH_COW_DIR",
+        value_name = "DIR",
+        requires = "copy_on_write"
+    )]
+    cow_dir: Option<PathBuf>,
+
     /// Seconds a shell command may run before the shell is killed and reset.
     #[arg(long, env = "DSH_TIMEOUT_SECS", value_name = "N", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -848,7 +872,20 @@ async fn serve(args: Args) -> ExitCode {
 }
 
 async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
-    let workspace = place.workspace.clone();
+    // `--copy-on-write`: every owner's view of the workspace, at the
+    // workspace's own (canonical) path; dropped (its layers and snapshots
+    // removed) when this returns, after every shell ended.
+    let cow = match copy_on_write(&args, place) {
+        Ok(cow) => cow,
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let workspace = cow.as_ref().map_or_else(
+        || place.workspace.clone(),
+        |c| c.workspace().base().to_owned(),
+    );
     let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
     let mut config = ShellConfig::new(&workspace)
         .dialect(args.shell)
@@ -908,7 +945,8 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
                 Persistence::OneShot
             } else {
                 Persistence::Persistent
-            }),
+            })
+            .copy_on_write(cow.as_ref().map(|c| Arc::clone(c.workspace()))),
     ) {
         Ok(shell) => shell,
         Err(err) => {
@@ -978,6 +1016,23 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
     // Every shell's process tree goes with the server.
     server.shell().close_all().await;
     ExitCode::SUCCESS
+}
+
+/// `--copy-on-write`'s workspace, refused where it cannot work.
+fn copy_on_write(args: &Args, place: &Place) -> Result<Option<dsh_mcp::CopyOnWrite>, String> {
+    if !args.copy_on_write {
+        return Ok(None);
+    }
+    if place.backend.is_some() {
+        return Err("--copy-on-write works with --backend local only".to_owned());
+    }
+    if args.sandbox != SandboxMode::DangerFullAccess {
+        let err = dsh_sandbox::SandboxError::CopyOnWriteMode { mode: args.sandbox };
+        return Err(format!("--copy-on-write: {}", report(&err)));
+    }
+    dsh_mcp::CopyOnWrite::open(&place.workspace, args.cow_dir.as_deref())
+        .map(Some)
+        .map_err(|e| format!("--copy-on-write: {}", report(&e)))
 }
 
 /// Serves MCP over Streamable HTTP on `addr` until SIGTERM or SIGINT, then

@@ -184,7 +184,8 @@ impl DshServer {
 
     /// Runs one call of a tool that exists (`call_tool` refuses the others);
     /// `Err` holds the model-visible error text. Both tools run in the
-    /// owner's turn, so calls run one at a time in arrival order: the turn
+    /// owner's turn (the editor in the owner's copy-on-write view, with
+    /// `--copy-on-write`), so calls run one at a time in arrival order: the turn
     /// is a fair lock, and it is the first thing a call waits for.
     async fn dispatch(
         &self,
@@ -205,9 +206,12 @@ impl DshServer {
                 .map(|outcome| dsh_sandbox::contract::render(&outcome))
                 .map_err(|e| dsh_sandbox::contract::render_error(&e))
         } else {
+            // In the owner's copy-on-write view, when there is one (its
+            // shell started first); else simply in its turn.
             self.shell
-                .in_turn(owner, editor.execute(arguments))
+                .in_view(owner, editor.execute(arguments))
                 .await
+                .map_err(|e| dsh_sandbox::contract::render_error(&e))?
                 .map_err(|e| dsh_editor::contract::render_error(&e))
         }
     }

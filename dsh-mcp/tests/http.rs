@@ -23,6 +23,16 @@ use tokio::process::{Child, Command};
 const BOUND: Duration = Duration::from_secs(60);
 const TOKEN: &str = "test-token-0123456789abcdef";
 
+/// The `dsh-mcp` the servers run: `DSH_TEST_MCP_BINARY` when set (a
+/// release build, for `scale_sessions_over_http_and_stdio`'s figures),
+/// else this build's.
+fn mcp_binary() -> PathBuf {
+    std::env::var_os("DSH_TEST_MCP_BINARY").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_dsh-mcp")),
+        PathBuf::from,
+    )
+}
+
 /// The real `dsh-mcp --listen 127.0.0.1:0` on `workspace`, once it said
 /// where it listens.
 struct Server {
@@ -37,9 +47,23 @@ impl Server {
     }
 
     async fn start_as(workspace: &Path, extra: &[&str], authority: &str) -> Server {
+        Server::launch(workspace, extra, authority, &[]).await
+    }
+
+    /// With these variables set in the server's environment.
+    async fn start_env(workspace: &Path, extra: &[&str], env: &[(&str, &Path)]) -> Server {
+        Server::launch(workspace, extra, "http://127.0.0.1", env).await
+    }
+
+    async fn launch(
+        workspace: &Path,
+        extra: &[&str],
+        authority: &str,
+        env: &[(&str, &Path)],
+    ) -> Server {
         // In the environment: the shells of danger-full-access could read
         // a token file (the server refuses one).
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        let mut child = Command::new(mcp_binary())
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--workspace")
@@ -48,6 +72,7 @@ impl Server {
             .env_remove("DSH_HOME")
             .env("DSH_TOKEN", TOKEN)
             .env_remove("CARGO_TARGET_DIR")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -158,6 +183,7 @@ struct Raw {
 struct Answer {
     status: u16,
     session: Option<String>,
+    content_type: Option<String>,
     body: String,
 }
 
@@ -217,6 +243,10 @@ impl Raw {
             .headers()
             .get("mcp-session-id")
             .map(|v| v.to_str().unwrap().to_owned());
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned());
         let body = tokio::time::timeout(BOUND, response.text())
             .await
             .expect("a whole body")
@@ -224,6 +254,7 @@ impl Raw {
         Answer {
             status,
             session,
+            content_type,
             body,
         }
     }
@@ -260,6 +291,45 @@ impl Raw {
 
     async fn delete(&self) -> Answer {
         self.send(self.request(reqwest::Method::DELETE)).await
+    }
+
+    /// A `str_replace_editor` call.
+    async fn editor(&self, id: u64, arguments: Value) -> Answer {
+        self.post(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "str_replace_editor", "arguments": arguments}}))
+            .await
+    }
+
+    /// This session's `Raw`, for the session `id` (a fork's, say).
+    fn with_session(&self, id: &str) -> Raw {
+        Raw {
+            http: self.http.clone(),
+            url: self.url.clone(),
+            token: self.token.clone(),
+            session: Some(id.to_owned()),
+        }
+    }
+
+    /// A harness endpoint: `method` on `path` (beside `/mcp`), with the
+    /// token unless `token` is false, with `body` as JSON when given.
+    async fn harness(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        token: bool,
+    ) -> Answer {
+        let url = format!("{}{path}", self.url.trim_end_matches("/mcp"));
+        let mut request = self.http.request(method, url);
+        if token {
+            request = request.header("Authorization", format!("Bearer {}", self.token));
+        }
+        if let Some(body) = body {
+            request = request
+                .header("Content-Type", "application/json")
+                .body(body.to_string());
+        }
+        self.send(request).await
     }
 }
 
@@ -637,6 +707,23 @@ async fn only_the_token_gets_in_and_refused_requests_run_nothing() {
     assert_eq!(total, [(401, 10_000)].into_iter().collect());
     assert!(!marker.exists(), "a refused request ran");
     assert_eq!(raw.bash(2, "echo served").await.tool_text(), "served");
+
+    // The harness endpoints: behind the token, and 409 without
+    // `--copy-on-write`.
+    let session = raw.session.clone().unwrap();
+    let fork = format!("/sessions/{session}/fork");
+    let refused = raw.harness(reqwest::Method::POST, &fork, None, false).await;
+    assert_eq!(refused.status, 401);
+    let off = raw.harness(reqwest::Method::POST, &fork, None, true).await;
+    assert_eq!(off.status, 409, "{}", off.body);
+    assert!(
+        off.message()["error"]
+            .as_str()
+            .unwrap()
+            .contains("without --copy-on-write"),
+        "{}",
+        off.body
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -858,8 +945,352 @@ async fn python_sdk_client() {
     assert!(stdout.contains("all checks passed"), "{stdout}\n{stderr}");
 }
 
-/// The resident memory of `pid` and its descendants, in KiB.
+/// A file's content (empty for a directory), mode and mtime (seconds,
+/// nanoseconds).
+type Entry = (Vec<u8>, u32, (i64, i64));
+
+/// Every file under `dir` (relative path: content, mode and mtime), and
+/// every directory (mode and mtime): what "unchanged" compares.
+fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Entry> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let content = if meta.is_file() {
+                std::fs::read(&path).unwrap()
+            } else {
+                todo.push(path.clone());
+                Vec::new()
+            };
+            let rel = path.strip_prefix(dir).unwrap().to_owned();
+            out.insert(
+                rel,
+                (content, meta.mode(), (meta.mtime(), meta.mtime_nsec())),
+            );
+        }
+    }
+    out
+}
+
+/// `--copy-on-write` over HTTP, one server for all of it: two sessions on
+/// one base each see their own view (the shell's writes, deletions and the
+/// editor's files), the base unchanged; the harness endpoints: changes as
+/// JSON and as a diff that `git apply` takes in a copy of the base; a fork
+/// whose id is usable at once, with the source's files, directory and
+/// variables, diverging after; snapshot, restore (into its own session and
+/// another), delete (404 after); reset; 401 without the token, 404 for an
+/// unknown session or snapshot, 405 for another method. At SIGTERM the
+/// server ends and its layers directory (under `TMPDIR`) is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_sessions_and_the_harness_endpoints() {
+    use reqwest::Method;
+    let (_dir, ws) = workspace();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    std::fs::write(ws.join("del.txt"), "doomed\n").unwrap();
+    std::fs::write(ws.join("sub/b.txt"), "b\n").unwrap();
+    let before = tree(&ws);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut server = Server::start_env(&ws, &["--copy-on-write"], &[("TMPDIR", tmp.path())]).await;
+    let mut a = Raw::new(&server);
+    let mut b = Raw::new(&server);
+    assert_eq!(a.initialize().await.status, 200);
+    assert_eq!(b.initialize().await.status, 200);
+    let a_id = a.session.clone().unwrap();
+    let b_id = b.session.clone().unwrap();
+
+    // A works; B sees the base.
+    let work = a
+        .bash(
+            1,
+            "echo hi > a.txt && rm del.txt && mkdir new && echo x > new/f && cd sub && export V=forkme && X=plain && echo done",
+        )
+        .await;
+    assert_eq!(work.tool_text(), "done");
+    let made = a
+        .editor(
+            2,
+            json!({"command": "create", "path": ws.join("ed.txt"), "file_text": "by the editor\n"}),
+        )
+        .await;
+    assert_eq!(made.message()["result"]["isError"], false, "{}", made.body);
+    assert_eq!(
+        a.bash(3, "cat ../a.txt ../ed.txt; ls -1 ..")
+            .await
+            .tool_text(),
+        "hi\nby the editor\na.txt\ned.txt\nnew\nsub"
+    );
+    assert_eq!(
+        b.bash(1, "cat a.txt; ls -1").await.tool_text(),
+        "one\na.txt\ndel.txt\nsub"
+    );
+    assert_eq!(tree(&ws), before, "the base changed");
+
+    // Changes, as JSON and as a diff.
+    let changes = a
+        .harness(
+            Method::GET,
+            &format!("/sessions/{a_id}/changes"),
+            None,
+            true,
+        )
+        .await;
+    assert_eq!(changes.status, 200, "{}", changes.body);
+    assert_eq!(changes.content_type.as_deref(), Some("application/json"));
+    let listed: Vec<(String, String)> =
+        serde_json::from_str::<Value>(&changes.body).unwrap()["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["path"].as_str().unwrap().to_owned(),
+                    c["kind"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+    let at = |p: &str| ws.join(p).display().to_string();
+    let expected = [
+        (at("a.txt"), "modified"),
+        (at("del.txt"), "deleted"),
+        (at("ed.txt"), "added"),
+        (at("new"), "added"),
+        (at("new/f"), "added"),
+    ]
+    .map(|(p, k)| (p, k.to_owned()));
+    assert_eq!(listed, expected);
+    let diff = a
+        .harness(
+            Method::GET,
+            &format!("/sessions/{a_id}/changes?format=diff"),
+            None,
+            true,
+        )
+        .await;
+    assert_eq!(diff.status, 200, "{}", diff.body);
+    assert!(
+        diff.content_type
+            .as_deref()
+            .unwrap()
+            .starts_with("text/x-diff"),
+        "{:?}",
+        diff.content_type
+    );
+    let copy = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", ws.display()))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut apply = std::process::Command::new("git")
+        .arg("apply")
+        .current_dir(copy.path())
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut apply.stdin.take().unwrap(), diff.body.as_bytes()).unwrap();
+    assert!(apply.wait().unwrap().success(), "{}", diff.body);
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("a.txt")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("ed.txt")).unwrap(),
+        "by the editor\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("new/f")).unwrap(),
+        "x\n"
+    );
+    assert!(!copy.path().join("del.txt").exists());
+
+    // A fork: usable at once, the source's files and shell state, then apart.
+    let forked = a
+        .harness(Method::POST, &format!("/sessions/{a_id}/fork"), None, true)
+        .await;
+    assert_eq!(forked.status, 200, "{}", forked.body);
+    let c_id = forked.message()["session"].as_str().unwrap().to_owned();
+    assert_ne!(c_id, a_id);
+    let c = a.with_session(&c_id);
+    assert_eq!(
+        c.bash(1, "pwd; echo $V $X; cat ../a.txt ../ed.txt")
+            .await
+            .tool_text(),
+        format!("{}/sub\nforkme plain\nhi\nby the editor", ws.display())
+    );
+    assert_eq!(
+        c.bash(2, "echo fork > ../a.txt && echo ok")
+            .await
+            .tool_text(),
+        "ok"
+    );
+    assert_eq!(a.bash(4, "cat ../a.txt").await.tool_text(), "hi");
+    assert_eq!(c.bash(3, "cat ../a.txt").await.tool_text(), "fork");
+
+    // Snapshot, change, restore into A and into B; delete the snapshot.
+    let snap = a
+        .harness(
+            Method::POST,
+            &format!("/sessions/{a_id}/snapshot"),
+            None,
+            true,
+        )
+        .await;
+    assert_eq!(snap.status, 200, "{}", snap.body);
+    let sid = snap.message()["snapshot"].as_str().unwrap().to_owned();
+    assert_eq!(
+        a.bash(5, "echo later > ../a.txt && cd / && echo ok")
+            .await
+            .tool_text(),
+        "ok"
+    );
+    for (raw, id, n) in [(&a, &a_id, 6), (&b, &b_id, 2)] {
+        let restored = raw
+            .harness(
+                Method::POST,
+                &format!("/sessions/{id}/restore"),
+                Some(json!({"snapshot": sid})),
+                true,
+            )
+            .await;
+        assert_eq!(restored.status, 200, "{}", restored.body);
+        assert_eq!(restored.body, "{}");
+        assert_eq!(
+            raw.bash(n, "pwd; echo $V; cat ../a.txt").await.tool_text(),
+            format!("{}/sub\nforkme\nhi", ws.display())
+        );
+    }
+    let bad_body = a
+        .harness(
+            Method::POST,
+            &format!("/sessions/{a_id}/restore"),
+            Some(json!({"snap": sid})),
+            true,
+        )
+        .await;
+    assert_eq!(bad_body.status, 400, "{}", bad_body.body);
+    let deleted = a
+        .harness(Method::DELETE, &format!("/snapshots/{sid}"), None, true)
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    for (method, path, body) in [
+        (Method::DELETE, format!("/snapshots/{sid}"), None),
+        (
+            Method::POST,
+            format!("/sessions/{a_id}/restore"),
+            Some(json!({"snapshot": sid})),
+        ),
+        (Method::DELETE, "/snapshots/not-an-id".to_owned(), None),
+        (
+            Method::GET,
+            "/sessions/no-such-session/changes".to_owned(),
+            None,
+        ),
+        (
+            Method::POST,
+            "/sessions/no-such-session/fork".to_owned(),
+            None,
+        ),
+    ] {
+        let answer = a.harness(method, &path, body, true).await;
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+        assert!(answer.message()["error"].is_string(), "{}", answer.body);
+    }
+    let wrong = a
+        .harness(Method::GET, &format!("/sessions/{a_id}/fork"), None, true)
+        .await;
+    assert_eq!(wrong.status, 405, "{}", wrong.body);
+    let format = a
+        .harness(
+            Method::GET,
+            &format!("/sessions/{a_id}/changes?format=xml"),
+            None,
+            true,
+        )
+        .await;
+    assert_eq!(format.status, 400, "{}", format.body);
+    for path in [
+        format!("/sessions/{a_id}/changes"),
+        format!("/sessions/{a_id}/fork"),
+        format!("/snapshots/{sid}"),
+    ] {
+        let refused = a.harness(Method::POST, &path, None, false).await;
+        assert_eq!(refused.status, 401, "{path}");
+    }
+
+    // Reset: the base again, a fresh shell.
+    let reset = c
+        .harness(Method::POST, &format!("/sessions/{c_id}/reset"), None, true)
+        .await;
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    assert_eq!(
+        c.bash(4, "pwd; echo ${V:-unset}; cat a.txt")
+            .await
+            .tool_text(),
+        format!("{}\nunset\none", ws.display())
+    );
+    let none = c
+        .harness(
+            Method::GET,
+            &format!("/sessions/{c_id}/changes"),
+            None,
+            true,
+        )
+        .await;
+    assert_eq!(none.body, r#"{"changes":[]}"#);
+    // A session's end ends its harness endpoints too.
+    assert_eq!(c.delete().await.status / 100, 2);
+    let gone = c
+        .harness(
+            Method::GET,
+            &format!("/sessions/{c_id}/changes"),
+            None,
+            true,
+        )
+        .await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert_eq!(tree(&ws), before, "the base changed");
+
+    // SIGTERM: the server ends, its layers and snapshots with it.
+    let made: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("dsh-cow-"))
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let pid = server._child.id().unwrap() as i32;
+    // SAFETY: a signal to the server this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(BOUND, server._child.wait())
+        .await
+        .expect("the server ended")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// The resident memory of `pid` and its descendants, in KiB (each
+/// process's whole RSS, shared pages counted in each).
 fn tree_rss_kib(pid: u32) -> u64 {
+    tree_kib(pid, "status", "VmRSS:")
+}
+
+/// The proportional set size of `pid` and its descendants, in KiB: each
+/// shared page divided among its sharers (what a process forked from the
+/// server, sharing its pages, really adds).
+fn tree_pss_kib(pid: u32) -> u64 {
+    tree_kib(pid, "smaps_rollup", "Pss:")
+}
+
+/// The sum of the `key` line of `/proc/PID/file` over `pid` and its
+/// descendants, in KiB.
+fn tree_kib(pid: u32, file: &str, key: &str) -> u64 {
     let mut children: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(p) = entry
@@ -883,10 +1314,10 @@ fn tree_rss_kib(pid: u32) -> u64 {
     let mut total = 0;
     let mut todo = vec![pid];
     while let Some(p) = todo.pop() {
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/{file}")) {
             total += status
                 .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(key))
                 .map_or(0, |v| {
                     v.trim().trim_end_matches(" kB").parse::<u64>().unwrap()
                 });
@@ -901,26 +1332,53 @@ fn p99(mut times: Vec<Duration>) -> Duration {
     times[(times.len() * 99 / 100).min(times.len() - 1)]
 }
 
-/// Scale: `DSH_SCALE_SESSIONS` (default 1000) sessions on one server, 5
-/// `bash` calls each, 50 clients at a time; then the same load over stdio
-/// with one process per session. Prints calls/s, p99 and the RSS of an
-/// idle session; asserts that every call was answered right, that an idle
-/// session holds at most 16 MiB (its shell's tree and the server's share).
-/// (Its times are figures to read, never asserted: speed is the benches'.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement (minutes, a thousand shells): run it by name"]
-async fn scale_sessions_over_http_and_stdio() {
-    let sessions: usize = std::env::var("DSH_SCALE_SESSIONS").map_or(1000, |n| n.parse().unwrap());
+/// The resident memory of process `pid` alone, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .map_or(0, |v| v.trim().trim_end_matches(" kB").parse().unwrap())
+}
+
+/// What one HTTP load measured.
+struct Load {
+    calls_per_s: f64,
+    p99: Duration,
+    /// The growth of the server's own RSS per idle session, in KiB.
+    server_kib: u64,
+    /// The growth of the RSS of the server and its descendants (the
+    /// shells) per idle session, in KiB.
+    tree_kib: u64,
+    /// The same in proportional set size.
+    tree_pss_kib: u64,
+}
+
+/// `sessions` sessions on one server on `ws` started with `extra`, 5
+/// `bash` calls each, `at_once` clients at a time; prints the figures
+/// (`label` first) and checks every answer and that an idle session holds
+/// at most 16 MiB (its tree's proportional set size: a helper process
+/// forked from the server shares most of its pages with it).
+async fn http_load(
+    label: &str,
+    ws: &Path,
+    extra: &[&str],
+    sessions: usize,
+    at_once: usize,
+) -> Load {
     const CALLS: usize = 5;
-    const AT_ONCE: usize = 50;
-    let (_dir, ws) = workspace();
-    let server = Server::start(&ws, &["--max-sessions", &sessions.to_string()]).await;
+    let max = sessions.to_string();
+    let mut flags = vec!["--max-sessions", &max];
+    flags.extend(extra);
+    let server = Server::start(ws, &flags).await;
     let server_pid = server._child.id().unwrap();
     let before = tree_rss_kib(server_pid);
+    let before_pss = tree_pss_kib(server_pid);
+    let before_server = rss_kib(server_pid);
 
-    // Over HTTP: open every session, then 5 calls in each.
+    // Open every session, then 5 calls in each.
     let started = Instant::now();
-    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
+    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(at_once));
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..sessions {
         let semaphore = semaphore.clone();
@@ -951,31 +1409,87 @@ async fn scale_sessions_over_http_and_stdio() {
         times.extend(t);
         raws.push(raw);
     }
-    let http_elapsed = started.elapsed();
+    let elapsed = started.elapsed();
     let idle = tree_rss_kib(server_pid);
-    let http_p99 = p99(times.clone());
+    let idle_pss = tree_pss_kib(server_pid);
+    let idle_server = rss_kib(server_pid);
+    let load = Load {
+        calls_per_s: (sessions * CALLS) as f64 / elapsed.as_secs_f64(),
+        p99: p99(times),
+        server_kib: idle_server.saturating_sub(before_server) / sessions as u64,
+        tree_kib: idle.saturating_sub(before) / sessions as u64,
+        tree_pss_kib: idle_pss.saturating_sub(before_pss) / sessions as u64,
+    };
     eprintln!(
-        "HTTP: {sessions} sessions x {CALLS} calls in {http_elapsed:?}: {:.0} calls/s, p99 {:?}; RSS {} MiB before, {} MiB with {sessions} idle sessions: {} KiB per session",
-        (sessions * CALLS) as f64 / http_elapsed.as_secs_f64(),
-        http_p99,
+        "{label}: {sessions} sessions x {CALLS} calls in {elapsed:?}: {:.0} calls/s, p99 {:?}; RSS {} MiB before, {} MiB with {sessions} idle sessions: {} KiB per session ({} KiB proportional, {} KiB of the server's own RSS)",
+        load.calls_per_s,
+        load.p99,
         before / 1024,
         idle / 1024,
-        (idle - before) / sessions as u64
+        load.tree_kib,
+        load.tree_pss_kib,
+        load.server_kib,
     );
     eprintln!(
-        "HTTP: opening a session (initialize, initialized) p99 {:?}; a session's first call (its shell started) p99 {:?}",
+        "{label}: opening a session (initialize, initialized) p99 {:?}; a session's first call (its shell started) p99 {:?}",
         p99(opening),
         p99(first)
     );
-    let per_session = (idle - before) / sessions as u64;
     assert!(
-        per_session <= 16 << 10,
-        "an idle session holds {per_session} KiB"
+        load.tree_pss_kib <= 16 << 10,
+        "an idle session holds {} KiB",
+        load.tree_pss_kib
     );
-    for raw in &raws {
-        raw.delete().await;
-    }
-    drop(server);
+    // SIGTERM ends every session at once (and removes a copy-on-write
+    // server's layers), faster than a DELETE each.
+    drop(raws);
+    let mut server = server;
+    let pid = server._child.id().unwrap() as i32;
+    // SAFETY: a signal to the server this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(600), server._child.wait())
+        .await
+        .expect("the server ended")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    load
+}
+
+/// Scale: `DSH_SCALE_SESSIONS` (default 1000) sessions on one server, 5
+/// `bash` calls each, 50 clients at a time; the same with
+/// `--copy-on-write` (each session its own view of the workspace); then
+/// the same load over stdio with one process per session. Prints calls/s,
+/// p99 and the RSS of an idle session (the copy-on-write figures beside
+/// the plain ones); asserts that every call was answered right, that an
+/// idle session holds at most 16 MiB (its shell's tree and the server's
+/// share). (Its times are figures to read, never asserted: speed is the
+/// benches'.) `DSH_TEST_MCP_BINARY` names the binary to measure (a
+/// release build: `cargo build --release -p dsh-mcp`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement (minutes, a thousand shells): run it by name"]
+async fn scale_sessions_over_http_and_stdio() {
+    let sessions: usize = std::env::var("DSH_SCALE_SESSIONS").map_or(1000, |n| n.parse().unwrap());
+    const CALLS: usize = 5;
+    const AT_ONCE: usize = 50;
+    let (_dir, ws) = workspace();
+    let plain = http_load("HTTP", &ws, &[], sessions, AT_ONCE).await;
+    let cow = http_load(
+        "HTTP copy-on-write",
+        &ws,
+        &["--copy-on-write"],
+        sessions,
+        AT_ONCE,
+    )
+    .await;
+    eprintln!(
+        "HTTP copy-on-write against plain: {:.2}x the calls/s, p99 {:?} against {:?}, {} against {} KiB of the server's RSS per idle session",
+        cow.calls_per_s / plain.calls_per_s,
+        cow.p99,
+        plain.p99,
+        cow.server_kib,
+        plain.server_kib
+    );
+    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
 
     // Over stdio: one process per session, the same calls.
     let started = Instant::now();
@@ -986,7 +1500,7 @@ async fn scale_sessions_over_http_and_stdio() {
         tasks.spawn(async move {
             use tokio::io::AsyncWriteExt;
             let _permit = semaphore.acquire_owned().await.unwrap();
-            let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            let mut child = Command::new(mcp_binary())
                 .arg("--workspace")
                 .arg(&ws)
                 .env_remove("DSH_HOME")

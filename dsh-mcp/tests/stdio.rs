@@ -1409,3 +1409,94 @@ async fn help_names_every_flags_environment_variable() {
         "{help}"
     );
 }
+
+/// `--copy-on-write` over stdio: the one owner works in its own view of
+/// the workspace, at the workspace's path, shell and editor alike; the
+/// workspace is unchanged; the default layers directory (under `TMPDIR`)
+/// is gone when the server ends. A restricted mode, and the flag without
+/// `--workspace`, are refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_gives_the_one_owner_a_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("a.txt"), "base\n").unwrap();
+    std::fs::write(ws.join("gone.txt"), "here\n").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp_dir = tmp.path().to_str().unwrap();
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        .arg("--workspace")
+        .arg(&ws)
+        .args(["--copy-on-write", "--sandbox", "workspace-write"])
+        .env("TMPDIR", tmp_dir)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        "dsh-mcp: --copy-on-write: a copy-on-write workspace runs its owners in danger-full-access only, not workspace-write\n"
+    );
+    let no_workspace = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+        .arg("--copy-on-write")
+        .env_remove("DSH_WORKSPACE")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!no_workspace.status.success());
+    assert!(
+        String::from_utf8_lossy(&no_workspace.stderr).contains("--workspace <DIR>"),
+        "{no_workspace:?}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+
+    let mut c = Client::start_env(&ws, &["--copy-on-write"], &[("TMPDIR", Some(tmp_dir))]).await;
+    let (out, err) = c
+        .call(
+            2,
+            "bash",
+            json!({"command": "pwd && echo view > a.txt && rm gone.txt && cat a.txt"}),
+        )
+        .await;
+    assert!(!err, "{out}");
+    assert_eq!(out, format!("{}\nview", ws.display()));
+    let new = ws.join("new.txt");
+    let (out, err) = c
+        .call(
+            3,
+            "str_replace_editor",
+            json!({"command": "create", "path": new, "file_text": "from the editor\n"}),
+        )
+        .await;
+    assert!(!err, "{out}");
+    let (out, err) = c
+        .call(
+            4,
+            "str_replace_editor",
+            json!({"command": "view", "path": ws.join("a.txt")}),
+        )
+        .await;
+    assert!(!err && out.contains("view"), "{out}");
+    let (out, _) = c
+        .call(5, "bash", json!({"command": "cat new.txt; ls -1"}))
+        .await;
+    assert_eq!(out, "from the editor\na.txt\nnew.txt");
+    // The workspace itself is as it was.
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "base\n");
+    assert!(ws.join("gone.txt").exists());
+    assert!(!new.exists());
+    // The layers live under TMPDIR while the server runs (only this user
+    // may reach them), and go with it.
+    let made: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &made[0].as_ref().unwrap().metadata().unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700);
+    let status = c.finish().await;
+    assert!(status.success(), "{status:?}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

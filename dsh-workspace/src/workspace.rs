@@ -177,6 +177,17 @@ impl Workspace {
         imp::discard(self, &dir, false)
     }
 
+    /// Removes every layer and snapshot: the `layers`, `snapshots` and
+    /// `staging` directories [`Workspace::new`] made in the layers
+    /// directory (which is kept, with anything else in it). What a host
+    /// does when it ends; no owner's view may be mounted now, and the
+    /// workspace is of no use after.
+    pub fn clear(&self) -> Result<(), WorkspaceError> {
+        [LAYERS, SNAPSHOTS, STAGING]
+            .into_iter()
+            .try_for_each(|sub| imp::remove_all(&self.cow_dir.join(sub)))
+    }
+
     /// What the owner's view has differently from the base, sorted by
     /// path (relative to the base). Read without following any link the
     /// owner made; see the crate docs for what counts as a change.
@@ -378,6 +389,12 @@ mod imp {
         result
     }
 
+    /// Removes `dir` and everything in it (a missing one is no error).
+    pub(super) fn remove_all(dir: &Path) -> Result<(), WorkspaceError> {
+        let (parent, name) = split(dir)?;
+        copy::remove_tree(&open(parent)?, name, dir)
+    }
+
     /// Moves `dir` to `staging` and removes it there. A missing `dir` is an
     /// error only when `must_exist`.
     pub(super) fn discard(
@@ -440,6 +457,9 @@ mod imp {
         Err(unsupported())
     }
     pub(super) fn discard(_: &Workspace, _: &Path, _: bool) -> Result<(), WorkspaceError> {
+        Err(unsupported())
+    }
+    pub(super) fn remove_all(_: &Path) -> Result<(), WorkspaceError> {
         Err(unsupported())
     }
     pub(super) fn changes(_: &Path, _: &Path) -> Result<Vec<Change>, WorkspaceError> {

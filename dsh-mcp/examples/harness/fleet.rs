@@ -218,13 +218,15 @@ pub(crate) async fn run(config: FleetConfig) -> Result<Report, FleetError> {
     }
     let http = http_client()?;
     let config = Arc::new(config);
+    let run = run_id();
     let mut tasks = tokio::task::JoinSet::new();
     for session in 0..config.sessions {
         let server = config.servers[session % config.servers.len()].clone();
         let config = config.clone();
         let http = http.clone();
+        let dir = format!("\"${{TMPDIR:-/tmp}}/dsh-fleet-{run}-{session}\"");
         tasks.spawn(async move {
-            let report = drive(&config, &http, session, server).await;
+            let report = drive(&config, &http, session, server, &dir).await;
             if let Some(progress) = &config.progress {
                 progress.send_modify(|p| p.ended += 1);
             }
@@ -239,8 +241,20 @@ pub(crate) async fn run(config: FleetConfig) -> Result<Report, FleetError> {
     Ok(Report { sessions })
 }
 
+/// This run's mark in the names of the sessions' directories: 64 bits
+/// from the standard library's random hash keys, the time and the pid.
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    format!("{:016x}", h.finish())
+}
+
 /// One reqwest client for all sessions (its connection pool shared).
-fn http_client() -> Result<reqwest::Client, FleetError> {
+pub(crate) fn http_client() -> Result<reqwest::Client, FleetError> {
     // reqwest is built with rustls and no crypto provider of its own.
     #[cfg(target_os = "linux")]
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -321,15 +335,17 @@ struct Call {
     args: Value,
 }
 
-/// Call `step` of session `session`'s script; `dir` is the directory its
-/// first call made (empty before).
-fn script(step: usize, session: usize, dir: &str) -> Call {
+/// Call `step` of session `session`'s script; `made` is the directory its
+/// first call made (empty before), `dir` the shell expression naming it
+/// (chosen here, so that it can be removed whatever happened to the
+/// session: see [`clean_up`]).
+fn script(step: usize, session: usize, made: &str, dir: &str) -> Call {
     let mark = format!("s{session}");
-    let notes = format!("{dir}/notes.txt");
+    let notes = format!("{made}/notes.txt");
     match step {
         // A directory of its own, a variable: the shell's state.
         0 => bash(format!(
-            "cd \"$(mktemp -d)\" && export FLEET_MARK={mark} && pwd"
+            "mkdir -m 700 {dir} && cd {dir} && export FLEET_MARK={mark} && pwd"
         )),
         1 => editor(json!({"command": "create", "path": notes,
             "file_text": format!("hello from {mark}\n")})),
@@ -395,13 +411,66 @@ fn check(
     }
 }
 
-/// One session's script on `server`.
+/// One session's script on `server`, working in the directory `dir` (a
+/// shell expression) of the server's, removed at the end whatever
+/// happened.
 async fn drive(
     config: &FleetConfig,
     http: &reqwest::Client,
     session: usize,
     server: String,
+    dir: &str,
 ) -> SessionReport {
+    let mut report = script_on(config, http, session, &server, dir).await;
+    // The script's last call removes the directory; a session that did not
+    // get there (lost, an error, no answer) left it: a new session removes
+    // it (the shell of the old one may be gone or still busy).
+    if report.error.is_some()
+        && let Err(e) = clean_up(config, http, &server, dir).await
+    {
+        report.notes.push(format!(
+            "{server}: session {session}: {dir} was not removed: {e}"
+        ));
+    }
+    report
+}
+
+/// Removes `dir` (a shell expression) on `server` through a new session.
+async fn clean_up(
+    config: &FleetConfig,
+    http: &reqwest::Client,
+    server: &str,
+    dir: &str,
+) -> Result<(), String> {
+    let mut client = open(http, server, &config.token, config.call_timeout).await?;
+    let call = bash(format!("rm -rf -- {dir}"));
+    let params = CallToolRequestParams::new(call.tool).with_arguments(arguments(call.args));
+    let answer = tokio::time::timeout(config.call_timeout, client.call_tool(params)).await;
+    let _ = client.close_with_timeout(config.call_timeout).await;
+    match answer {
+        Err(_) => Err(format!("no answer within {:?}", config.call_timeout)),
+        Ok(Err(e)) => Err(chain(&e)),
+        Ok(Ok(result)) if result.is_error == Some(true) => Err(format!(
+            "the tool said: {}",
+            result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                .collect::<String>()
+        )),
+        Ok(Ok(_)) => Ok(()),
+    }
+}
+
+/// The script itself (see [`drive`]).
+async fn script_on(
+    config: &FleetConfig,
+    http: &reqwest::Client,
+    session: usize,
+    server: &str,
+    dir: &str,
+) -> SessionReport {
+    let server = server.to_owned();
     let mut report = SessionReport {
         session,
         server: server.clone(),
@@ -419,7 +488,7 @@ async fn drive(
             return report;
         }
     };
-    let mut dir = String::new();
+    let mut made = String::new();
     let mut state_lost = false;
     for step in 0..SCRIPT_CALLS {
         if let Some(checkpoint) = &config.checkpoint
@@ -430,7 +499,7 @@ async fn drive(
         if step > 0 && !config.think.is_zero() {
             tokio::time::sleep(config.think).await;
         }
-        let call = script(step, session, &dir);
+        let call = script(step, session, &made, dir);
         let what = format!("{who}, call {step} ({})", call.tool);
         let params = CallToolRequestParams::new(call.tool).with_arguments(arguments(call.args));
         let mut opened = 0;
@@ -445,7 +514,7 @@ async fn drive(
                     ));
                 }
                 Ok(Ok(result)) => {
-                    break check(step, session, &mut dir, &result).map_err(|e| {
+                    break check(step, session, &mut made, &result).map_err(|e| {
                         let after = if state_lost {
                             " (this shell is a new session's: the lost one's state is gone)"
                         } else {

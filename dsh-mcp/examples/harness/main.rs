@@ -20,12 +20,29 @@
 //!
 //! (`--think-ms` pauses between calls; with a server started with a shorter
 //! `--session-idle-secs`, this shows the reconnect.) Each session works in
-//! a `mktemp -d` directory of its server's and removes it at its end.
+//! a directory of its own under its server's `$TMPDIR` (or `/tmp`), named
+//! by the harness, and removes it at its end; a session that did not get
+//! there (lost, failed) has it removed by a new session on that server.
+//!
+//! With `--group N`, a GRPO-style group on the first server instead, which
+//! must run with `--copy-on-write` (`group.rs`): one session prepared
+//! (`--prepare`), forked N times, each fork an attempt (`--attempt`, with
+//! `ATTEMPT` set to its number), each attempt's diff printed:
+//!
+//! ```text
+//! mkdir -p /tmp/task && cd /tmp/task && printf 'def add(a, b):\n    return a - b\n' > calc.py
+//! DSH_TOKEN=$(cat /tmp/dsh-token) dsh-mcp --listen 127.0.0.1:7777 --workspace /tmp/task --copy-on-write &
+//! cargo run -p dsh-mcp --example harness -- --server http://127.0.0.1:7777/mcp \
+//!     --token-file /tmp/dsh-token --group 8
+//! ```
+//!
 //! Linux only, as the workspace's TLS provider for tests is.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[cfg(target_os = "linux")]
 mod fleet;
+#[cfg(target_os = "linux")]
+mod group;
 
 #[cfg(target_os = "linux")]
 mod harness {
@@ -59,6 +76,21 @@ mod harness {
         /// A pause before each call after the first, in milliseconds.
         #[arg(long, default_value_t = 0)]
         think_ms: u64,
+        /// Instead of the fleet: fork one prepared session N times on the
+        /// first server (run with `--copy-on-write`), an attempt in each,
+        /// and print each attempt's diff.
+        #[arg(long, value_name = "N")]
+        group: Option<usize>,
+        /// `--group`: the command that prepares the session the forks
+        /// start from (its files and shell state are theirs).
+        #[arg(long, default_value = "export TASK=add && ls")]
+        prepare: String,
+        /// `--group`: each fork's command (`ATTEMPT` is its number).
+        #[arg(
+            long,
+            default_value = r##"if [ $((ATTEMPT % 2)) = 0 ]; then sed -i 's/a - b/a + b/' calc.py; else echo "# attempt $ATTEMPT at $TASK: no idea" >> calc.py; fi; cat calc.py"##
+        )]
+        attempt: String,
     }
 
     fn token(args: &Args) -> Result<String, String> {
@@ -71,6 +103,45 @@ mod harness {
         Ok(token.trim().to_owned())
     }
 
+    /// `--group N` on the first server.
+    async fn group(args: &Args, token: &str, n: usize) -> ExitCode {
+        let http = match crate::fleet::http_client() {
+            Ok(http) => http,
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let started = std::time::Instant::now();
+        let timeout = Duration::from_secs(args.call_timeout_secs);
+        let attempts = crate::group::run(
+            &http,
+            &args.servers[0],
+            token,
+            n,
+            &args.prepare,
+            &args.attempt,
+            timeout,
+        )
+        .await;
+        match attempts {
+            Ok(attempts) => {
+                for a in &attempts {
+                    println!("== attempt {} (session {}) ==", a.index, a.session);
+                    println!("{}", a.output);
+                    println!("-- its diff --");
+                    print!("{}", a.diff);
+                }
+                println!("{n} attempts in {:.1?}", started.elapsed());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("harness: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
     pub(crate) async fn main() -> ExitCode {
         let args = Args::parse();
         let token = match token(&args) {
@@ -80,6 +151,9 @@ mod harness {
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(n) = args.group {
+            return group(&args, &token, n).await;
+        }
         let config = FleetConfig {
             servers: args.servers.clone(),
             token,

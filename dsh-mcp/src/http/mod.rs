@@ -5,6 +5,9 @@
 //! What the server answers, before rmcp sees a request:
 //!
 //! * `GET /healthz`: 200 with an empty body, without a token (for probes);
+//! * `/sessions/...` and `/snapshots/...`: the harness endpoints of
+//!   `--copy-on-write` (fork, snapshot, restore, reset, changes), behind
+//!   the same token (see `docs/http.md`);
 //! * any other path: 404;
 //! * `/mcp` without `Authorization: Bearer TOKEN`, or with another token:
 //!   401, and nothing runs;
@@ -15,6 +18,7 @@
 //! `max_request_bytes` (413) and an unknown or ended session id (404).
 
 mod auth;
+mod rollout;
 mod sessions;
 #[cfg(feature = "tls")]
 mod tls;
@@ -132,25 +136,30 @@ impl HttpServer {
             .with_max_request_body_bytes(options.max_request_bytes)
             .with_sse_retry(None)
             .with_cancellation_token(stop.child_token());
-        let factory = {
+        let factory: Factory = {
             let shell = Arc::clone(&shell);
-            move || {
-                Ok(DshServer::per_session(
+            Arc::new(move || {
+                DshServer::per_session(
                     Arc::clone(&shell),
                     template.clone(),
                     log.clone(),
                     elicit.clone(),
-                ))
-            }
+                )
+            })
         };
-        let mcp = StreamableHttpService::new(factory, Arc::new(sessions.clone()), config);
+        let mcp = {
+            let factory = Arc::clone(&factory);
+            StreamableHttpService::new(move || Ok(factory()), Arc::new(sessions.clone()), config)
+        };
         Ok(HttpServer {
-            shell,
+            shell: Arc::clone(&shell),
             gate: Gate(Arc::new(GateInner {
                 mcp,
                 sessions,
                 options,
                 stop,
+                shell,
+                factory,
             })),
         })
     }
@@ -267,11 +276,18 @@ type Body = BoxBody<Bytes, Infallible>;
 #[derive(Debug, Clone)]
 struct Gate(Arc<GateInner>);
 
+/// Makes the MCP service of a new session.
+type Factory = Arc<dyn Fn() -> DshServer + Send + Sync>;
+
 struct GateInner {
     mcp: StreamableHttpService<DshServer, sessions::Sessions>,
     sessions: sessions::Sessions,
     options: HttpOptions,
     stop: CancellationToken,
+    /// The shell tool every session is an owner of.
+    shell: Arc<SandboxedShell>,
+    /// Each session's MCP service (a fork's too).
+    factory: Factory,
 }
 
 impl std::fmt::Debug for GateInner {
@@ -314,6 +330,7 @@ impl Gate {
             }
             "/healthz" => return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n"),
             "/mcp" => {}
+            path if rollout::is_route(path) => {}
             _ => {
                 return plain(
                     StatusCode::NOT_FOUND,
@@ -335,6 +352,9 @@ impl Gate {
                 hyper::header::HeaderValue::from_static("Bearer"),
             );
             return response;
+        }
+        if rollout::is_route(request.uri().path()) {
+            return rollout::handle(inner, request).await;
         }
         if request.method() == Method::POST
             && !request.headers().contains_key("mcp-session-id")

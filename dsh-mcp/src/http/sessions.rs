@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 use rmcp::model::{
-    CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, JsonRpcNotification,
-    Notification, RequestId, ServerJsonRpcMessage,
+    CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    InitializeRequestParams, JsonRpcNotification, Notification, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::{
@@ -46,6 +46,9 @@ struct Activity {
     last: Instant,
     /// Its requests whose answers are still being streamed.
     in_flight: usize,
+    /// What its client sent with `initialize` (a fork's session is
+    /// initialized with the same).
+    init: Option<Arc<InitializeRequestParams>>,
 }
 
 /// The open sessions, and how many are being made.
@@ -131,10 +134,21 @@ impl Sessions {
         }
     }
 
-    fn touch(&self, id: &SessionId) {
+    /// Counts a request of the session `id` as use.
+    pub(crate) fn touch(&self, id: &str) {
         if let Some(activity) = self.shared.book().open.get_mut(id) {
             activity.last = Instant::now();
         }
+    }
+
+    /// What the client of the open session `id` sent with `initialize`:
+    /// `None` when no such session is open, `Some(None)` while it is being
+    /// initialized.
+    pub(crate) fn initialized_with(
+        &self,
+        id: &str,
+    ) -> Option<Option<Arc<InitializeRequestParams>>> {
+        self.shared.book().open.get(id).map(|a| a.init.clone())
     }
 }
 
@@ -181,6 +195,7 @@ impl SessionManager for Sessions {
             Activity {
                 last: Instant::now(),
                 in_flight: 0,
+                init: None,
             },
         );
         Ok((id, transport))
@@ -191,7 +206,18 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        Ok(self.shared.inner.initialize_session(id, message).await?)
+        let params = match &message {
+            ClientJsonRpcMessage::Request(request) => match &request.request {
+                ClientRequest::InitializeRequest(init) => Some(Arc::new(init.params.clone())),
+                _ => None,
+            },
+            _ => None,
+        };
+        let answer = self.shared.inner.initialize_session(id, message).await?;
+        if let Some(activity) = self.shared.book().open.get_mut(id) {
+            activity.init = params;
+        }
+        Ok(answer)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {

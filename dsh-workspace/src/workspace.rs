@@ -63,11 +63,22 @@ impl Workspace {
                 });
             }
         };
+        // Checked before anything is made: a layers directory refused for
+        // being inside the base leaves nothing there.
+        let overlap =
+            |cow: &Path| cow.starts_with(&canonical_base) || canonical_base.starts_with(cow);
+        if let Some(planned) = planned_path(&cow_dir)
+            && overlap(&planned)
+        {
+            return Err(WorkspaceError::Overlap {
+                base: canonical_base,
+                cow_dir: planned,
+            });
+        }
         create_private_dir_all(&cow_dir)?;
         let canonical_cow =
             std::fs::canonicalize(&cow_dir).map_err(|e| WorkspaceError::io("open", &cow_dir, e))?;
-        if canonical_cow.starts_with(&canonical_base) || canonical_base.starts_with(&canonical_cow)
-        {
+        if overlap(&canonical_cow) {
             return Err(WorkspaceError::Overlap {
                 base: canonical_base,
                 cow_dir: canonical_cow,
@@ -467,5 +478,26 @@ mod imp {
     }
     pub(super) fn diff(_: &Path, _: &Path) -> Result<String, WorkspaceError> {
         Err(unsupported())
+    }
+}
+
+/// Where `path` will be once made: its longest existing ancestor made
+/// canonical, with the rest of its names after it (`None` when no ancestor
+/// resolves, or the rest climbs with `..`).
+fn planned_path(path: &Path) -> Option<PathBuf> {
+    let mut existing = path.to_owned();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            for name in rest.iter().rev() {
+                out.push(name);
+            }
+            return Some(out);
+        }
+        rest.push(existing.file_name()?.to_owned());
+        if !existing.pop() {
+            return None;
+        }
     }
 }

@@ -356,6 +356,8 @@ fn bad_bases_and_overlapping_layer_dirs_are_refused() {
         );
         assert!(err.to_string().contains("overlap"), "{err}");
     }
+    // Refused before anything was made in the base.
+    assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0);
     let ws = Workspace::new(&base, dir.path().join("new/cow")).unwrap();
     let md = std::fs::metadata(ws.cow_dir()).unwrap();
     assert_eq!(md.mode() & 0o777, 0o700);

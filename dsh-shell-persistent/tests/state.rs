@@ -1,5 +1,6 @@
 //! A shell's state captured from one real bash and applied to another:
 //! what a fork, a snapshot or a restore of an agent keeps of its shell.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};

@@ -776,6 +776,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     mod through_bash {
         use super::super::decode_word;
         use proptest::prelude::*;

@@ -441,15 +441,22 @@ pub(crate) fn rename2(
     } else {
         libc::RENAME_NOREPLACE
     };
-    // SAFETY: valid C strings.
-    check(unsafe {
-        libc::renameat2(
+    // The system call itself: musl's libc has no `renameat2` wrapper,
+    // and the static `dsh-mcp` links against musl.
+    // SAFETY: valid C strings; the kernel returns 0 or -1 with errno.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
             from_dir.as_raw_fd(),
             from.as_ptr(),
             to_dir.as_raw_fd(),
             to.as_ptr(),
             flags,
         )
-    })
-    .map(drop)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

@@ -41,6 +41,7 @@ use dsh_shell_persistent::looks_like_secret;
 const HELD_FD: &str = "DSH_MCP_HELD_ENV_FD";
 
 /// The memfd's name (`/proc/self/fd/N` reads `/memfd:NAME (deleted)`).
+#[cfg(target_os = "linux")]
 const MEMFD_NAME: &std::ffi::CStr = c"dsh-mcp-held-env";
 
 /// The variables left out of this process's environment, with their
@@ -120,6 +121,7 @@ pub(crate) fn var(name: &str) -> Option<String> {
 /// server's user, unconfined (`danger-full-access`): they could read a
 /// regular file by its path, and with the token open sessions of their
 /// own. A pipe (`/dev/stdin`, `<(...)`) is read once and then empty.
+#[cfg(feature = "http")]
 pub(crate) fn token_file_unreachable(path: &std::path::Path) -> Result<(), String> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() => Err(format!(

@@ -321,33 +321,13 @@ fn spawn(command: &mut Command) -> Child {
 
 /// A stdio session of `command`'s server, initialized.
 async fn stdio_client(mut command: Command) -> Client {
-    let mut child = spawn(
+    let child = spawn(
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit()),
     );
-    let stdin = child.stdin.take();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut client = Client {
-        child,
-        stdin,
-        lines,
-        elicitations: 0,
-    };
-    let init = client
-        .request(
-            1,
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "secrets", "version": "0"}}),
-        )
-        .await;
-    assert_eq!(init["result"]["serverInfo"]["name"], "dsh-mcp", "{init}");
-    client
-        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
-    client
+    Client::initialized(child, json!({})).await
 }
 
 /// The stdio server's session runs the probe.

@@ -75,7 +75,12 @@ impl Client {
         capabilities: Value,
         env: &[(&str, Option<&str>)],
     ) -> Client {
-        let mut child = server(workspace, extra, env);
+        Client::initialized(server(workspace, extra, env), capabilities).await
+    }
+
+    /// The client of a server already started (its stdin and stdout
+    /// piped), once `initialize` and `initialized` went through.
+    pub(crate) async fn initialized(mut child: Child, capabilities: Value) -> Client {
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut client = Client {

@@ -1026,10 +1026,6 @@ fn copy_on_write(args: &Args, place: &Place) -> Result<Option<dsh_mcp::CopyOnWri
     if place.backend.is_some() {
         return Err("--copy-on-write works with --backend local only".to_owned());
     }
-    if args.sandbox != SandboxMode::DangerFullAccess {
-        let err = dsh_sandbox::SandboxError::CopyOnWriteMode { mode: args.sandbox };
-        return Err(format!("--copy-on-write: {}", report(&err)));
-    }
     dsh_mcp::CopyOnWrite::open(&place.workspace, args.cow_dir.as_deref())
         .map(Some)
         .map_err(|e| format!("--copy-on-write: {}", report(&e)))

@@ -30,6 +30,11 @@ struct Lab {
 }
 
 fn lab() -> Lab {
+    lab_in(SandboxMode::DangerFullAccess)
+}
+
+/// [`lab`] with its owners in `mode`.
+fn lab_in(mode: SandboxMode) -> Lab {
     // Under /var/tmp when run unprivileged (a directory that user owns).
     let parent = std::env::var_os("DSH_COW_LAB")
         .map(PathBuf::from)
@@ -48,7 +53,7 @@ fn lab() -> Lab {
     std::fs::set_permissions(base.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("a.txt", base.join("link")).unwrap();
     let workspace = Workspace::new(&base, &cow).unwrap();
-    let policy = SandboxPolicy::default().mode(SandboxMode::DangerFullAccess);
+    let policy = SandboxPolicy::default().mode(mode);
     let config = SandboxConfig::new(policy, ShellConfig::new(&base))
         .copy_on_write(Some(Arc::new(workspace)));
     Lab {

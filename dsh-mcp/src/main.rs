@@ -954,6 +954,14 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // A kernel that cannot give the views (or the sandbox over them)
+    // stops the server now, not at the first call.
+    if cow.is_some()
+        && let Err(err) = shell.check_copy_on_write().await
+    {
+        eprintln!("dsh-mcp: --copy-on-write: {}", report(&err));
+        return ExitCode::FAILURE;
+    }
     // Limits that cannot be kept stop the server now, not at the first call.
     match shell.enforcement(policy.mode) {
         Err(

@@ -131,6 +131,22 @@ impl SandboxedShell {
         Ok(out)
     }
 
+    /// Makes one view and its shell (in the policy's mode, with its
+    /// confinement) and ends them: what a host runs at its start, so that
+    /// a kernel that cannot give copy-on-write workspaces (no user
+    /// namespaces, an overlay it refuses) or the sandbox over them is
+    /// named then ([`SandboxError::CopyOnWriteUnavailable`]), not at an
+    /// owner's first call. Nothing is left behind. Without a copy-on-write
+    /// workspace, [`SandboxError::NoCopyOnWrite`].
+    pub async fn check_copy_on_write(&self) -> Result<(), SandboxError> {
+        /// Not an HTTP session's id, nor the stdio server's owner.
+        const PROBE: &str = "dsh-copy-on-write-probe";
+        self.workspace()?;
+        let made = self.in_view(PROBE, async {}).await;
+        self.close_owner(PROBE).await;
+        made
+    }
+
     /// What `owner` changed in its view of the base: each path added,
     /// modified or deleted (a link the owner made is reported as a link,
     /// never with what it points to).

@@ -44,8 +44,9 @@ struct Args {
     /// from it, writes go to the owner's own layer, nothing reaches the
     /// directory or another owner. Over HTTP, harness endpoints beside
     /// `/mcp` fork, snapshot, restore, reset and diff a session
-    /// (docs/http.md). Needs Linux user, mount and PID namespaces and
-    /// overlayfs, `--backend local` and `--sandbox danger-full-access`.
+    /// (docs/http.md). In every `--sandbox` mode (the sandbox stands over
+    /// each view). Needs Linux user, mount and PID namespaces, overlayfs
+    /// and `--backend local`: checked at start.
     #[arg(long, env = "DSH_COPY_ON_WRITE", requires = "workspace")]
     copy_on_write: bool,
 

@@ -1006,10 +1006,7 @@ async fn copy_on_write_harness(mode: &str) {
     std::fs::write(ws.join("del.txt"), "doomed\n").unwrap();
     std::fs::write(ws.join("sub/b.txt"), "b\n").unwrap();
     let before = tree(&ws);
-    // The server's temporary directory where a confined shell sees it: a
-    // command longer than an inline line (the fork's shell state) goes
-    // through a file there, which a restricted shell's private /tmp hides.
-    let tmp = tempfile::tempdir_in(common::visible_tmp()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
     let mut server = Server::start_env(
         &ws,
         &["--copy-on-write", "--sandbox", mode],

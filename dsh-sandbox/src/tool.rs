@@ -113,6 +113,9 @@ pub(crate) struct Current {
     pub(crate) mode: SandboxMode,
     pub(crate) shell: Shell,
     pub(crate) enforcement: Enforcement,
+    /// A confined shell's scratch directory (its long commands), shown
+    /// read-only in its view; removed with the shell.
+    _scratch: Option<tempfile::TempDir>,
 }
 
 impl Seat for Current {
@@ -392,6 +395,7 @@ impl SandboxedShell {
                 mode,
                 shell: Shell::new(shell)?,
                 enforcement: Enforcement::none(),
+                _scratch: None,
             });
         }
         let policy = self.restricted_policy();
@@ -628,10 +632,31 @@ fn prepare(
     // Seatbelt makes no private /tmp, and keeps no limit of its own.
     #[cfg(target_os = "macos")]
     refuse_tmp_bounds(&shell, policy)?;
+    // Long commands go through files, which the shell's private /tmp
+    // would hide: a directory of this shell's own, shown read-only in its
+    // view (a local backend's only; another writes them on its side).
+    let scratch = if shell.backend.is_local() {
+        Some(scratch_dir()?)
+    } else {
+        None
+    };
+    shell.scratch_dir = scratch.as_ref().map(|d| d.path().to_owned());
     let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces)?;
     Ok(Current {
         mode,
         shell: Shell::new(shell)?,
         enforcement,
+        _scratch: scratch,
     })
+}
+
+/// A new private directory (mode 0700) under the system's temporary
+/// directory, at its canonical path.
+fn scratch_dir() -> Result<tempfile::TempDir, SandboxError> {
+    let tmp = std::fs::canonicalize(std::env::temp_dir())
+        .map_err(|e| SandboxError::setup_from("the system's temporary directory", e))?;
+    tempfile::Builder::new()
+        .prefix("dsh-scratch-")
+        .tempdir_in(tmp)
+        .map_err(|e| SandboxError::setup_from("making the shell's scratch directory", e))
 }

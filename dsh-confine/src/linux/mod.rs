@@ -107,6 +107,10 @@ fn attachments(policy: &Policy) -> Vec<Attachment> {
             writable: false,
         });
     }
+    attachments.extend(policy.readable.iter().map(|path| Attachment {
+        path: path.clone(),
+        writable: false,
+    }));
     attachments
 }
 

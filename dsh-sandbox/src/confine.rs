@@ -120,7 +120,8 @@ pub(crate) fn confine(
         .network(policy.network)
         .namespaces(namespaces)
         .unix_sockets(unix_sockets)
-        .tmp_limits(tmp);
+        .tmp_limits(tmp)
+        .readable_roots(shell.scratch_dir.iter().cloned().collect());
     if let Some(bwrap) = &policy.bubblewrap {
         let (argv, handoff, mut enforcement) =
             dsh_confine::bubblewrap_command(bwrap, &confined, &shell.effective_argv())

@@ -99,13 +99,12 @@ pub enum SandboxError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// A copy-on-write workspace runs its owners in danger-full-access
-    /// only.
-    #[error("a copy-on-write workspace runs its owners in danger-full-access only, not {mode}")]
-    CopyOnWriteMode {
-        /// The mode asked for.
-        mode: SandboxMode,
-    },
+    /// A copy-on-write workspace's restricted modes are confined by the
+    /// sandbox's own namespaces, not by bubblewrap.
+    #[error(
+        "a copy-on-write workspace confines its shells with the sandbox's own namespaces, not bubblewrap"
+    )]
+    CopyOnWriteBubblewrap,
     /// The host has no copy-on-write workspace.
     #[error("this sandbox has no copy-on-write workspace")]
     NoCopyOnWrite,

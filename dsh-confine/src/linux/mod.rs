@@ -91,7 +91,8 @@ pub struct Confinement {
     strict_capabilities: bool,
 }
 
-/// The writable roots, and the workspace read-only if it is none of them.
+/// The writable roots, the workspace read-only if it is none of them, and
+/// the readable roots read-only.
 fn attachments(policy: &Policy) -> Vec<Attachment> {
     let mut attachments: Vec<Attachment> = policy
         .roots
@@ -107,6 +108,10 @@ fn attachments(policy: &Policy) -> Vec<Attachment> {
             writable: false,
         });
     }
+    attachments.extend(policy.readable.iter().map(|path| Attachment {
+        path: path.clone(),
+        writable: false,
+    }));
     attachments
 }
 

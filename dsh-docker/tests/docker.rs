@@ -154,6 +154,72 @@ mod docker {
         assert_eq!(sh(c, &format!("cat {root}/f")).await, "a\nb");
     }
 
+    /// Starts `spec` with `backend` and returns all it printed and how it
+    /// ended.
+    async fn spawned(
+        backend: &DockerBackend,
+        spec: dsh_pty::SpawnSpec,
+    ) -> (String, dsh_pty::ExitStatus) {
+        use dsh_pty::PtyBackend;
+        let mut session = backend.spawn(spec).await.unwrap();
+        let mut output = session.take_output().unwrap();
+        let mut text = Vec::new();
+        let read = async {
+            while let Some(chunk) = output.recv().await {
+                text.extend_from_slice(&chunk);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .unwrap();
+        let status = session.wait().await;
+        (String::from_utf8_lossy(&text).into_owned(), status)
+    }
+
+    /// An image whose environment names start-up files (`ENV` for an
+    /// interactive `sh`, `BASH_ENV` for a `bash` script): a spec that
+    /// removes them, or starts from an empty environment, runs without
+    /// them, as on this machine.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn removed_and_cleared_variables_are_not_seen() {
+        let bed =
+            Testbed::docker_with_env(&["ENV=/etc/dsh-env", "BASH_ENV=/etc/dsh-bash-env", "KEPT=1"])
+                .await;
+        let c = bed.container().unwrap();
+        sh(
+            c,
+            "echo 'echo ENV-READ' > /etc/dsh-env; echo 'echo BASH_ENV-READ' > /etc/dsh-bash-env",
+        )
+        .await;
+        let backend = DockerBackend::new(c.clone());
+        let interactive = || dsh_pty::SpawnSpec::new("sh").args(["-ic", "echo done"]);
+        let script = || dsh_pty::SpawnSpec::new("bash").args(["-c", "echo done"]);
+        // The image's files are read when the variables stay.
+        let (out, _) = spawned(&backend, interactive()).await;
+        assert!(out.contains("ENV-READ"), "{out:?}");
+        let (out, _) = spawned(&backend, script()).await;
+        assert!(out.contains("BASH_ENV-READ"), "{out:?}");
+        // Removed, they are not.
+        let (out, status) = spawned(&backend, interactive().env_remove("ENV")).await;
+        assert!(!out.contains("READ") && out.contains("done"), "{out:?}");
+        assert_eq!(status.code(), Some(0));
+        let (out, _) = spawned(&backend, script().env_remove("BASH_ENV")).await;
+        assert!(!out.contains("READ") && out.contains("done"), "{out:?}");
+        // A cleared environment holds what the spec sets and the tag only
+        // (and what `sh` sets itself).
+        let cleared = dsh_pty::SpawnSpec::new("sh")
+            .args(["-c", "env | sort"])
+            .env_clear()
+            .env("PATH", "/bin");
+        let (out, _) = spawned(&backend, cleared).await;
+        let names: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect();
+        assert_eq!(names, ["DSH_TREE", "PATH", "PWD", "SHLVL"], "{out:?}");
+    }
+
     /// Starts, in the shell, processes that try every way of outliving it.
     const ESCAPES: &str = "setsid sleep 1001 & (sleep 1002 &) ; (trap '' HUP; exec sleep 1003) & sleep 1004 & disown; (setsid sh -c 'sleep 1005 & exit' &) ; echo started";
     const ESCAPEES: [&str; 5] = [

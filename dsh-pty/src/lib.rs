@@ -68,12 +68,14 @@ mod error;
 mod exit;
 #[cfg(windows)]
 mod job;
+mod keeps;
 mod limits;
 mod output;
 mod plumbing;
 #[cfg(any(windows, feature = "portable"))]
 mod portable;
 mod pump;
+mod quote;
 mod random;
 pub mod remote;
 mod scans;
@@ -90,6 +92,7 @@ pub use bytes;
 pub use backend::{Foreground, InputMode, Leader, PtyBackend, PtySession, default_backend};
 pub use error::PtyError;
 pub use exit::ExitStatus;
+pub use keeps::{SpecField, SpecSupport};
 pub use limits::{
     CgroupParent, CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport,
     ResourceLimits, parse_size,
@@ -98,6 +101,7 @@ pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(any(windows, feature = "portable"))]
 pub use portable::{PortableBackend, PortableSession};
+pub use quote::sh_quote;
 pub use scrollback::{
     CHUNK_COST, Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits,
 };

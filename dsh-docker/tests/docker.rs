@@ -24,7 +24,7 @@ mod docker {
     /// limit again before that memory is freed, and the kernel then kills
     /// the shell as well. Either way the result names the limit.
     const SHELL_KILLED_TOO: &str =
-        "[killed: memory limit of 64 MiB reached]\n[shell exited: code 137]\n";
+        "[killed: memory limit of 64 MiB reached]\n[shell killed by signal: SIGKILL]\n";
 
     async fn sh(c: &Container, script: &str) -> String {
         let ran = c.run(&["sh", "-c", script], None).await.unwrap();
@@ -218,6 +218,30 @@ mod docker {
             .filter_map(|l| l.split_once('=').map(|(k, _)| k))
             .collect();
         assert_eq!(names, ["DSH_TREE", "PATH", "PWD", "SHLVL"], "{out:?}");
+    }
+
+    /// A program killed by a signal is reported by the signal's name, as
+    /// the other backends report it: the shell's terminal and the commands
+    /// run next to it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn signals_are_named() {
+        let bed = Testbed::docker().await;
+        let c = bed.container().unwrap();
+        let ran = c.run(&["sh", "-c", "kill -TERM $$"], None).await.unwrap();
+        assert_eq!(ran.status.signal_name(), Some("SIGTERM"));
+        let ran = c.run(&["sh", "-c", "exit 3"], None).await.unwrap();
+        assert_eq!(ran.status.code(), Some(3));
+        let backend = DockerBackend::new(c.clone());
+        let spec = dsh_pty::SpawnSpec::new("sh").args(["-c", "kill -KILL $$"]);
+        let (_, status) = spawned(&backend, spec).await;
+        assert_eq!(status.signal_name(), Some("SIGKILL"));
+        let pool = pool(c, None, Duration::from_secs(10));
+        assert_eq!(
+            pool.run("a", "kill -9 $$").await.unwrap(),
+            format!("[shell killed by signal: SIGKILL]\n{RESET}")
+        );
+        pool.close_all().await;
     }
 
     /// Starts, in the shell, processes that try every way of outliving it.
@@ -466,7 +490,7 @@ mod docker {
             .await
             .unwrap();
         // `tail` holds the memory, `head` writes into its pipe.
-        if out.contains("[shell exited: code 137]") {
+        if out.contains("[shell killed by signal: SIGKILL]") {
             assert!(out.contains(SHELL_KILLED_TOO), "{out}");
         } else {
             assert!(out.contains("Killed"), "{out}");

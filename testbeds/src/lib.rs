@@ -359,19 +359,10 @@ impl Testbed {
         String::from_utf8(stdout).unwrap().trim_end().to_owned()
     }
 
-    /// Whether the backend reports signals by name (`SIGKILL`); Docker
-    /// reports the exit code `128 + n` instead.
-    pub fn names_signals(&self) -> bool {
-        !matches!(self.place, Where::Docker | Where::DockerRemote)
-    }
-
-    /// How the shell's death by `signal` (number `n`) reads to the model.
-    pub fn killed_line(&self, signal: &str, n: i32) -> String {
-        if self.names_signals() {
-            format!("[shell killed by signal: {signal}]")
-        } else {
-            format!("[shell exited: code {}]", 128 + n)
-        }
+    /// How the shell's death by `signal` reads to the model: by name, on
+    /// every backend.
+    pub fn killed_line(&self, signal: &str) -> String {
+        format!("[shell killed by signal: {signal}]")
     }
 }
 

@@ -95,13 +95,15 @@ pub use exit::ExitStatus;
 pub use keeps::{SpecField, SpecSupport};
 pub use limits::{
     CgroupParent, CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport,
-    ResourceLimits, parse_size,
+    ResourceLimits, format_bytes, parse_size,
 };
 pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(any(windows, feature = "portable"))]
 pub use portable::{PortableBackend, PortableSession};
 pub use quote::sh_quote;
+pub use random::random_hex;
+pub use scans::SharedScans;
 pub use scrollback::{
     CHUNK_COST, Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits,
 };
@@ -109,13 +111,3 @@ pub use signal::{Signal, signal_name};
 pub use spec::{PreExec, SpawnSpec, TermSize};
 #[cfg(unix)]
 pub use unix::{NativeBackend, NativeSession, foreground_of_leader};
-
-/// Helpers the workspace's other crates share (random tokens, byte counts
-/// in words, shared `/proc` readings while many sessions end): no
-/// stability promise, not for users.
-#[doc(hidden)]
-pub mod __private {
-    pub use crate::limits::format_bytes;
-    pub use crate::random::random_hex;
-    pub use crate::scans::SharedScans;
-}

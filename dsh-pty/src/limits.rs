@@ -469,8 +469,8 @@ pub(crate) fn list(limits: &[Limit]) -> String {
 /// `100 bytes`.
 ///
 /// ```
-/// assert_eq!(dsh_pty::__private::format_bytes(256 << 20), "256 MiB");
-/// assert_eq!(dsh_pty::__private::format_bytes(3 << 29), "1.5 GiB");
+/// assert_eq!(dsh_pty::format_bytes(256 << 20), "256 MiB");
+/// assert_eq!(dsh_pty::format_bytes(3 << 29), "1.5 GiB");
 /// ```
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [

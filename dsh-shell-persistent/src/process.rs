@@ -144,7 +144,7 @@ pub(crate) struct Process {
 
 /// A fresh id of `len` hex digits.
 fn id(len: usize) -> Result<String, ShellError> {
-    dsh_pty::__private::random_hex(len).map_err(ShellError::Random)
+    dsh_pty::random_hex(len).map_err(ShellError::Random)
 }
 
 impl Process {

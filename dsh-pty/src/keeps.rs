@@ -174,8 +174,7 @@ mod tests {
     fn a_spec_uses_only_what_it_sets() {
         let plain = SpawnSpec::new("sh").env("A", "b").cwd("/").arg("-i");
         assert!(SpecField::ALL.iter().all(|f| !f.is_used_by(&plain)));
-        let mut limits = ResourceLimits::default();
-        limits.pids = Some(10);
+        let limits = ResourceLimits::default().pids(Some(10));
         let used = |spec: &SpawnSpec| -> Vec<SpecField> {
             SpecField::ALL
                 .into_iter()
@@ -192,8 +191,7 @@ mod tests {
             ),
             [SpecField::EnvRemove, SpecField::Echo, SpecField::Limits]
         );
-        limits.best_effort = true;
-        assert_eq!(used(&plain.clone().limits(limits)), []);
+        assert_eq!(used(&plain.clone().limits(limits.best_effort(true))), []);
         assert_eq!(
             used(&plain.env_clear().output_processing(false)),
             [SpecField::EnvClear, SpecField::OutputProcessing]

@@ -80,6 +80,7 @@ mod random;
 pub mod remote;
 mod scans;
 mod scrollback;
+mod setters;
 mod signal;
 mod spec;
 #[cfg(unix)]

@@ -76,22 +76,7 @@ pub struct ResourceLimits {
     pub best_effort: bool,
 }
 
-macro_rules! setters {
-    ($($name:ident: $ty:ty),* $(,)?) => {
-        impl ResourceLimits {
-            $(
-                #[doc = concat!("Sets [`ResourceLimits::", stringify!($name), "`].")]
-                #[must_use]
-                pub fn $name(mut self, $name: $ty) -> Self {
-                    self.$name = $name;
-                    self
-                }
-            )*
-        }
-    };
-}
-
-setters! {
+crate::setters!(ResourceLimits {
     pids: Option<u64>,
     memory: Option<u64>,
     cpu_millis: Option<u64>,
@@ -99,7 +84,7 @@ setters! {
     file_size: Option<u64>,
     cgroup_parent: Option<CgroupParent>,
     best_effort: bool,
-}
+});
 
 /// Where the sessions' cgroups are made.
 ///

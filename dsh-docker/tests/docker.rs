@@ -612,8 +612,10 @@ mod docker {
         let pool = ShellPool::new(config).unwrap();
         let err = pool.run("a", "true").await.unwrap_err();
         assert!(matches!(err, ShellError::EndedAtStart { .. }), "{err:?}");
+        // `env` of the remote prologue names what it cannot start.
         assert!(
-            dsh_shell_persistent::contract::render_error(&err).contains("\"bash\""),
+            dsh_shell_persistent::contract::render_error(&err)
+                .contains("'bash': No such file or directory"),
             "{err}"
         );
         pool.close_all().await;
@@ -700,8 +702,9 @@ mod docker {
             .await
             .unwrap_err();
         assert!(
-            dsh_shell_persistent::contract::render_error(&err)
-                .contains("resource limits per session in a shared container"),
+            dsh_shell_persistent::contract::render_error(&err).contains(
+                "the docker backend cannot keep the spawn spec's `limits`: limits per session need a container per session"
+            ),
             "{err}"
         );
     }

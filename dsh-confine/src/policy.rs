@@ -52,22 +52,6 @@ pub struct Policy {
     pub(crate) readable: Vec<PathBuf>,
 }
 
-/// Chainable setters, one per named field, each documented.
-macro_rules! setters {
-    ($($(#[$doc:meta])* $field:ident: $fty:ty),* $(,)?) => {
-        impl Policy {
-            $(
-                $(#[$doc])*
-                #[must_use]
-                pub fn $field(mut self, $field: $fty) -> Self {
-                    self.$field = $field;
-                    self
-                }
-            )*
-        }
-    };
-}
-
 impl Policy {
     /// Read-only everywhere, `workspace` (canonical) shown and the start
     /// directory, no network, namespaces, nothing hidden or protected.
@@ -114,7 +98,7 @@ impl Policy {
     }
 }
 
-setters! {
+dsh_pty::setters!(Policy {
     /// Sets the shell's start directory (default: the workspace).
     cwd: PathBuf,
     /// Sets workspace-write (`true`) or read-only (`false`, the default):
@@ -143,7 +127,7 @@ setters! {
     /// reachable besides those beneath the writable roots, `/tmp` and
     /// `/dev/shm`.
     unix_sockets: Vec<PathBuf>,
-}
+});
 
 /// The size bounds of the private `/tmp` and `/dev/shm` tmpfs (`None`: the
 /// kernel's default, half the host's memory).

@@ -395,7 +395,7 @@ fn limit_lines(
     tmp: dsh_sandbox::TmpLimits,
     enforcement: &dsh_sandbox::Enforcement,
 ) -> Vec<String> {
-    use dsh_pty::__private::format_bytes;
+    use dsh_pty::format_bytes;
     use dsh_pty::{CgroupVersion, Held, Limit};
     use dsh_sandbox::{TmpHeld, TmpLimit};
     let report = &enforcement.limits;

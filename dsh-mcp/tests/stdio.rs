@@ -820,7 +820,7 @@ mod docker {
         assert!(
             text.ends_with("after\n[killed: memory limit of 64 MiB reached]")
                 || text.contains(
-                    "[killed: memory limit of 64 MiB reached]\n[shell exited: code 137]\n"
+                    "[killed: memory limit of 64 MiB reached]\n[shell killed by signal: SIGKILL]\n"
                 ),
             "{text}"
         );

@@ -78,7 +78,7 @@ impl SandboxConfig {
     }
 }
 
-setters!(SandboxConfig {
+dsh_pty::setters!(SandboxConfig {
     policy: SandboxPolicy,
     shell: ShellConfig,
     mode_change: ModeChange,

@@ -190,23 +190,6 @@
 //! line. An editor write that is refused answers with the marker line alone
 //! and leaves the file unchanged.
 
-/// Chainable setters for a settings type, one per named field, each
-/// documented as setting that field.
-macro_rules! setters {
-    ($ty:ident { $($field:ident: $fty:ty),* $(,)? }) => {
-        impl $ty {
-            $(
-                #[doc = concat!("Sets [`", stringify!($ty), "::", stringify!($field), "`].")]
-                #[must_use]
-                pub fn $field(mut self, $field: $fty) -> Self {
-                    self.$field = $field;
-                    self
-                }
-            )*
-        }
-    };
-}
-
 mod approval;
 #[cfg(unix)]
 mod beneath;

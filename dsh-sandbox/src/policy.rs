@@ -208,7 +208,7 @@ impl Default for SandboxPolicy {
     }
 }
 
-setters!(SandboxPolicy {
+dsh_pty::setters!(SandboxPolicy {
     mode: SandboxMode,
     writable_roots: Vec<PathBuf>,
     tmp_writable: bool,

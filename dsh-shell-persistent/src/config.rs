@@ -229,23 +229,7 @@ pub enum OwnerDirError {
     },
 }
 
-/// Chainable setters, one per field, named after it.
-macro_rules! setters {
-    ($($name:ident: $ty:ty),* $(,)?) => {
-        impl ShellConfig {
-            $(
-                #[doc = concat!("Sets [`ShellConfig::", stringify!($name), "`].")]
-                #[must_use]
-                pub fn $name(mut self, $name: $ty) -> Self {
-                    self.$name = $name;
-                    self
-                }
-            )*
-        }
-    };
-}
-
-setters! {
+dsh_pty::setters!(ShellConfig {
     dialect: Dialect,
     argv: Option<Vec<String>>,
     rc_files: bool,
@@ -269,7 +253,7 @@ setters! {
     scratch_dir: Option<PathBuf>,
     idle_limit: Option<Duration>,
     limits: ResourceLimits,
-}
+});
 
 impl ShellConfig {
     /// Sets [`ShellConfig::start_dir`].

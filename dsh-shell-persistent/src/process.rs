@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use dsh_pty::{ExitStatus, Foreground, OutputStream, PtySession, Signal, SpawnSpec};
+use dsh_pty::{ExitStatus, Foreground, OutputStream, PtySession, Signal, SpawnSpec, SpecField};
 use tokio::time::Instant;
 
 use crate::bash::{Fatal, Protocol, Repairs, STEM_HEX, Seen};
@@ -146,7 +146,7 @@ pub(crate) struct Process {
 
 /// A fresh id of `len` hex digits.
 fn id(len: usize) -> Result<String, ShellError> {
-    dsh_pty::__private::random_hex(len).map_err(ShellError::Random)
+    dsh_pty::random_hex(len).map_err(ShellError::Random)
 }
 
 impl Process {
@@ -166,8 +166,6 @@ impl Process {
             .cwd(&config.start_dir)
             .size(config.term_size)
             .scrollback(config.scrollback)
-            .echo(false)
-            .output_processing(false)
             .env("TERM", "dumb")
             .env("PAGER", "cat")
             .env("GIT_PAGER", "cat")
@@ -179,6 +177,15 @@ impl Process {
             .env_remove("BASH_ENV");
         for (k, v) in &config.env {
             spec = spec.env(k, v);
+        }
+        // Echo and output processing off where the backend keeps that
+        // (the protocol reads either way; off is faster and quieter).
+        let keeps = config.backend.keeps();
+        if keeps.keeps(SpecField::Echo) {
+            spec = spec.echo(false);
+        }
+        if keeps.keeps(SpecField::OutputProcessing) {
+            spec = spec.output_processing(false);
         }
         for hook in &config.pre_exec {
             spec = spec.pre_exec(Arc::clone(hook));

@@ -47,6 +47,8 @@ pub struct Policy {
     pub(crate) files: bool,
     /// The private `/tmp`'s (and `/dev/shm`'s) tmpfs size and inodes.
     pub(crate) tmp_limits: TmpLimits,
+    /// The port of the egress proxy's listener inside (network off only).
+    pub(crate) egress_port: Option<u16>,
 }
 
 /// Chainable setters, one per named field, each documented.
@@ -82,6 +84,7 @@ impl Policy {
             unix_sockets: Vec::new(),
             files: false,
             tmp_limits: TmpLimits::default(),
+            egress_port: None,
         }
     }
 
@@ -130,6 +133,12 @@ setters! {
     /// reachable besides those beneath the writable roots, `/tmp` and
     /// `/dev/shm`.
     unix_sockets: Vec<PathBuf>,
+    /// Sets the port of a TCP listener on `127.0.0.1` inside the sandbox's
+    /// own network namespace, handed to the host (Linux, namespaces, the
+    /// network off; default none): the host's proxy accepts on it, see
+    /// `Confinement::egress_listeners`. Refused by the weaker mode and by
+    /// bubblewrap.
+    egress_port: Option<u16>,
 }
 
 /// The size bounds of the private `/tmp` and `/dev/shm` tmpfs (`None`: the

@@ -202,6 +202,7 @@ mod beneath;
 mod config;
 mod confine;
 pub mod contract;
+pub mod egress;
 mod error;
 mod escalation;
 mod fs;
@@ -220,6 +221,9 @@ pub use contract::{Denial, SandboxOutcome};
 #[cfg(target_os = "linux")]
 pub use dsh_confine::landlock_abi;
 pub use dsh_confine::{Enforcement, TmpHeld, TmpLimit, TmpLimits, UnixSocketGuard};
+pub use egress::{AllowList, EGRESS_PORT, egress_env};
+#[cfg(all(feature = "egress", target_os = "linux"))]
+pub use egress::{EgressLimits, EgressProxy, Resolve, SystemResolver};
 pub use error::SandboxError;
 pub use fs::SandboxFs;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};

@@ -115,10 +115,7 @@ fn egress_cost(c: &mut Criterion) {
     let url = format!("http://files.example.test:{port}/");
     group.bench_function("through_the_proxy", |b| {
         b.iter_custom(|iters| {
-            let command = format!(
-                "{python} {} {iters} 127.0.0.1 3128 {url}",
-                client.display()
-            );
+            let command = format!("{python} {} {iters} 127.0.0.1 3128 {url}", client.display());
             let out = rt
                 .block_on(shell.execute("bench", &serde_json::json!({ "command": command })))
                 .unwrap();

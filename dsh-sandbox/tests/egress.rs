@@ -257,10 +257,77 @@ struct Lab {
     _root: tempfile::TempDir,
 }
 
-/// The Python the probes use inside: `DSH_TEST_PYTHON`, else the system's.
+/// The Python the probes use inside (the system's, which every user can
+/// run; `DSH_TEST_PYTHON` may be a venv only its owner reaches).
 fn python() -> String {
-    std::env::var("DSH_TEST_PYTHON").unwrap_or_else(|_| "/usr/bin/python3".to_owned())
+    "/usr/bin/python3".to_owned()
 }
+
+/// The command that runs pip: the system Python's, else pip run from the
+/// wheel `python3-venv` brings (`/usr/share/python-wheels`), else a venv
+/// made once per process; nothing is downloaded.
+fn pip() -> String {
+    static PIP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PIP.get_or_init(|| {
+        let works = |command: &str| {
+            Command::new("sh")
+                .args(["-c", &format!("{command} --version")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let system = format!("{} -m pip", python());
+        if works(&system) {
+            return system;
+        }
+        let wheel = std::fs::read_dir("/usr/share/python-wheels")
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("pip-") && n.ends_with(".whl"))
+            });
+        if let Some(wheel) = wheel {
+            let from_wheel = format!("{} {}/pip", python(), wheel.display());
+            if works(&from_wheel) {
+                return from_wheel;
+            }
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("dsh-egress-venv-")
+            .tempdir_in("/var/tmp")
+            .unwrap()
+            .keep();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let made = Command::new(python())
+            .args(["-m", "venv"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(
+            made.success(),
+            "no pip: the system's Python has none and python3 -m venv failed"
+        );
+        VENV.set(dir.clone()).unwrap();
+        extern "C" fn remove_venv() {
+            if let Some(dir) = VENV.get() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+        // SAFETY: registers a function of no arguments that only removes
+        // the venv this process made.
+        assert_eq!(unsafe { libc::atexit(remove_venv) }, 0);
+        let venv = format!("{}/bin/python -m pip", dir.display());
+        assert!(works(&venv), "the venv at {} has no pip", dir.display());
+        venv
+    })
+    .clone()
+}
+
+/// The venv [`pip`] made, if it made one.
+static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
@@ -463,6 +530,7 @@ async fn tools(mode: SandboxMode) {
     let s = lab.shell(mode, EgressLimits::default());
     let (port, canary) = (lab.files.port, lab.canary.port);
     let py = python();
+    let pip = pip();
     let cases: Vec<(String, String)> = vec![
         (
             "echo \"$HTTP_PROXY $https_proxy $ALL_PROXY [${NO_PROXY-unset}]\"".to_owned(),
@@ -546,17 +614,23 @@ async fn tools(mode: SandboxMode) {
             ),
             "refs/heads/main".to_owned(),
         ),
-        // pip: the index on one host, its files on another.
-        (
-            format!(
-                "{py} -m pip download --no-deps --no-cache-dir --disable-pip-version-check -q -d \"${{TMPDIR:-/tmp}}/pip-$$\" --index-url http://files.example.test:{port}/simple/ --trusted-host files.example.test --trusted-host wheels.example.test dshprobe 2>&1; ls \"${{TMPDIR:-/tmp}}/pip-$$\" 2>&1"
-            ),
-            if mode == SandboxMode::WorkspaceWrite {
-                "dshprobe-1.0-py3-none-any.whl".to_owned()
-            } else {
-                "Read-only file system".to_owned()
-            },
-        ),
+        // pip: the index on one host, its files on another (read-only:
+        // nowhere to download to, the index alone).
+        if mode == SandboxMode::WorkspaceWrite {
+            (
+                format!(
+                    "{pip} download --no-deps --no-cache-dir --disable-pip-version-check -q -d \"$TMPDIR/pip-$$\" --index-url http://files.example.test:{port}/simple/ --trusted-host files.example.test --trusted-host wheels.example.test dshprobe 2>&1; ls \"$TMPDIR/pip-$$\" 2>&1"
+                ),
+                "dshprobe-1.0-py3-none-any.whl".to_owned(),
+            )
+        } else {
+            (
+                format!(
+                    "{pip} index versions --no-cache-dir --disable-pip-version-check --index-url http://files.example.test:{port}/simple/ --trusted-host files.example.test dshprobe 2>&1"
+                ),
+                "dshprobe (1.0)".to_owned(),
+            )
+        },
     ];
     for (cmd, want) in &cases {
         let out = run(&s, "agent", cmd).await;
@@ -686,9 +760,10 @@ async fn abuse_leaves_the_proxy_serving_within_its_bounds() {
     // 1,000 connections from one shell: at most the per-shell bound are
     // served; another owner is served meanwhile; then this one again.
     let thousand = format!(
-        r#"ulimit -n 4096; {py} -c "
+        r#"ulimit -n 4096 || ulimit -n $(ulimit -H -n); {py} -c "
 import socket, time
 conns = [socket.create_connection(('127.0.0.1', 3128), timeout=10) for _ in range(1000)]
+print('opened', len(conns))
 req = b'GET http://files.example.test:{port}/hello HTTP/1.1\r\nHost: files.example.test:{port}\r\n\r\n'
 for c in conns:
     try: c.sendall(req)
@@ -706,6 +781,7 @@ while os.path.exists('$TMPDIR/held'): time.sleep(0.05)
     );
     let out = run(&s, "agent", &thousand).await;
     holds(&thousand, &out, "ready");
+    holds(&thousand, &out, "opened 1000");
     let served: usize = out
         .lines()
         .find_map(|l| l.strip_prefix("served "))

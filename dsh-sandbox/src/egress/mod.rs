@@ -7,10 +7,12 @@ mod rules;
 #[cfg(all(feature = "egress", target_os = "linux"))]
 mod proxy;
 
-pub use rules::{AllowList, DEFAULT_PORTS};
+pub use rules::AllowList;
 
 #[cfg(all(feature = "egress", target_os = "linux"))]
-pub use proxy::{EgressLimits, EgressProxy, Resolve, SystemResolver};
+use proxy::EgressProxy;
+#[cfg(all(feature = "egress", target_os = "linux"))]
+pub use proxy::{EgressLimits, Resolve, SystemResolver};
 
 /// The port of the proxy inside every confined shell's own network
 /// namespace (`127.0.0.1:3128`; nothing else listens there unless the

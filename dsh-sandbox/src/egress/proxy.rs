@@ -76,7 +76,7 @@ impl Default for EgressLimits {
 /// allow list, the resolver and the bounds. [`EgressProxy::serve`] serves
 /// one confinement's listeners until it is dropped.
 #[derive(Debug)]
-pub struct EgressProxy {
+pub(crate) struct EgressProxy {
     allowed: AllowList,
     resolver: Arc<dyn Resolve>,
     limits: EgressLimits,
@@ -106,7 +106,11 @@ type Tunnel = (hyper::upgrade::OnUpgrade, TcpStream);
 
 impl EgressProxy {
     /// A proxy serving `allowed` through `resolver` within `limits`.
-    pub fn new(allowed: AllowList, resolver: Arc<dyn Resolve>, limits: EgressLimits) -> Self {
+    pub(crate) fn new(
+        allowed: AllowList,
+        resolver: Arc<dyn Resolve>,
+        limits: EgressLimits,
+    ) -> Self {
         EgressProxy {
             allowed,
             resolver,
@@ -115,15 +119,10 @@ impl EgressProxy {
         }
     }
 
-    /// The allow list.
-    pub fn allowed(&self) -> &AllowList {
-        &self.allowed
-    }
-
     /// Serves the listeners of one confinement (one per shell it starts)
     /// on the current tokio runtime, until the confinement is dropped:
     /// then every connection of its shells ends.
-    pub fn serve(self: &Arc<Self>, listeners: EgressListeners) -> io::Result<()> {
+    pub(crate) fn serve(self: &Arc<Self>, listeners: EgressListeners) -> io::Result<()> {
         let proxy = Arc::clone(self);
         tokio::runtime::Handle::try_current()
             .map_err(io::Error::other)?

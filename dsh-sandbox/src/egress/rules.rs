@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use crate::SandboxError;
 
 /// The ports an entry without one allows.
-pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// One entry of [`SandboxPolicy::allow_domains`](crate::SandboxPolicy::allow_domains), parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]

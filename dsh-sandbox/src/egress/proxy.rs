@@ -165,7 +165,16 @@ impl EgressProxy {
                     }
                 }
                 accepted = accept(current.as_ref()) => {
-                    let Ok((stream, _)) = accepted else { continue };
+                    let stream = match accepted {
+                        Ok((stream, _)) => stream,
+                        Err(err) => {
+                            // Out of descriptors, say: give the others a
+                            // moment rather than spin on the same error.
+                            tracing::warn!(%err, "egress: accepting a connection failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
                     let (Ok(shell), Ok(server)) = (
                         Arc::clone(&per_shell).try_acquire_owned(),
                         Arc::clone(&self.connections).try_acquire_owned(),
@@ -294,7 +303,13 @@ impl EgressProxy {
             .uri()
             .path_and_query()
             .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
-        let authority = req.uri().authority().map(|a| a.as_str().to_owned());
+        // The URL's host and port, without any user information.
+        let authority = match req.uri().port_u16() {
+            Some(p) if host.contains(':') => format!("[{host}]:{p}"),
+            Some(p) => format!("{host}:{p}"),
+            None if host.contains(':') => format!("[{host}]"),
+            None => host.to_owned(),
+        };
         match origin.parse() {
             Ok(uri) => *req.uri_mut() = uri,
             Err(_) => {
@@ -305,7 +320,7 @@ impl EgressProxy {
             }
         }
         strip_hop_by_hop(req.headers_mut());
-        if let Some(value) = authority.and_then(|a| HeaderValue::from_str(&a).ok()) {
+        if let Ok(value) = HeaderValue::from_str(&authority) {
             req.headers_mut().insert(header::HOST, value);
         }
         let handshake = hyper::client::conn::http1::Builder::new()

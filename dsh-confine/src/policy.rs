@@ -47,6 +47,9 @@ pub struct Policy {
     pub(crate) files: bool,
     /// The private `/tmp`'s (and `/dev/shm`'s) tmpfs size and inodes.
     pub(crate) tmp_limits: TmpLimits,
+    /// Directories shown read-only at their own paths (canonical), even
+    /// beneath the private `/tmp`.
+    pub(crate) readable: Vec<PathBuf>,
     /// The port of the egress proxy's listener inside (network off only).
     pub(crate) egress_port: Option<u16>,
 }
@@ -84,6 +87,7 @@ impl Policy {
             unix_sockets: Vec::new(),
             files: false,
             tmp_limits: TmpLimits::default(),
+            readable: Vec::new(),
             egress_port: None,
         }
     }
@@ -93,6 +97,15 @@ impl Policy {
     #[must_use]
     pub fn writable_roots(mut self, roots: Vec<PathBuf>) -> Self {
         self.roots = roots;
+        self
+    }
+
+    /// Sets directories (canonical, existing) shown read-only at their own
+    /// paths with the namespaces, even beneath the private `/tmp`: a
+    /// host's files for the shell to read, such as its long commands.
+    #[must_use]
+    pub fn readable_roots(mut self, readable: Vec<PathBuf>) -> Self {
+        self.readable = readable;
         self
     }
 

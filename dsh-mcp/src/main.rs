@@ -44,8 +44,9 @@ struct Args {
     /// from it, writes go to the owner's own layer, nothing reaches the
     /// directory or another owner. Over HTTP, harness endpoints beside
     /// `/mcp` fork, snapshot, restore, reset and diff a session
-    /// (docs/http.md). Needs Linux user, mount and PID namespaces and
-    /// overlayfs, `--backend local` and `--sandbox danger-full-access`.
+    /// (docs/http.md). In every `--sandbox` mode (the sandbox stands over
+    /// each view). Needs Linux user, mount and PID namespaces, overlayfs
+    /// and `--backend local`: checked at start.
     #[arg(long, env = "DSH_COPY_ON_WRITE", requires = "workspace")]
     copy_on_write: bool,
 
@@ -987,6 +988,14 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // A kernel that cannot give the views (or the sandbox over them)
+    // stops the server now, not at the first call.
+    if cow.is_some()
+        && let Err(err) = shell.check_copy_on_write().await
+    {
+        eprintln!("dsh-mcp: --copy-on-write: {}", report(&err));
+        return ExitCode::FAILURE;
+    }
     // Limits that cannot be kept stop the server now, not at the first call.
     match shell.enforcement(policy.mode) {
         Err(
@@ -1058,10 +1067,6 @@ fn copy_on_write(args: &Args, place: &Place) -> Result<Option<dsh_mcp::CopyOnWri
     }
     if place.backend.is_some() {
         return Err("--copy-on-write works with --backend local only".to_owned());
-    }
-    if args.sandbox != SandboxMode::DangerFullAccess {
-        let err = dsh_sandbox::SandboxError::CopyOnWriteMode { mode: args.sandbox };
-        return Err(format!("--copy-on-write: {}", report(&err)));
     }
     dsh_mcp::CopyOnWrite::open(&place.workspace, args.cow_dir.as_deref())
         .map(Some)

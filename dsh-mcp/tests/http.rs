@@ -986,6 +986,19 @@ fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Entry> {
 /// server ends and its layers directory (under `TMPDIR`) is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_on_write_sessions_and_the_harness_endpoints() {
+    copy_on_write_harness("danger-full-access").await;
+}
+
+/// [`copy_on_write_sessions_and_the_harness_endpoints`] in workspace-write:
+/// the sessions' shells confined over their views (nothing written
+/// outside the workspace), the fork's shell state captured from a
+/// confined shell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_sessions_in_workspace_write() {
+    copy_on_write_harness("workspace-write").await;
+}
+
+async fn copy_on_write_harness(mode: &str) {
     use reqwest::Method;
     let (_dir, ws) = workspace();
     std::fs::create_dir(ws.join("sub")).unwrap();
@@ -994,7 +1007,12 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
     std::fs::write(ws.join("sub/b.txt"), "b\n").unwrap();
     let before = tree(&ws);
     let tmp = tempfile::tempdir().unwrap();
-    let mut server = Server::start_env(&ws, &["--copy-on-write"], &[("TMPDIR", tmp.path())]).await;
+    let mut server = Server::start_env(
+        &ws,
+        &["--copy-on-write", "--sandbox", mode],
+        &[("TMPDIR", tmp.path())],
+    )
+    .await;
     let mut a = Raw::new(&server);
     let mut b = Raw::new(&server);
     assert_eq!(a.initialize().await.status, 200);
@@ -1027,6 +1045,15 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
         b.bash(1, "cat a.txt; ls -1").await.tool_text(),
         "one\na.txt\ndel.txt\nsub"
     );
+    if mode == "workspace-write" {
+        // The sandbox's walls over the view.
+        assert_eq!(
+            b.bash(9, "echo x > /etc/dsh-cow-outside 2>&1 || echo refused")
+                .await
+                .tool_text(),
+            "bash: /etc/dsh-cow-outside: Read-only file system\nrefused"
+        );
+    }
     assert_eq!(tree(&ws), before, "the base changed");
 
     // Changes, as JSON and as a diff.

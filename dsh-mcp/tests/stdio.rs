@@ -1413,8 +1413,8 @@ async fn help_names_every_flags_environment_variable() {
 /// `--copy-on-write` over stdio: the one owner works in its own view of
 /// the workspace, at the workspace's path, shell and editor alike; the
 /// workspace is unchanged; the default layers directory (under `TMPDIR`)
-/// is gone when the server ends. A restricted mode, and the flag without
-/// `--workspace`, are refused at start.
+/// is gone when the server ends. The flag without `--workspace` is
+/// refused at start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_on_write_gives_the_one_owner_a_view() {
     let dir = tempfile::tempdir().unwrap();
@@ -1424,20 +1424,6 @@ async fn copy_on_write_gives_the_one_owner_a_view() {
     let tmp = tempfile::tempdir().unwrap();
     let tmp_dir = tmp.path().to_str().unwrap();
 
-    let refused = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
-        .arg("--workspace")
-        .arg(&ws)
-        .args(["--copy-on-write", "--sandbox", "workspace-write"])
-        .env("TMPDIR", tmp_dir)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    assert!(!refused.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&refused.stderr),
-        "dsh-mcp: --copy-on-write: a copy-on-write workspace runs its owners in danger-full-access only, not workspace-write\n"
-    );
     let no_workspace = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
         .arg("--copy-on-write")
         .env_remove("DSH_WORKSPACE")
@@ -1499,6 +1485,56 @@ async fn copy_on_write_gives_the_one_owner_a_view() {
     assert!(status.success(), "{status:?}");
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// `--copy-on-write` where user namespaces are denied: the server does not
+/// start, and says why in one line (and leaves no layers directory). It
+/// runs in a user namespace of the test's own whose nested user namespaces
+/// are limited to none (a setting of that namespace only), in every
+/// sandbox mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_refuses_to_start_without_user_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // SAFETY: geteuid/getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    for mode in ["danger-full-access", "workspace-write", "read-only"] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"));
+        command
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--copy-on-write", "--sandbox", mode])
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::null());
+        // SAFETY: the hook makes system calls and writes /proc files only.
+        unsafe {
+            command.pre_exec(move || {
+                let write = |path: &str, text: String| std::fs::write(path, text);
+                if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                write("/proc/self/setgroups", "deny".into())?;
+                write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+                write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+                write("/proc/sys/user/max_user_namespaces", "0".into())
+            });
+        }
+        let out = tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .expect("the server ended")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: {stderr}");
+        let line = stderr.lines().last().unwrap_or_default();
+        assert!(
+            line.starts_with(
+                "dsh-mcp: --copy-on-write: the copy-on-write view of the workspace could not be made: "
+            ) && line.contains("user namespaces"),
+            "{mode}: {stderr}"
+        );
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "{mode}");
+    }
 }
 
 /// `--allow-domain` where nothing could enforce it stops the server,

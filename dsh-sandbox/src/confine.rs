@@ -122,6 +122,7 @@ pub(crate) fn confine(
         .namespaces(namespaces)
         .unix_sockets(unix_sockets)
         .tmp_limits(tmp)
+        .readable_roots(shell.scratch_dir.iter().cloned().collect())
         .egress_port(egress.map(|_| crate::EGRESS_PORT));
     if let Some(bwrap) = &policy.bubblewrap {
         let (argv, handoff, mut enforcement) =

@@ -122,9 +122,7 @@ pub fn render_error(err: &SandboxError) -> String {
             Some(source) => format!("Setting up the sandbox failed: {what}: {source}"),
             None => format!("Setting up the sandbox failed: {what}"),
         },
-        SandboxError::CopyOnWriteMode { mode } => format!(
-            "This host's copy-on-write workspace runs commands in danger-full-access only, not {mode}; the command was not run."
-        ),
+        SandboxError::CopyOnWriteBubblewrap => "This host's copy-on-write workspace confines commands with the sandbox's own namespaces, not bubblewrap; the command was not run.".to_owned(),
         SandboxError::InvalidAllowDomain { entry, why } => format!(
             "The allowed domain {entry:?} is not HOST[:PORT] or *.DOMAIN[:PORT] ({why}); the command was not run."
         ),

@@ -56,11 +56,22 @@
 //! options and umask: no process is copied), [`SandboxedShell::snapshot`],
 //! [`SandboxedShell::restore`] (any owner from any snapshot) and
 //! [`SandboxedShell::delete_snapshot`]. Closing an owner removes its
-//! layer. This release runs copy-on-write owners in danger-full-access
-//! only ([`SandboxError::CopyOnWriteMode`] otherwise). Where the kernel
-//! cannot make the view (no user namespaces, an overlay it refuses), the
-//! owner's first call fails with [`SandboxError::CopyOnWriteUnavailable`],
-//! naming what was refused.
+//! layer.
+//!
+//! Views work in every mode. In the restricted modes the confinement is
+//! built inside the view: its namespaces are made in the view's (the shell
+//! one PID namespace deeper), its Landlock rules name the view's paths,
+//! and its read-only mounts, hidden paths (the layers' directory among
+//! them), private `/tmp` and limits stand over the overlay; the editor
+//! works in that confined view. No git placeholder is made in a view (a
+//! repository the shell makes there lives in its layer, which no host's
+//! git reads as the workspace); a base's own `.git` is read-only as
+//! usual. Bubblewrap is not used over a view
+//! ([`SandboxError::CopyOnWriteBubblewrap`]). Where the kernel cannot make
+//! the view (no user namespaces, an overlay it refuses), the owner's first
+//! call fails with [`SandboxError::CopyOnWriteUnavailable`], naming what
+//! was refused; [`SandboxedShell::check_copy_on_write`] finds that out at
+//! a host's start.
 //!
 //! # Enforcement on Linux
 //!

@@ -1410,6 +1410,9 @@ techniques! {
 enum Engine {
     Native,
     Bubblewrap,
+    /// The built-in engine over a copy-on-write view of the workspace
+    /// (the workspace is the view's base: nothing there may change).
+    CopyOnWrite,
 }
 
 /// The modes every technique is tried in.
@@ -1436,12 +1439,22 @@ fn shell(lab: &Lab, workspace: &Path, mode: SandboxMode, engine: Engine) -> Sand
             "*.egress.invalid".to_owned(),
         ]);
     }
-    SandboxedShell::new(SandboxConfig::new(
-        policy,
-        ShellConfig::new(workspace)
-            .env(lab.env(workspace))
-            .timeout(Duration::from_secs(120)),
-    ))
+    let view = (engine == Engine::CopyOnWrite).then(|| {
+        // Layers beside the lab's workspaces, one directory per shell.
+        static VIEWS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = VIEWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cow = lab.out.parent().unwrap().join(format!("cow-{n}"));
+        std::sync::Arc::new(dsh_sandbox::dsh_workspace::Workspace::new(workspace, cow).unwrap())
+    });
+    SandboxedShell::new(
+        SandboxConfig::new(
+            policy,
+            ShellConfig::new(workspace)
+                .env(lab.env(workspace))
+                .timeout(Duration::from_secs(120)),
+        )
+        .copy_on_write(view),
+    )
     .unwrap()
 }
 
@@ -1524,13 +1537,16 @@ async fn try_technique(
     let victim = lab.victim_state();
     assert!(victim.0, "the victim must be alive before the technique");
 
+    // The workspace too where the shell may not change it: read-only, or
+    // the base of a copy-on-write view.
+    let whole = mode == SandboxMode::ReadOnly || engine == Engine::CopyOnWrite;
     let mut watched = lab.outside();
-    if mode == SandboxMode::ReadOnly {
+    if whole {
         watched.extend(snapshot(&[ws]));
     }
     let out = run(&s, &technique.cmd).await;
     let mut now = lab.outside();
-    if mode == SandboxMode::ReadOnly {
+    if whole {
         now.extend(snapshot(&[ws]));
     }
     let mut problems = Vec::new();
@@ -1624,6 +1640,63 @@ async fn technique_holds(technique: Technique, engine: Engine) {
     );
     let failures: Vec<String> = a.into_iter().chain(b).collect();
     held(technique.id, engine, &failures);
+}
+
+/// The techniques that write outside or change metadata there, and those
+/// that plant a set-id file or a file capability for the host, inside a
+/// copy-on-write view in workspace-write: nothing outside changes, nor the
+/// view's base. One lab for all (each technique in a shell and a view of
+/// its own: none changes the lab when it holds), two halves at once.
+mod copy_on_write_view {
+    use super::*;
+
+    /// The techniques of the list from `first` to `last`.
+    fn between(all: &[Technique], first: &str, last: &str) -> std::ops::Range<usize> {
+        let at = |id: &str| all.iter().position(|t| t.id == id).unwrap();
+        at(first)..at(last) + 1
+    }
+
+    async fn half(techniques: &[Technique], engine: Engine) -> Vec<String> {
+        let lab = Lab::new();
+        let mut failures = Vec::new();
+        for technique in techniques {
+            failures
+                .extend(try_technique(&lab, technique, SandboxMode::WorkspaceWrite, engine).await);
+        }
+        failures
+    }
+
+    async fn check(engine: Engine) {
+        let mut all = techniques();
+        let plant = between(&all, "setuid_bit_chmod", "file_capability_in_the_workspace");
+        let planting: Vec<Technique> = all.drain(plant).collect();
+        let write = between(&all, "create_a_file_outside", "trusted_xattr_outside");
+        let writing: Vec<Technique> = all.drain(write).collect();
+        let (_keep, grounds) = git_plant::grounds_dir();
+        let (mut failures, more, git) = tokio::join!(
+            half(&writing, engine),
+            half(&planting, engine),
+            git_plant::plants_in_a_view(&grounds)
+        );
+        failures.extend(more);
+        failures.extend(git);
+        held("copy_on_write_view", engine, &failures);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn native() {
+        check(Engine::CopyOnWrite).await;
+    }
+
+    #[test]
+    fn native_unprivileged() {
+        as_unprivileged(
+            "copy_on_write_view::native",
+            "copy_on_write_view",
+            Engine::CopyOnWrite,
+            check,
+        );
+    }
 }
 
 /// Nothing started inside outlives the shell: detached processes (setsid,

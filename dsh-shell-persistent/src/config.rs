@@ -127,6 +127,11 @@ pub struct ShellConfig {
     /// the sandbox crate confines shells this way. Only backends that fork
     /// run them; others refuse to spawn.
     pub pre_exec: Vec<Arc<dyn PreExec>>,
+    /// Where a local shell's commands too long for one line are written
+    /// for it to read: a private directory is made in it per shell process
+    /// (`None`, the default: the system's temporary directory). The
+    /// sandbox points it where its confined shell can read it.
+    pub scratch_dir: Option<PathBuf>,
     /// A [`ShellPool`](crate::ShellPool)'s owners without a call for this
     /// long are closed and forgotten, shell and all (`None`, the default:
     /// only [`ShellPool::close_owner`](crate::ShellPool::close_owner) and
@@ -261,6 +266,7 @@ setters! {
     backend: Arc<dyn PtyBackend>,
     persistent: bool,
     pre_exec: Vec<Arc<dyn PreExec>>,
+    scratch_dir: Option<PathBuf>,
     idle_limit: Option<Duration>,
     limits: ResourceLimits,
 }
@@ -297,6 +303,7 @@ impl ShellConfig {
             backend: dsh_pty::default_backend(),
             persistent: true,
             pre_exec: Vec::new(),
+            scratch_dir: None,
             idle_limit: None,
             limits: ResourceLimits::default(),
         }

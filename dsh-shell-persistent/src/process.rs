@@ -138,6 +138,8 @@ pub(crate) struct Process {
     /// its epilogue, or none ran since the init line (which enters it).
     in_posix: bool,
     scratch: Option<tempfile::TempDir>,
+    /// Where `scratch` is made ([`ShellConfig::scratch_dir`]).
+    scratch_in: Option<std::path::PathBuf>,
     /// The search for the marker prefix, kept from call to call.
     search: Option<Search>,
 }
@@ -204,6 +206,7 @@ impl Process {
             last_status: 0,
             in_posix: true,
             scratch: None,
+            scratch_in: config.scratch_dir.clone(),
             search: None,
         };
         let init = config
@@ -414,10 +417,13 @@ impl Process {
 
     fn write_command_file(&mut self, command: &str) -> Result<std::path::PathBuf, ShellError> {
         if self.scratch.is_none() {
-            let dir = tempfile::Builder::new()
-                .prefix("dsh-shell-")
-                .tempdir()
-                .map_err(ShellError::CommandFile)?;
+            let mut builder = tempfile::Builder::new();
+            builder.prefix("dsh-shell-");
+            let dir = match &self.scratch_in {
+                Some(dir) => builder.tempdir_in(dir),
+                None => builder.tempdir(),
+            }
+            .map_err(ShellError::CommandFile)?;
             self.scratch = Some(dir);
         }
         let dir = self

@@ -6,16 +6,19 @@
 //! command reads the state with bash builtins only (`declare -p`, `declare
 //! -F`/`-f`, `alias -p`, `shopt -p`, `set +o`, `umask`, `pwd`), in the
 //! shell itself, with `set -e`/`-u`/`-x`/`-v`, `expand_aliases` and
-//! `nocasematch` off while it runs and put back as they were at its end,
+//! `nocasematch` off while it runs and put back as they were at its end
 //! (the options as they were before it changed any: `BASHOPTS` goes stale
-//! when POSIX mode changes options, and a subshell clears `-e` and `-v`),
-//! and writes it as ten words quoted by `printf %q` under `LC_ALL=C` (every
-//! byte ASCII, so nothing the output path normalizes can change it): into a
-//! file in a private directory when the shell runs on this machine (read
-//! back only if it is the regular file the shell wrote), else on the
-//! terminal, between random markers, with its length, which shows whether
-//! anything (a job printing to the terminal) came in between (then it is
-//! read again, up to three times). The words are decoded here, the names
+//! when POSIX mode changes options). When the shell runs on this machine,
+//! each builtin's output is redirected into a file of its own in a private
+//! directory (no subshell is forked, so a capture costs about what a call
+//! does), and each file is read back only if it is the regular file the
+//! shell wrote. Else (or if the shell cannot write there: it sees another
+//! `/tmp`), each part is read by a command substitution and the ten are
+//! printed on the terminal quoted by `printf %q` under `LC_ALL=C` (every
+//! byte ASCII, so nothing the output path normalizes can change them),
+//! between random markers, with their length, which shows whether anything
+//! (a job printing to the terminal) came in between (then it is read again,
+//! up to three times). The parts are decoded here, the names
 //! bash and this library own are dropped, and the rest becomes a bash
 //! script: [`ShellState`].
 
@@ -266,44 +269,49 @@ impl Capture {
         })
     }
 
-    /// The file the shell writes the state into, if any.
-    fn file(&self) -> Option<std::path::PathBuf> {
-        self.dir.as_ref().map(|dir| dir.path().join("state"))
-    }
-
-    /// The command that prints the state. Its first line only assigns and
+    /// The command that writes the state. Its first line only assigns and
     /// calls builtins through `\builtin` (no word a user alias could
-    /// replace); from the second on, aliases are off. It leaves no
-    /// variable behind and ends with the options it found.
+    /// replace); from the second on, aliases are off. Through files, each
+    /// part is a builtin's output redirected into a file of its own (no
+    /// subshell is forked: a capture costs about what a call does); through
+    /// the terminal, each part is read by a command substitution and
+    /// printed quoted. It leaves no variable behind and ends with the
+    /// options it found.
     pub(crate) fn command(&self) -> String {
+        // Through files: the options written before any changes; if that
+        // fails (the shell sees another `/tmp`), the terminal's way.
+        let to_files = match &self.dir {
+            Some(dir) => format!(
+                r#"_Dst_D={dir}; \builtin shopt -p 2>/dev/null >| "$_Dst_D/S" && \builtin set +o >| "$_Dst_D/O" && _Dst_m=f || "#,
+                dir = bash_ansi_c_bytes(dir.path().as_os_str().as_encoded_bytes()),
+            ),
+            None => String::new(),
+        };
         format!(
-            r#"_Dst_d=$- _Dst_S=$(\builtin shopt -p) _Dst_O=$(\builtin set +o); \builtin set +euxv 2>/dev/null; \builtin shopt -u expand_aliases nocasematch
+            r#"_Dst_d=$- _Dst_e= _Dst_m=t; \builtin shopt -q expand_aliases && _Dst_e+=a; \builtin shopt -q nocasematch && _Dst_e+=n; {to_files}_Dst_S=$(\builtin shopt -p) _Dst_O=$(\builtin set +o); \builtin set +euxv 2>/dev/null; \builtin shopt -u expand_aliases nocasematch
+_Dst_a=; if [[ $# -gt 0 ]]; then LC_ALL=C \builtin printf -v _Dst_a '%q ' "$@"; fi
+if [[ $_Dst_m == f ]]; then
+\builtin declare -p >| "$_Dst_D/V"; \builtin declare -F >| "$_Dst_D/F"; \builtin alias -p >| "$_Dst_D/A"; \builtin umask >| "$_Dst_D/u"; {{ \builtin pwd; \builtin printf x; }} >| "$_Dst_D/w"; \builtin printf %s "$_Dst_d" >| "$_Dst_D/d"; \builtin printf %s "$_Dst_a" >| "$_Dst_D/a"
+_Dst_k=(); \builtin mapfile -t _Dst_L < "$_Dst_D/F"
+for _Dst_l in "${{_Dst_L[@]}}"; do _Dst_n=${{_Dst_l#declare -* }}; case $_Dst_n in _D??_*|'') ;; *) _Dst_k+=("$_Dst_n");; esac; done
+>| "$_Dst_D/f"; if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then if [[ -o posix ]]; then \builtin printf %s "$(\builtin set +o posix; \builtin declare -f -- "${{_Dst_k[@]}}")" >| "$_Dst_D/f"; else \builtin declare -f -- "${{_Dst_k[@]}}" >| "$_Dst_D/f"; fi; fi
+\builtin printf '%s F %s\n' {begin} {end}
+else
 _Dst_V=$(\builtin declare -p) _Dst_F=$(\builtin declare -F) _Dst_A=$(\builtin alias -p) _Dst_u=$(\builtin umask) _Dst_w=$(\builtin pwd; \builtin printf x) _Dst_k=() _Dst_f=
 _Dst_G=$_Dst_F$'\n'
 while [[ -n $_Dst_G ]]; do _Dst_l=${{_Dst_G%%$'\n'*}}; _Dst_G=${{_Dst_G#*$'\n'}}; _Dst_n=${{_Dst_l#declare -* }}; case $_Dst_n in _D??_*|'') ;; *) _Dst_k+=("$_Dst_n");; esac; done
 if [[ ${{#_Dst_k[@]}} -gt 0 ]]; then _Dst_f=$(\builtin set +o posix; \builtin declare -f -- "${{_Dst_k[@]}}"); fi
-_Dst_a=; if [[ $# -gt 0 ]]; then LC_ALL=C \builtin printf -v _Dst_a '%q ' "$@"; fi
 LC_ALL=C \builtin printf -v _Dst_p '%q %q %q %q %q %q %q %q %q %q' "$_Dst_V" "$_Dst_F" "$_Dst_f" "$_Dst_A" "$_Dst_S" "$_Dst_O" "$_Dst_d" "$_Dst_u" "$_Dst_w" "$_Dst_a"
-if {to_file} && {{ \builtin printf %s "$_Dst_p" >| {file}; }} 2>/dev/null; then \builtin printf '%s f %s %s\n' {begin} "${{#_Dst_p}}" {end}; else \builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}; fi
-_Dst_t='\builtin unset -v _Dst_a _Dst_d _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
-case $_Dst_S in *'shopt -s expand_aliases'*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
-case $_Dst_S in *'shopt -s nocasematch'*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
+\builtin printf '%s %s %s %s\n' {begin} "${{#_Dst_p}}" "$_Dst_p" {end}
+fi
+_Dst_t='\builtin unset -v _Dst_a _Dst_d _Dst_e _Dst_m _Dst_D _Dst_L _Dst_V _Dst_F _Dst_A _Dst_S _Dst_O _Dst_u _Dst_w _Dst_k _Dst_f _Dst_G _Dst_l _Dst_n _Dst_p _Dst_t;'
+case $_Dst_e in *a*) _Dst_t+=' \builtin shopt -s expand_aliases;';; esac
+case $_Dst_e in *n*) _Dst_t+=' \builtin shopt -s nocasematch;';; esac
 _Dst_d=${{_Dst_d//[!euxv]/}}
 if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
 \builtin eval "$_Dst_t""#,
             begin = split_token(&self.begin),
             end = split_token(&self.end),
-            to_file = if self.dir.is_some() {
-                "[[ -n x ]]"
-            } else {
-                "[[ -n '' ]]"
-            },
-            file = bash_ansi_c_bytes(
-                self.file()
-                    .unwrap_or_default()
-                    .as_os_str()
-                    .as_encoded_bytes()
-            ),
         )
     }
 
@@ -319,43 +327,11 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
         let rest = &output[at + self.begin.len()..];
         let torn = || Unread::Torn;
         let rest = rest.strip_prefix(' ').ok_or_else(torn)?;
-        let (in_file, rest) = match rest.strip_prefix("f ") {
-            Some(rest) => (true, rest),
-            None => (false, rest),
+        let words = match rest.strip_prefix("F ") {
+            Some(after) if after.starts_with(&self.end) => self.read_files()?,
+            Some(_) => return Err(torn()),
+            None => self.read_words(rest)?,
         };
-        let (len, rest) = rest.split_once(' ').ok_or_else(torn)?;
-        let len: usize = len.parse().map_err(|_| torn())?;
-        let written;
-        let (payload, after) = if in_file {
-            // A file the shell wrote but this process cannot read (the
-            // shell sees another `/tmp`) reads again through the terminal.
-            let file = self.file().ok_or_else(torn)?;
-            written = read_own_file(&file)
-                .and_then(|bytes| String::from_utf8(bytes).ok())
-                .filter(|text| text.len() == len)
-                .ok_or(Unread::NoFile)?;
-            (written.as_str(), rest)
-        } else {
-            let after = rest.get(len..).and_then(|a| a.strip_prefix(' '));
-            (rest.get(..len).ok_or_else(torn)?, after.ok_or_else(torn)?)
-        };
-        if !after.starts_with(&self.end) {
-            return Err(torn());
-        }
-        let mut words = Vec::with_capacity(WORDS);
-        let mut input = payload.as_bytes();
-        while words.len() < WORDS {
-            let (word, rest) = decode_word(input).ok_or_else(torn)?;
-            words.push(word);
-            input = match rest.split_first() {
-                Some((b' ', rest)) => rest,
-                None => rest,
-                Some(_) => return Err(torn()),
-            };
-        }
-        if !input.is_empty() {
-            return Err(torn());
-        }
         let [
             vars,
             fnames,
@@ -367,7 +343,7 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
             umask,
             cwd,
             args,
-        ] = <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())?;
+        ] = words;
         let cwd = cwd
             .strip_suffix(b"\nx")
             .ok_or(Unread::Other("`pwd` failed: the current directory is gone"))?
@@ -394,6 +370,68 @@ if [[ -n $_Dst_d ]]; then _Dst_t+=" \\builtin set -$_Dst_d"; fi
                 cwd,
             }),
         })
+    }
+}
+
+impl Capture {
+    /// The ten parts the shell wrote into files of the private directory,
+    /// each read back only if it is the regular file the shell wrote;
+    /// trailing newlines dropped as a command substitution drops them
+    /// (but for the directory, which ends in `x`, and the parts written
+    /// with `printf %s`).
+    fn read_files(&self) -> Result<[Vec<u8>; WORDS], Unread> {
+        let dir = self.dir.as_ref().ok_or(Unread::Torn)?;
+        let read = |name: &str, trim: bool| {
+            let mut bytes = read_own_file(&dir.path().join(name)).ok_or(Unread::NoFile)?;
+            if trim {
+                let kept = bytes.len() - bytes.iter().rev().take_while(|&&b| b == b'\n').count();
+                bytes.truncate(kept);
+            }
+            Ok::<_, Unread>(bytes)
+        };
+        Ok([
+            read("V", true)?,
+            read("F", true)?,
+            read("f", true)?,
+            read("A", true)?,
+            read("S", true)?,
+            read("O", true)?,
+            read("d", false)?,
+            read("u", true)?,
+            read("w", false)?,
+            read("a", false)?,
+        ])
+    }
+
+    /// The ten words printed on the terminal after the capture's first
+    /// marker (`rest`): their length, the words, the end marker.
+    fn read_words(&self, rest: &str) -> Result<[Vec<u8>; WORDS], Unread> {
+        let torn = || Unread::Torn;
+        let (len, rest) = rest.split_once(' ').ok_or_else(torn)?;
+        let len: usize = len.parse().map_err(|_| torn())?;
+        let payload = rest.get(..len).ok_or_else(torn)?;
+        let after = rest
+            .get(len..)
+            .and_then(|a| a.strip_prefix(' '))
+            .ok_or_else(torn)?;
+        if !after.starts_with(&self.end) {
+            return Err(torn());
+        }
+        let mut words = Vec::with_capacity(WORDS);
+        let mut input = payload.as_bytes();
+        while words.len() < WORDS {
+            let (word, rest) = decode_word(input).ok_or_else(torn)?;
+            words.push(word);
+            input = match rest.split_first() {
+                Some((b' ', rest)) => rest,
+                None => rest,
+                Some(_) => return Err(torn()),
+            };
+        }
+        if !input.is_empty() {
+            return Err(torn());
+        }
+        <[Vec<u8>; WORDS]>::try_from(words).map_err(|_| torn())
     }
 }
 

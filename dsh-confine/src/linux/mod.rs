@@ -97,7 +97,8 @@ pub struct Confinement {
     egress_listeners: Option<egress::EgressListeners>,
 }
 
-/// The writable roots, and the workspace read-only if it is none of them.
+/// The writable roots, the workspace read-only if it is none of them, and
+/// the readable roots read-only.
 fn attachments(policy: &Policy) -> Vec<Attachment> {
     let mut attachments: Vec<Attachment> = policy
         .roots
@@ -113,6 +114,10 @@ fn attachments(policy: &Policy) -> Vec<Attachment> {
             writable: false,
         });
     }
+    attachments.extend(policy.readable.iter().map(|path| Attachment {
+        path: path.clone(),
+        writable: false,
+    }));
     attachments
 }
 

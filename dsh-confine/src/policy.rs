@@ -50,6 +50,8 @@ pub struct Policy {
     /// Directories shown read-only at their own paths (canonical), even
     /// beneath the private `/tmp`.
     pub(crate) readable: Vec<PathBuf>,
+    /// The port of the egress proxy's listener inside (network off only).
+    pub(crate) egress_port: Option<u16>,
 }
 
 impl Policy {
@@ -70,6 +72,7 @@ impl Policy {
             files: false,
             tmp_limits: TmpLimits::default(),
             readable: Vec::new(),
+            egress_port: None,
         }
     }
 
@@ -127,6 +130,12 @@ dsh_pty::setters!(Policy {
     /// reachable besides those beneath the writable roots, `/tmp` and
     /// `/dev/shm`.
     unix_sockets: Vec<PathBuf>,
+    /// Sets the port of a TCP listener on `127.0.0.1` inside the sandbox's
+    /// own network namespace, handed to the host (Linux, namespaces, the
+    /// network off; default none): the host's proxy accepts on it, see
+    /// `Confinement::egress_listeners`. Refused by the weaker mode and by
+    /// bubblewrap.
+    egress_port: Option<u16>,
 });
 
 /// The size bounds of the private `/tmp` and `/dev/shm` tmpfs (`None`: the

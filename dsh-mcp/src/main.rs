@@ -110,6 +110,20 @@ struct Args {
     #[arg(long, env = "DSH_NETWORK")]
     network: bool,
 
+    /// In the restricted modes, let the shell reach HOST[:PORT] by name
+    /// through the server's proxy (repeatable; `*.example.com` for its
+    /// subdomains; without a port, 80 and 443): HTTP_PROXY and friends are
+    /// set inside, every other connection reaches nothing. Not with
+    /// `--network` nor danger-full-access. In the environment,
+    /// comma-separated.
+    #[arg(
+        long = "allow-domain",
+        env = "DSH_ALLOW_DOMAINS",
+        value_name = "HOST[:PORT]",
+        value_delimiter = ','
+    )]
+    allow_domain: Vec<String>,
+
     /// In the restricted modes, let confined processes connect to this Unix
     /// socket, or to the sockets in this directory (repeatable). Sockets
     /// beneath the workspace and the private `/tmp` need no flag; every
@@ -848,7 +862,25 @@ enum Serve {
     Http(String, dsh_mcp::http::HttpOptions),
 }
 
+/// `--allow-domain` only where the sandbox enforces it.
+fn egress_args(args: &Args) -> Result<(), String> {
+    if args.allow_domain.is_empty() {
+        return Ok(());
+    }
+    if args.sandbox == SandboxMode::DangerFullAccess {
+        return Err("--allow-domain needs --sandbox read-only or workspace-write: with --sandbox danger-full-access nothing keeps the shell off the network".to_owned());
+    }
+    if args.network {
+        return Err("--allow-domain and --network exclude each other: --network already opens every address (use one or the other)".to_owned());
+    }
+    Ok(())
+}
+
 async fn serve(args: Args) -> ExitCode {
+    if let Err(err) = egress_args(&args) {
+        eprintln!("dsh-mcp: {err}");
+        return ExitCode::FAILURE;
+    }
     #[cfg(feature = "http")]
     let how = match listen_options(&args) {
         Ok(Some((addr, options))) => Serve::Http(addr, options),
@@ -919,6 +951,7 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
         .tmp_size(tmp.size)
         .tmp_inodes(tmp.inodes)
         .network(args.network)
+        .allow_domains(args.allow_domain.clone())
         .unix_sockets(args.allow_unix_socket.clone())
         .hidden_paths({
             let mut hidden = if args.no_default_hide {

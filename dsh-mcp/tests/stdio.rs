@@ -1536,3 +1536,91 @@ async fn copy_on_write_refuses_to_start_without_user_namespaces() {
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "{mode}");
     }
 }
+
+/// `--allow-domain` where nothing could enforce it stops the server,
+/// naming the flag and the mode (or `--network`).
+#[tokio::test]
+async fn allow_domain_is_refused_where_nothing_enforces_it() {
+    for (args, want) in [
+        (
+            vec!["--allow-domain", "pypi.org"],
+            "dsh-mcp: --allow-domain needs --sandbox read-only or workspace-write: with --sandbox danger-full-access nothing keeps the shell off the network\n",
+        ),
+        (
+            vec![
+                "--sandbox",
+                "workspace-write",
+                "--network",
+                "--allow-domain",
+                "pypi.org",
+            ],
+            "dsh-mcp: --allow-domain and --network exclude each other: --network already opens every address (use one or the other)\n",
+        ),
+        (
+            vec!["--sandbox", "read-only", "--allow-domain", "a.*.org"],
+            "dsh-mcp: the allowed domain \"a.*.org\" is not HOST[:PORT] or *.DOMAIN[:PORT]: a wildcard is only a leading '*.' (subdomains of a domain)\n",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+    }
+}
+
+/// `DSH_ALLOW_DOMAINS` (as `--allow-domain`): the confined shell's curl
+/// reaches the named host through the proxy, and the same server by its
+/// IP literal gets the 403 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_domain_reaches_the_named_host_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nreached\n",
+                )
+                .await;
+        }
+    });
+    let dir = tempfile::tempdir_in(visible_tmp()).unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let allowed = format!("localhost:{port},pypi.org");
+    let mut c = Client::start_env(
+        &ws,
+        &["--sandbox", "workspace-write"],
+        &[("DSH_ALLOW_DOMAINS", Some(&allowed))],
+    )
+    .await;
+    let (text, _) = c
+        .call(
+            2,
+            "bash",
+            json!({"command": format!("curl -sS http://localhost:{port}/; curl -sS http://127.0.0.1:{port}/; curl -sS --noproxy '*' http://127.0.0.1:{port}/; echo \"exit=$?\"")}),
+        )
+        .await;
+    assert!(text.contains("reached"), "{text}");
+    assert!(
+        text.contains(&format!("127.0.0.1:{port} is not in --allow-domain")),
+        "{text}"
+    );
+    assert!(text.contains("exit=7"), "{text}");
+    assert_eq!(text.matches("reached").count(), 1, "{text}");
+    assert!(c.finish().await.success());
+    server.abort();
+}

@@ -105,6 +105,22 @@ pub enum SandboxError {
         "a copy-on-write workspace confines its shells with the sandbox's own namespaces, not bubblewrap"
     )]
     CopyOnWriteBubblewrap,
+    /// An entry of [`SandboxPolicy::allow_domains`](crate::SandboxPolicy::allow_domains)
+    /// is not `HOST[:PORT]` or `*.DOMAIN[:PORT]`.
+    #[error("the allowed domain {entry:?} is not HOST[:PORT] or *.DOMAIN[:PORT]: {why}")]
+    InvalidAllowDomain {
+        /// The entry as given.
+        entry: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// [`SandboxPolicy::allow_domains`](crate::SandboxPolicy::allow_domains)
+    /// where nothing could enforce it.
+    #[error("allowed domains cannot be enforced: {why}")]
+    EgressConflict {
+        /// Why (a sentence's end).
+        why: &'static str,
+    },
     /// The host has no copy-on-write workspace.
     #[error("this sandbox has no copy-on-write workspace")]
     NoCopyOnWrite,

@@ -178,6 +178,24 @@
 //! `/usr/bin/sandbox-exec` (compiled and tested only as text here). On other
 //! platforms the restricted modes report "not supported".
 //!
+//! # Egress by name
+//!
+//! [`SandboxPolicy::allow_domains`] (feature `egress`, Linux with
+//! namespaces) lets the restricted modes reach the hosts named over HTTP(S)
+//! and nothing else: the shell keeps its own network namespace, whose init
+//! hands a listener on `127.0.0.1:`[`EGRESS_PORT`] to this process; a
+//! hyper proxy here serves it ([`egress_env`] is what the shell is told),
+//! resolving names itself (`SandboxConfig::egress_resolver`), within
+//! `EgressLimits`, and answers 403 naming any host and port not listed.
+//!
+//! ```
+//! use dsh_sandbox::{SandboxMode, SandboxPolicy};
+//! let policy = SandboxPolicy::default()
+//!     .mode(SandboxMode::WorkspaceWrite)
+//!     .allow_domains(vec!["pypi.org".into(), "files.pythonhosted.org".into()]);
+//! assert!(dsh_sandbox::AllowList::parse(&policy.allow_domains).unwrap().allows("pypi.org", 443));
+//! ```
+//!
 //! # Messages
 //!
 //! A confined command that failed on a denied file access — `Read-only file
@@ -196,6 +214,7 @@ mod beneath;
 mod config;
 mod confine;
 pub mod contract;
+mod egress;
 mod error;
 mod escalation;
 mod fs;
@@ -214,6 +233,9 @@ pub use contract::{Denial, SandboxOutcome};
 #[cfg(target_os = "linux")]
 pub use dsh_confine::landlock_abi;
 pub use dsh_confine::{Enforcement, TmpHeld, TmpLimit, TmpLimits, UnixSocketGuard};
+pub use egress::{AllowList, EGRESS_PORT, egress_env};
+#[cfg(all(feature = "egress", target_os = "linux"))]
+pub use egress::{EgressLimits, Resolve, SystemResolver};
 pub use error::SandboxError;
 pub use fs::SandboxFs;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};

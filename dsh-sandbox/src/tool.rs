@@ -50,6 +50,8 @@ pub struct SandboxedShell {
     weaker: AtomicBool,
     /// The shell states of the copy-on-write workspace's snapshots.
     pub(crate) snapshots: crate::rollout::Snapshots,
+    /// The egress proxy, when the policy allows domains.
+    egress: Option<Arc<crate::egress::Egress>>,
 }
 
 /// The sandbox's kind of pool owner: a shell with its mode and what
@@ -139,7 +141,9 @@ impl SandboxedShell {
     /// until a call; a restricted call whose confinement cannot be enforced
     /// fails closed with the reason.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        let egress = crate::egress::Egress::for_config(&config)?.map(Arc::new);
         Ok(SandboxedShell {
+            egress,
             pool: ShellPool::of_kind(config.shell.clone())?,
             weaker: AtomicBool::new(false),
             snapshots: crate::rollout::Snapshots::default(),
@@ -176,6 +180,7 @@ impl SandboxedShell {
             &rules,
             &policy,
             !self.weaker.load(Ordering::Relaxed),
+            None,
         )
     }
 
@@ -403,11 +408,19 @@ impl SandboxedShell {
         let placeholders_needed = self.config.copy_on_write.is_none();
         let preparing = Arc::clone(&state.preparing);
         let placeholders = Arc::clone(&state.placeholders);
+        let egress = self.egress.clone();
         let (made_tx, made_rx) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
             let _serial = preparing.lock().unwrap_or_else(|p| p.into_inner());
             let placeholders = placeholders_needed.then_some(&*placeholders);
-            let made = prepare(shell, &policy, &start_dir, mode, namespaces, placeholders);
+            let made = prepare(
+                shell,
+                (&policy, egress.as_deref()),
+                &start_dir,
+                mode,
+                namespaces,
+                placeholders,
+            );
             // A dropped call no longer waits: the shell (not started) is
             // dropped here; the placeholders stay with the owner.
             if let Err(unwanted) = made_tx.send(made) {
@@ -616,7 +629,7 @@ fn refuse_tmp_bounds(
 /// [`SandboxedShell::make`]'s blocking part: a confined shell for `mode`.
 fn prepare(
     mut shell: ShellConfig,
-    policy: &crate::SandboxPolicy,
+    (policy, egress): (&crate::SandboxPolicy, Option<&crate::egress::Egress>),
     start_dir: &Path,
     mode: SandboxMode,
     namespaces: bool,
@@ -641,7 +654,7 @@ fn prepare(
         None
     };
     shell.scratch_dir = scratch.as_ref().map(|d| d.path().to_owned());
-    let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces)?;
+    let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces, egress)?;
     Ok(Current {
         mode,
         shell: Shell::new(shell)?,

@@ -160,6 +160,12 @@ pub fn bubblewrap_command(
     policy: &Policy,
     argv: &[String],
 ) -> Result<(Vec<String>, Handoff, Enforcement), Error> {
+    if policy.egress_port.is_some() {
+        return Err(Error::setup(
+            "bubblewrap cannot hand an egress proxy's listener to the host (use the built-in \
+             namespaces)",
+        ));
+    }
     let programs = seccomp::filters(true, policy.network)?;
     let fds = programs
         .programs

@@ -366,6 +366,18 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..))]
     max_sessions: u64,
 
+    /// `--listen`: while a call runs, its answer's stream carries a comment
+    /// every N seconds, so that a client's read timeout or a proxy's idle
+    /// timeout shorter than the call does not drop it. 0: never.
+    #[cfg(feature = "http")]
+    #[arg(
+        long,
+        env = "DSH_SSE_KEEPALIVE_SECS",
+        value_name = "N",
+        default_value_t = 15
+    )]
+    sse_keepalive_secs: u64,
+
     /// `--listen`: serve HTTPS with this PEM certificate chain (with
     /// `--tls-key`).
     #[cfg(feature = "tls")]
@@ -843,6 +855,8 @@ fn listen_options(args: &Args) -> Result<Option<(String, dsh_mcp::http::HttpOpti
         session_idle: (args.session_idle_secs > 0)
             .then(|| Duration::from_secs(args.session_idle_secs)),
         max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
+        sse_keep_alive: (args.sse_keepalive_secs > 0)
+            .then(|| Duration::from_secs(args.sse_keepalive_secs)),
         #[cfg(feature = "tls")]
         tls: match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => Some(dsh_mcp::http::TlsFiles {

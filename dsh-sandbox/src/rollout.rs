@@ -283,7 +283,8 @@ impl OwnerState {
 /// Ends the owner's shell, if it has one: its view unmounts with it.
 async fn end_shell(current: &mut Option<Current>) {
     if let Some(mut current) = current.take() {
-        current.shell.close().await;
+        // Its view goes with it: nothing is left to end gracefully.
+        current.shell.kill().await;
     }
 }
 

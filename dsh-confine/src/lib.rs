@@ -43,7 +43,7 @@ pub use linux::files::{Found, OpenError, Opener};
 #[cfg(target_os = "linux")]
 pub use linux::landlock::landlock_abi;
 #[cfg(target_os = "linux")]
-pub use linux::{Confinement, without_capabilities};
+pub use linux::{Confinement, EgressListeners, Received, without_capabilities};
 pub use policy::{Policy, TmpHeld, TmpLimit, TmpLimits};
 pub use seatbelt::{seatbelt_command, seatbelt_profile};
 

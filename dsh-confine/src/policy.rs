@@ -47,22 +47,11 @@ pub struct Policy {
     pub(crate) files: bool,
     /// The private `/tmp`'s (and `/dev/shm`'s) tmpfs size and inodes.
     pub(crate) tmp_limits: TmpLimits,
-}
-
-/// Chainable setters, one per named field, each documented.
-macro_rules! setters {
-    ($($(#[$doc:meta])* $field:ident: $fty:ty),* $(,)?) => {
-        impl Policy {
-            $(
-                $(#[$doc])*
-                #[must_use]
-                pub fn $field(mut self, $field: $fty) -> Self {
-                    self.$field = $field;
-                    self
-                }
-            )*
-        }
-    };
+    /// Directories shown read-only at their own paths (canonical), even
+    /// beneath the private `/tmp`.
+    pub(crate) readable: Vec<PathBuf>,
+    /// The port of the egress proxy's listener inside (network off only).
+    pub(crate) egress_port: Option<u16>,
 }
 
 impl Policy {
@@ -82,6 +71,8 @@ impl Policy {
             unix_sockets: Vec::new(),
             files: false,
             tmp_limits: TmpLimits::default(),
+            readable: Vec::new(),
+            egress_port: None,
         }
     }
 
@@ -93,6 +84,15 @@ impl Policy {
         self
     }
 
+    /// Sets directories (canonical, existing) shown read-only at their own
+    /// paths with the namespaces, even beneath the private `/tmp`: a
+    /// host's files for the shell to read, such as its long commands.
+    #[must_use]
+    pub fn readable_roots(mut self, readable: Vec<PathBuf>) -> Self {
+        self.readable = readable;
+        self
+    }
+
     /// Sets the private `/tmp`'s and `/dev/shm`'s tmpfs bounds.
     #[must_use]
     pub fn tmp_limits(mut self, limits: TmpLimits) -> Self {
@@ -101,7 +101,7 @@ impl Policy {
     }
 }
 
-setters! {
+dsh_pty::setters!(Policy {
     /// Sets the shell's start directory (default: the workspace).
     cwd: PathBuf,
     /// Sets workspace-write (`true`) or read-only (`false`, the default):
@@ -130,7 +130,13 @@ setters! {
     /// reachable besides those beneath the writable roots, `/tmp` and
     /// `/dev/shm`.
     unix_sockets: Vec<PathBuf>,
-}
+    /// Sets the port of a TCP listener on `127.0.0.1` inside the sandbox's
+    /// own network namespace, handed to the host (Linux, namespaces, the
+    /// network off; default none): the host's proxy accepts on it, see
+    /// `Confinement::egress_listeners`. Refused by the weaker mode and by
+    /// bubblewrap.
+    egress_port: Option<u16>,
+});
 
 /// The size bounds of the private `/tmp` and `/dev/shm` tmpfs (`None`: the
 /// kernel's default, half the host's memory).

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use dsh_pty::remote::RemoteLink;
-use dsh_pty::{PtyBackend, PtyError, PtySession, SpawnSpec};
+use dsh_pty::{PtyBackend, PtyError, PtySession, SpawnSpec, SpecField, SpecSupport};
 
 use crate::link::{DockerLink, DockerSession, ExecTerminal};
 use crate::{Container, ContainerTemplate, DockerError};
@@ -105,21 +105,37 @@ impl PtyBackend for DockerBackend {
         false
     }
 
-    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
-        if !spec.get_pre_exec().is_empty() {
-            return Err(PtyError::Unsupported {
-                backend: "docker",
-                what: "pre-exec confinement hooks (the container is the confinement)",
-            });
+    /// All but hooks (the container is the confinement) and the
+    /// terminal's modes; limits only with a container per session. The
+    /// environment through the shared prologue
+    /// ([`dsh_pty::remote::command_line`]).
+    fn keeps(&self) -> SpecSupport {
+        let keeps = SpecSupport::ALL
+            .without(
+                SpecField::PreExec,
+                "confinement hooks run on this machine (the container is the confinement)",
+            )
+            .without(
+                SpecField::Echo,
+                "the exec's terminal modes are the daemon's",
+            )
+            .without(
+                SpecField::OutputProcessing,
+                "the exec's terminal modes are the daemon's",
+            );
+        match self.placement {
+            Placement::Shared(_) => keeps.without(
+                SpecField::Limits,
+                "limits per session need a container per session (or set them on the container)",
+            ),
+            Placement::PerSession { .. } => keeps,
         }
+    }
+
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
+        self.keeps().check(self.name(), &spec)?;
         let limits = spec.get_limits();
         let (container, owned) = match &self.placement {
-            Placement::Shared(_) if !limits.is_empty() && !limits.best_effort => {
-                return Err(PtyError::Unsupported {
-                    backend: "docker",
-                    what: "resource limits per session in a shared container (set them on the container, or use a container per session)",
-                });
-            }
             Placement::Shared(c) => (c.clone(), false),
             Placement::PerSession { docker, template } => {
                 // The spawn's limits, where it has any, else the template's.
@@ -151,14 +167,14 @@ impl DockerBackend {
         owned: bool,
     ) -> Result<Box<dyn PtySession>, PtyError> {
         let tag = dsh_pty::remote::new_tag()?;
-        let mut env: Vec<String> = spec
-            .get_env()
-            .iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{}={}", lossy(k), lossy(v))))
-            .collect();
-        env.push(format!("{}={tag}", dsh_pty::remote::TAG_VAR));
-        let mut cmd = vec![lossy(spec.program())];
-        cmd.extend(spec.get_args().iter().map(|a| lossy(a)));
+        // The tag from the start (this host's view finds the exec's
+        // process by it), the rest through the shared prologue.
+        let env = vec![format!("{}={tag}", dsh_pty::remote::TAG_VAR)];
+        let cmd = vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            dsh_pty::remote::command_line(spec, &tag),
+        ];
         let docker = container.docker();
         let exec = docker
             .create_exec(

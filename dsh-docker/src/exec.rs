@@ -128,8 +128,24 @@ pub(crate) async fn run(
     fed?;
     let (stdout, stderr) = collected?;
     let code = exit_code(container, &exec_id).await?;
-    let status = ExitStatus::from_code(i32::try_from(code).unwrap_or(-1));
-    Ok(Ran::new(stdout, stderr, status))
+    Ok(Ran::new(stdout, stderr, exec_status(code)))
+}
+
+/// The last signal number (Linux's `SIGRTMAX`).
+const LAST_SIGNAL: i64 = 64;
+
+/// How an exec ended, from the exit code its inspection gives: the daemon
+/// reports a program killed by signal `n` as code `128 + n`, so a code from
+/// 129 to `128 + 64` is read as that signal, named as the other backends
+/// name it. (A program that exits with such a code itself, as `sh` does
+/// after a child died that way, reads the same: the daemon tells no more.)
+pub(crate) fn exec_status(code: i64) -> ExitStatus {
+    match code {
+        c if (129..=128 + LAST_SIGNAL).contains(&c) => {
+            ExitStatus::from_signal(i32::try_from(code - 128).unwrap_or(-1))
+        }
+        _ => ExitStatus::from_code(i32::try_from(code).unwrap_or(-1)),
+    }
 }
 
 /// The exit code of a finished exec; its output ended, so it ends at once
@@ -192,4 +208,20 @@ pub(crate) async fn start_helper(
     cmd.extend_from_slice(args);
     let (_, (output, input)) = attach(container, user, cmd, true, false).await?;
     Ok(Box::new(HelperExec { input, output }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exec_status;
+    use dsh_pty::ExitStatus;
+
+    #[test]
+    fn codes_past_128_are_signals_by_name() {
+        assert_eq!(exec_status(137).signal_name(), Some("SIGKILL"));
+        assert_eq!(exec_status(130), ExitStatus::from_signal(2));
+        assert_eq!(exec_status(192), ExitStatus::from_signal(64));
+        for code in [0, 1, 127, 128, 193, 255, -1] {
+            assert_eq!(exec_status(code).code(), Some(code as i32), "{code}");
+        }
+    }
 }

@@ -68,10 +68,12 @@
 //! input). Against a daemon elsewhere (or with
 //! [`DockerBackend::host_proc`] off) a small script in the container answers
 //! the same questions ([`dsh_pty::remote::FOREGROUND_SCRIPT`], Linux
-//! containers), one exec kept open per shell. Exit codes come from the exec's inspection; a
-//! program killed by a signal shows as code `128 + n`. The environment of
-//! the container is the base of the shell's (the exec can add variables but
-//! not remove the container's).
+//! containers), one exec kept open per shell. Exit codes come from the exec's inspection; the
+//! daemon's code `128 + n` is read as signal `n`, named as elsewhere
+//! (`SIGKILL`), also for a program that exits with such a code itself. The environment of
+//! the container is the base of the shell's; the program starts through
+//! the remote prologue ([`dsh_pty::remote::command_line`], `env -u`/`env -i`),
+//! so a spec's removed variables and cleared environment hold there too.
 //!
 //! [`PtyBackend`]: dsh_pty::PtyBackend
 //! [`Fs`]: dsh_editor::fs::Fs

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::container::LogOutput;
 use bytes::Bytes;
+use dsh_pty::TermSize;
 use dsh_pty::remote::{Ended, Helper, LocalView, Ran, RemoteLink, RemoteSession, TerminalOutput};
-use dsh_pty::{ExitStatus, TermSize};
 use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -257,7 +257,7 @@ impl TerminalOutput for ExecTerminal {
             other => other,
         };
         match exit {
-            Ok(code) => Ok(ExitStatus::from_code(i32::try_from(code).unwrap_or(-1))),
+            Ok(code) => Ok(exec::exec_status(code)),
             Err(e) => {
                 let cause = match self.broke.take() {
                     Some(b) if !e.is_gone() => b,

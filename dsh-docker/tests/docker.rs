@@ -24,7 +24,7 @@ mod docker {
     /// limit again before that memory is freed, and the kernel then kills
     /// the shell as well. Either way the result names the limit.
     const SHELL_KILLED_TOO: &str =
-        "[killed: memory limit of 64 MiB reached]\n[shell exited: code 137]\n";
+        "[killed: memory limit of 64 MiB reached]\n[shell killed by signal: SIGKILL]\n";
 
     async fn sh(c: &Container, script: &str) -> String {
         let ran = c.run(&["sh", "-c", script], None).await.unwrap();
@@ -152,6 +152,96 @@ mod docker {
             before
         );
         assert_eq!(sh(c, &format!("cat {root}/f")).await, "a\nb");
+    }
+
+    /// Starts `spec` with `backend` and returns all it printed and how it
+    /// ended.
+    async fn spawned(
+        backend: &DockerBackend,
+        spec: dsh_pty::SpawnSpec,
+    ) -> (String, dsh_pty::ExitStatus) {
+        use dsh_pty::PtyBackend;
+        let mut session = backend.spawn(spec).await.unwrap();
+        let mut output = session.take_output().unwrap();
+        let mut text = Vec::new();
+        let read = async {
+            while let Some(chunk) = output.recv().await {
+                text.extend_from_slice(&chunk);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .unwrap();
+        let status = session.wait().await;
+        (String::from_utf8_lossy(&text).into_owned(), status)
+    }
+
+    /// An image whose environment names start-up files (`ENV` for an
+    /// interactive `sh`, `BASH_ENV` for a `bash` script): a spec that
+    /// removes them, or starts from an empty environment, runs without
+    /// them, as on this machine.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn removed_and_cleared_variables_are_not_seen() {
+        let bed =
+            Testbed::docker_with_env(&["ENV=/etc/dsh-env", "BASH_ENV=/etc/dsh-bash-env", "KEPT=1"])
+                .await;
+        let c = bed.container().unwrap();
+        sh(
+            c,
+            "echo 'echo ENV-READ' > /etc/dsh-env; echo 'echo BASH_ENV-READ' > /etc/dsh-bash-env",
+        )
+        .await;
+        let backend = DockerBackend::new(c.clone());
+        let interactive = || dsh_pty::SpawnSpec::new("sh").args(["-ic", "echo done"]);
+        let script = || dsh_pty::SpawnSpec::new("bash").args(["-c", "echo done"]);
+        // The image's files are read when the variables stay.
+        let (out, _) = spawned(&backend, interactive()).await;
+        assert!(out.contains("ENV-READ"), "{out:?}");
+        let (out, _) = spawned(&backend, script()).await;
+        assert!(out.contains("BASH_ENV-READ"), "{out:?}");
+        // Removed, they are not.
+        let (out, status) = spawned(&backend, interactive().env_remove("ENV")).await;
+        assert!(!out.contains("READ") && out.contains("done"), "{out:?}");
+        assert_eq!(status.code(), Some(0));
+        let (out, _) = spawned(&backend, script().env_remove("BASH_ENV")).await;
+        assert!(!out.contains("READ") && out.contains("done"), "{out:?}");
+        // A cleared environment holds what the spec sets and the tag only
+        // (and what `sh` sets itself).
+        let cleared = dsh_pty::SpawnSpec::new("sh")
+            .args(["-c", "env | sort"])
+            .env_clear()
+            .env("PATH", "/bin");
+        let (out, _) = spawned(&backend, cleared).await;
+        let names: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect();
+        assert_eq!(names, ["DSH_TREE", "PATH", "PWD", "SHLVL"], "{out:?}");
+    }
+
+    /// A program killed by a signal is reported by the signal's name, as
+    /// the other backends report it: the shell's terminal and the commands
+    /// run next to it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a Docker daemon and the dsh-test image"]
+    async fn signals_are_named() {
+        let bed = Testbed::docker().await;
+        let c = bed.container().unwrap();
+        let ran = c.run(&["sh", "-c", "kill -TERM $$"], None).await.unwrap();
+        assert_eq!(ran.status.signal_name(), Some("SIGTERM"));
+        let ran = c.run(&["sh", "-c", "exit 3"], None).await.unwrap();
+        assert_eq!(ran.status.code(), Some(3));
+        let backend = DockerBackend::new(c.clone());
+        let spec = dsh_pty::SpawnSpec::new("sh").args(["-c", "kill -KILL $$"]);
+        let (_, status) = spawned(&backend, spec).await;
+        assert_eq!(status.signal_name(), Some("SIGKILL"));
+        let pool = pool(c, None, Duration::from_secs(10));
+        assert_eq!(
+            pool.run("a", "kill -9 $$").await.unwrap(),
+            format!("[shell killed by signal: SIGKILL]\n{RESET}")
+        );
+        pool.close_all().await;
     }
 
     /// Starts, in the shell, processes that try every way of outliving it.
@@ -400,7 +490,7 @@ mod docker {
             .await
             .unwrap();
         // `tail` holds the memory, `head` writes into its pipe.
-        if out.contains("[shell exited: code 137]") {
+        if out.contains("[shell killed by signal: SIGKILL]") {
             assert!(out.contains(SHELL_KILLED_TOO), "{out}");
         } else {
             assert!(out.contains("Killed"), "{out}");
@@ -522,8 +612,10 @@ mod docker {
         let pool = ShellPool::new(config).unwrap();
         let err = pool.run("a", "true").await.unwrap_err();
         assert!(matches!(err, ShellError::EndedAtStart { .. }), "{err:?}");
+        // `env` of the remote prologue names what it cannot start.
         assert!(
-            dsh_shell_persistent::contract::render_error(&err).contains("\"bash\""),
+            dsh_shell_persistent::contract::render_error(&err)
+                .contains("'bash': No such file or directory"),
             "{err}"
         );
         pool.close_all().await;
@@ -610,8 +702,9 @@ mod docker {
             .await
             .unwrap_err();
         assert!(
-            dsh_shell_persistent::contract::render_error(&err)
-                .contains("resource limits per session in a shared container"),
+            dsh_shell_persistent::contract::render_error(&err).contains(
+                "the docker backend cannot keep the spawn spec's `limits`: limits per session need a container per session"
+            ),
             "{err}"
         );
     }

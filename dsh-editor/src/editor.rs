@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::args::{self, Parsed};
-use crate::fs::{BlockingFs, FileKind, Fs, FsError, Inline, Metadata, QUICK_READ_BYTES, Version};
+use crate::fs::{BlockingFs, FileKind, Fs, FsError, Inline, Metadata, Version};
 use crate::outcome::{DirectoryView, EditorOutcome, FileView};
 use crate::scan::{Kept, LineScan};
 use crate::text::{DecodeError, Document};
@@ -254,11 +254,10 @@ impl<F: Fs + 'static> Editor<F> {
     }
 
     /// Runs the call; over a filesystem of blocking calls
-    /// ([`Fs::blocking`]), as one job on tokio's blocking pool that makes
-    /// them directly (one hop for the whole call). That job runs to its end
-    /// even if this future is dropped: an edit is made whole or not at all,
-    /// never half. A view of a small file over a filesystem that
-    /// [reads quickly](BlockingFs::reads_quickly) runs right here instead.
+    /// ([`Fs::blocking`]) inside a tokio runtime (with the `tokio` feature),
+    /// as one job on tokio's blocking pool ([`Editor::on_pool`]); without
+    /// a runtime to keep free (or the feature), the calls are made right
+    /// here.
     async fn offloaded(
         &self,
         request: EditorRequest,
@@ -269,12 +268,29 @@ impl<F: Fs + 'static> Editor<F> {
                 .run(request, bad_range)
                 .await;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime to keep free: the calls are made right here.
-            return Call::blocking(blocking, &self.config)
-                .run(request, bad_range)
-                .await;
-        };
+        #[cfg(feature = "tokio")]
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            return self.on_pool(blocking, runtime, request, bad_range).await;
+        }
+        Call::blocking(blocking, &self.config)
+            .run(request, bad_range)
+            .await
+    }
+
+    /// Runs the call over the blocking filesystem `blocking` as one job on
+    /// `runtime`'s blocking pool that makes the calls directly (one hop for
+    /// the whole call). That job runs to its end even if this future is
+    /// dropped: an edit is made whole or not at all, never half. A view of
+    /// a small file over a filesystem that
+    /// [reads quickly](BlockingFs::reads_quickly) runs right here instead.
+    #[cfg(feature = "tokio")]
+    async fn on_pool(
+        &self,
+        blocking: &dyn BlockingFs,
+        runtime: tokio::runtime::Handle,
+        request: EditorRequest,
+        bad_range: bool,
+    ) -> Result<EditorOutcome, EditorError> {
         if let Some(found) = quick_view(blocking, &request) {
             // A view of a small file on a machine of local filesystems: a
             // stat and a read of at most `QUICK_READ_BYTES` from its disks,
@@ -305,11 +321,12 @@ impl<F: Fs + 'static> Editor<F> {
     }
 }
 
-/// Whether `request` is a `view` of a file of at most [`QUICK_READ_BYTES`]
+/// Whether `request` is a `view` of a file of at most [`QUICK_READ_BYTES`](crate::fs::QUICK_READ_BYTES)
 /// (or of nothing it can stat) on a filesystem that
 /// [reads quickly](BlockingFs::reads_quickly): then the call runs on the
 /// caller's thread, with what the `stat_open` that decided it found (made
 /// there too, which such a filesystem allows).
+#[cfg(feature = "tokio")]
 fn quick_view(fs: &dyn BlockingFs, request: &EditorRequest) -> Option<Found> {
     let EditorRequest::View { path, .. } = request else {
         return None;
@@ -319,7 +336,9 @@ fn quick_view(fs: &dyn BlockingFs, request: &EditorRequest) -> Option<Found> {
     }
     let found = fs.stat_open(Path::new(path));
     match &found {
-        Ok((meta, _)) if meta.kind != FileKind::File || meta.len > QUICK_READ_BYTES => None,
+        Ok((meta, _)) if meta.kind != FileKind::File || meta.len > crate::fs::QUICK_READ_BYTES => {
+            None
+        }
         _ => Some((PathBuf::from(path), found)),
     }
 }

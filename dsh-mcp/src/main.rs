@@ -44,8 +44,9 @@ struct Args {
     /// from it, writes go to the owner's own layer, nothing reaches the
     /// directory or another owner. Over HTTP, harness endpoints beside
     /// `/mcp` fork, snapshot, restore, reset and diff a session
-    /// (docs/http.md). Needs Linux user, mount and PID namespaces and
-    /// overlayfs, `--backend local` and `--sandbox danger-full-access`.
+    /// (docs/http.md). In every `--sandbox` mode (the sandbox stands over
+    /// each view). Needs Linux user, mount and PID namespaces, overlayfs
+    /// and `--backend local`: checked at start.
     #[arg(long, env = "DSH_COPY_ON_WRITE", requires = "workspace")]
     copy_on_write: bool,
 
@@ -108,6 +109,20 @@ struct Args {
     /// Allow network access in the restricted sandbox modes.
     #[arg(long, env = "DSH_NETWORK")]
     network: bool,
+
+    /// In the restricted modes, let the shell reach HOST[:PORT] by name
+    /// through the server's proxy (repeatable; `*.example.com` for its
+    /// subdomains; without a port, 80 and 443): HTTP_PROXY and friends are
+    /// set inside, every other connection reaches nothing. Not with
+    /// `--network` nor danger-full-access. In the environment,
+    /// comma-separated.
+    #[arg(
+        long = "allow-domain",
+        env = "DSH_ALLOW_DOMAINS",
+        value_name = "HOST[:PORT]",
+        value_delimiter = ','
+    )]
+    allow_domain: Vec<String>,
 
     /// In the restricted modes, let confined processes connect to this Unix
     /// socket, or to the sockets in this directory (repeatable). Sockets
@@ -351,6 +366,18 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..))]
     max_sessions: u64,
 
+    /// `--listen`: while a call runs, its answer's stream carries a comment
+    /// every N seconds, so that a client's read timeout or a proxy's idle
+    /// timeout shorter than the call does not drop it. 0: never.
+    #[cfg(feature = "http")]
+    #[arg(
+        long,
+        env = "DSH_SSE_KEEPALIVE_SECS",
+        value_name = "N",
+        default_value_t = 15
+    )]
+    sse_keepalive_secs: u64,
+
     /// `--listen`: serve HTTPS with this PEM certificate chain (with
     /// `--tls-key`).
     #[cfg(feature = "tls")]
@@ -394,7 +421,7 @@ fn limit_lines(
     tmp: dsh_sandbox::TmpLimits,
     enforcement: &dsh_sandbox::Enforcement,
 ) -> Vec<String> {
-    use dsh_pty::__private::format_bytes;
+    use dsh_pty::format_bytes;
     use dsh_pty::{CgroupVersion, Held, Limit};
     use dsh_sandbox::{TmpHeld, TmpLimit};
     let report = &enforcement.limits;
@@ -828,6 +855,8 @@ fn listen_options(args: &Args) -> Result<Option<(String, dsh_mcp::http::HttpOpti
         session_idle: (args.session_idle_secs > 0)
             .then(|| Duration::from_secs(args.session_idle_secs)),
         max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
+        sse_keep_alive: (args.sse_keepalive_secs > 0)
+            .then(|| Duration::from_secs(args.sse_keepalive_secs)),
         #[cfg(feature = "tls")]
         tls: match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => Some(dsh_mcp::http::TlsFiles {
@@ -847,7 +876,25 @@ enum Serve {
     Http(String, dsh_mcp::http::HttpOptions),
 }
 
+/// `--allow-domain` only where the sandbox enforces it.
+fn egress_args(args: &Args) -> Result<(), String> {
+    if args.allow_domain.is_empty() {
+        return Ok(());
+    }
+    if args.sandbox == SandboxMode::DangerFullAccess {
+        return Err("--allow-domain needs --sandbox read-only or workspace-write: with --sandbox danger-full-access nothing keeps the shell off the network".to_owned());
+    }
+    if args.network {
+        return Err("--allow-domain and --network exclude each other: --network already opens every address (use one or the other)".to_owned());
+    }
+    Ok(())
+}
+
 async fn serve(args: Args) -> ExitCode {
+    if let Err(err) = egress_args(&args) {
+        eprintln!("dsh-mcp: {err}");
+        return ExitCode::FAILURE;
+    }
     #[cfg(feature = "http")]
     let how = match listen_options(&args) {
         Ok(Some((addr, options))) => Serve::Http(addr, options),
@@ -918,6 +965,7 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
         .tmp_size(tmp.size)
         .tmp_inodes(tmp.inodes)
         .network(args.network)
+        .allow_domains(args.allow_domain.clone())
         .unix_sockets(args.allow_unix_socket.clone())
         .hidden_paths({
             let mut hidden = if args.no_default_hide {
@@ -954,6 +1002,14 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // A kernel that cannot give the views (or the sandbox over them)
+    // stops the server now, not at the first call.
+    if cow.is_some()
+        && let Err(err) = shell.check_copy_on_write().await
+    {
+        eprintln!("dsh-mcp: --copy-on-write: {}", report(&err));
+        return ExitCode::FAILURE;
+    }
     // Limits that cannot be kept stop the server now, not at the first call.
     match shell.enforcement(policy.mode) {
         Err(
@@ -1025,10 +1081,6 @@ fn copy_on_write(args: &Args, place: &Place) -> Result<Option<dsh_mcp::CopyOnWri
     }
     if place.backend.is_some() {
         return Err("--copy-on-write works with --backend local only".to_owned());
-    }
-    if args.sandbox != SandboxMode::DangerFullAccess {
-        let err = dsh_sandbox::SandboxError::CopyOnWriteMode { mode: args.sandbox };
-        return Err(format!("--copy-on-write: {}", report(&err)));
     }
     dsh_mcp::CopyOnWrite::open(&place.workspace, args.cow_dir.as_deref())
         .map(Some)

@@ -264,6 +264,22 @@ fn answer_for(body: &[u8], error: &serde_json::Error) -> Option<Vec<u8>> {
     Some(invalid_params_error(id, error))
 }
 
+/// The JSON-RPC error answering `body` when it is not a message rmcp
+/// takes (the same answers as a line over stdio; a notification or a
+/// response it does not know, which stdio ignores, is an invalid request
+/// here); `None` when it is one. For `--listen`, whose answer is a status
+/// as well: 400 with this body.
+#[cfg(feature = "http")]
+pub(crate) fn refusal(body: &[u8]) -> Option<Vec<u8>> {
+    let error = parse_message(body).err()?;
+    Some(answer_for(body, &error).unwrap_or_else(|| {
+        invalid_request_error(
+            &Value::Null,
+            &format!("not a message this server takes ({error})"),
+        )
+    }))
+}
+
 /// What one bounded line read found.
 enum LineRead {
     /// A whole line is in the buffer (with its newline, if it had one).

@@ -528,19 +528,16 @@ async fn delete_ends_what_the_session_started(mode: &str, setsid_reached: bool) 
     }
 
     let deleted = raw.delete().await;
-    assert_eq!(
-        deleted.status / 100,
-        2,
-        "{} {}",
-        deleted.status,
-        deleted.body
-    );
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
     for arg in &ours {
         wait_no_sleep(arg).await;
     }
     let after = raw.bash(2, "touch ran-after-delete").await;
     assert_eq!(after.status, 404, "{}", after.body);
     assert!(!ws.join("ran-after-delete").exists());
+    // A second DELETE finds no session.
+    let again = raw.delete().await;
+    assert_eq!(again.status, 404, "{}", again.body);
     // The other session and its processes are untouched.
     assert_eq!(sleeping(&bystander).len(), 1);
     assert_eq!(other.bash(2, "echo still").await.tool_text(), "still");
@@ -616,8 +613,14 @@ async fn the_session_limit_refuses_one_more_until_one_ends() {
     assert_eq!(second.initialize().await.status, 200);
     let refused = third.initialize().await;
     assert_eq!(refused.status, 503);
+    // A JSON-RPC error a client library shows its user.
+    let error = refused.message();
+    assert_eq!(error["error"]["code"], -32011, "{error}");
     assert!(
-        refused.body.contains("limit of 2 sessions"),
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("limit of 2 sessions"),
         "{}",
         refused.body
     );
@@ -656,6 +659,7 @@ async fn only_the_token_gets_in_and_refused_requests_run_nothing() {
         intruder.session = raw.session.clone();
         let answer = intruder.bash(1, &command).await;
         assert_eq!(answer.status, 401, "{token:?}: {}", answer.body);
+        assert_eq!(answer.message()["error"]["code"], -32010, "{}", answer.body);
         assert_eq!(intruder.initialize().await.status, 401);
     }
     // No Authorization header at all, and another scheme.
@@ -773,20 +777,50 @@ async fn origins_bodies_and_malformed_requests_are_refused() {
     assert_eq!(answer.status, 413, "{}", answer.body);
     assert!(!marker.exists());
 
-    // Malformed JSON, a wrong session id: refused, and the server goes on.
+    // Malformed JSON: 400 with JSON-RPC's parse error; JSON that is not a
+    // JSON-RPC message: 400 with its invalid request (the MCP transport's
+    // rule: 400, with a JSON-RPC error without an id; the answers of stdio).
+    // Another media type: 415.
+    for (body, code) in [
+        ("{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\"", -32700),
+        ("{\"a\": 1}", -32600),
+    ] {
+        let answer = raw
+            .send(raw.request(reqwest::Method::POST).body(body))
+            .await;
+        assert_eq!(answer.status, 400, "{body}: {}", answer.body);
+        assert_eq!(answer.content_type.as_deref(), Some("application/json"));
+        let error = answer.message();
+        assert_eq!(error["id"], Value::Null, "{error}");
+        assert_eq!(error["error"]["code"], code, "{error}");
+    }
     let answer = raw
         .send(
-            raw.request(reqwest::Method::POST)
-                .body("{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\""),
+            raw.http
+                .post(&raw.url)
+                .header("Authorization", format!("Bearer {TOKEN}"))
+                .header("Content-Type", "text/plain")
+                .header("Accept", "application/json, text/event-stream")
+                .header("Mcp-Session-Id", raw.session.as_deref().unwrap())
+                .body(call.to_string()),
         )
         .await;
-    assert_eq!(answer.status / 100, 4, "{} {}", answer.status, answer.body);
+    assert_eq!(answer.status, 415, "{}", answer.body);
+    assert!(!marker.exists());
     let mut stranger = Raw::new(&server);
     stranger.session = Some("00000000-0000-0000-0000-000000000000".to_owned());
     let answer = stranger.bash(5, &command).await;
     assert_eq!(answer.status, 404, "{}", answer.body);
     assert!(!marker.exists());
-    assert_eq!(raw.bash(6, "echo fine").await.tool_text(), "fine");
+    let fine = raw.bash(6, "echo fine").await;
+    assert_eq!(fine.tool_text(), "fine");
+    // No event carries an id (a dropped stream is not resumed: its call is
+    // cancelled).
+    assert!(
+        fine.body.lines().all(|l| !l.starts_with("id:")),
+        "{}",
+        fine.body
+    );
 }
 
 /// A test CA in `dir` (`ca.pem`) and a certificate it signed for
@@ -895,14 +929,35 @@ async fn listen_refuses_to_start_without_a_usable_token() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The placeholder of docs/kubernetes.md's Secret, copied as it is.
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/kubernetes.md"),
+    )
+    .unwrap();
+    let placeholder = doc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: \""))
+        .and_then(|rest| rest.split('"').next())
+        .expect("docs/kubernetes.md's Secret has a token");
+    let out = run(Some(placeholder));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is a placeholder"),
+        "{placeholder}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
-/// The Python MCP SDK's Streamable HTTP client (`tests/python/http_client.py`):
-/// both tools, a session's state kept and another's apart, a call it gave
-/// up on cancelled, DELETE on leaving and 404 after, 401 for a wrong token,
-/// `/healthz`, 403 for a page's `Origin`, 413 past the body bound; then a
-/// second server over HTTPS with a test CA, holding one session at most
-/// (503 for another) and ending it when idle (404).
+/// The Python MCP SDK's Streamable HTTP client (`tests/python/http_client.py`),
+/// the token passed with its public API: both tools, a session's state kept
+/// and another's apart, a call it gave up on cancelled, DELETE on leaving
+/// taken for success and 404 after (a second DELETE too), a wrong token an
+/// error of its own with the server's sentence, `/healthz`, 403 for a page's
+/// `Origin`, 413 past the body bound, a call longer than the client's read
+/// timeout kept alive by the server's keepalive (and dropped by a third
+/// server without it); then a second server over HTTPS with a test CA,
+/// holding one session at most (503 for another, the SDK's error with the
+/// sentence) and ending it when idle (404).
 /// The interpreter is `DSH_TEST_MCP_PYTHON` (a venv with `pip install mcp`;
 /// `.ci/run` makes one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -910,7 +965,8 @@ async fn listen_refuses_to_start_without_a_usable_token() {
 async fn python_sdk_client() {
     let python = std::env::var("DSH_TEST_MCP_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let (_dir, ws) = workspace();
-    let server = Server::start(&ws, &[]).await;
+    let server = Server::start(&ws, &["--sse-keepalive-secs", "1"]).await;
+    let silent = Server::start(&ws, &["--sse-keepalive-secs", "0"]).await;
     let pki = tempfile::tempdir().unwrap();
     test_pki(pki.path());
     let limited = start_tls(
@@ -929,6 +985,7 @@ async fn python_sdk_client() {
             .arg(&ws)
             .arg(limited.mcp())
             .arg(pki.path().join("ca.pem"))
+            .arg(silent.mcp())
             .stdin(Stdio::null())
             .output(),
     )
@@ -986,6 +1043,19 @@ fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Entry> {
 /// server ends and its layers directory (under `TMPDIR`) is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_on_write_sessions_and_the_harness_endpoints() {
+    copy_on_write_harness("danger-full-access").await;
+}
+
+/// [`copy_on_write_sessions_and_the_harness_endpoints`] in workspace-write:
+/// the sessions' shells confined over their views (nothing written
+/// outside the workspace), the fork's shell state captured from a
+/// confined shell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_sessions_in_workspace_write() {
+    copy_on_write_harness("workspace-write").await;
+}
+
+async fn copy_on_write_harness(mode: &str) {
     use reqwest::Method;
     let (_dir, ws) = workspace();
     std::fs::create_dir(ws.join("sub")).unwrap();
@@ -994,7 +1064,12 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
     std::fs::write(ws.join("sub/b.txt"), "b\n").unwrap();
     let before = tree(&ws);
     let tmp = tempfile::tempdir().unwrap();
-    let mut server = Server::start_env(&ws, &["--copy-on-write"], &[("TMPDIR", tmp.path())]).await;
+    let mut server = Server::start_env(
+        &ws,
+        &["--copy-on-write", "--sandbox", mode],
+        &[("TMPDIR", tmp.path())],
+    )
+    .await;
     let mut a = Raw::new(&server);
     let mut b = Raw::new(&server);
     assert_eq!(a.initialize().await.status, 200);
@@ -1027,6 +1102,15 @@ async fn copy_on_write_sessions_and_the_harness_endpoints() {
         b.bash(1, "cat a.txt; ls -1").await.tool_text(),
         "one\na.txt\ndel.txt\nsub"
     );
+    if mode == "workspace-write" {
+        // The sandbox's walls over the view.
+        assert_eq!(
+            b.bash(9, "echo x > /etc/dsh-cow-outside 2>&1 || echo refused")
+                .await
+                .tool_text(),
+            "bash: /etc/dsh-cow-outside: Read-only file system\nrefused"
+        );
+    }
     assert_eq!(tree(&ws), before, "the base changed");
 
     // Changes, as JSON and as a diff.

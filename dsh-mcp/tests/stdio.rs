@@ -820,7 +820,7 @@ mod docker {
         assert!(
             text.ends_with("after\n[killed: memory limit of 64 MiB reached]")
                 || text.contains(
-                    "[killed: memory limit of 64 MiB reached]\n[shell exited: code 137]\n"
+                    "[killed: memory limit of 64 MiB reached]\n[shell killed by signal: SIGKILL]\n"
                 ),
             "{text}"
         );
@@ -1395,8 +1395,10 @@ async fn help_names_every_flags_environment_variable() {
         if name == "--help" || name == "--version" {
             continue;
         }
+        // A list in one variable is named in the plural.
+        let plural = if name == "--allow-domain" { "S" } else { "" };
         let want = format!(
-            "[env: DSH_{}=",
+            "[env: DSH_{}{plural}=",
             name.trim_start_matches("--")
                 .replace('-', "_")
                 .to_uppercase()
@@ -1413,8 +1415,8 @@ async fn help_names_every_flags_environment_variable() {
 /// `--copy-on-write` over stdio: the one owner works in its own view of
 /// the workspace, at the workspace's path, shell and editor alike; the
 /// workspace is unchanged; the default layers directory (under `TMPDIR`)
-/// is gone when the server ends. A restricted mode, and the flag without
-/// `--workspace`, are refused at start.
+/// is gone when the server ends. The flag without `--workspace` is
+/// refused at start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_on_write_gives_the_one_owner_a_view() {
     let dir = tempfile::tempdir().unwrap();
@@ -1424,20 +1426,6 @@ async fn copy_on_write_gives_the_one_owner_a_view() {
     let tmp = tempfile::tempdir().unwrap();
     let tmp_dir = tmp.path().to_str().unwrap();
 
-    let refused = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
-        .arg("--workspace")
-        .arg(&ws)
-        .args(["--copy-on-write", "--sandbox", "workspace-write"])
-        .env("TMPDIR", tmp_dir)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    assert!(!refused.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&refused.stderr),
-        "dsh-mcp: --copy-on-write: a copy-on-write workspace runs its owners in danger-full-access only, not workspace-write\n"
-    );
     let no_workspace = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
         .arg("--copy-on-write")
         .env_remove("DSH_WORKSPACE")
@@ -1499,4 +1487,142 @@ async fn copy_on_write_gives_the_one_owner_a_view() {
     assert!(status.success(), "{status:?}");
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// `--copy-on-write` where user namespaces are denied: the server does not
+/// start, and says why in one line (and leaves no layers directory). It
+/// runs in a user namespace of the test's own whose nested user namespaces
+/// are limited to none (a setting of that namespace only), in every
+/// sandbox mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_refuses_to_start_without_user_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // SAFETY: geteuid/getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    for mode in ["danger-full-access", "workspace-write", "read-only"] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"));
+        command
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--copy-on-write", "--sandbox", mode])
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::null());
+        // SAFETY: the hook makes system calls and writes /proc files only.
+        unsafe {
+            command.pre_exec(move || {
+                let write = |path: &str, text: String| std::fs::write(path, text);
+                if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                write("/proc/self/setgroups", "deny".into())?;
+                write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+                write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+                write("/proc/sys/user/max_user_namespaces", "0".into())
+            });
+        }
+        let out = tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .expect("the server ended")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: {stderr}");
+        let line = stderr.lines().last().unwrap_or_default();
+        assert!(
+            line.starts_with(
+                "dsh-mcp: --copy-on-write: the copy-on-write view of the workspace could not be made: "
+            ) && line.contains("user namespaces"),
+            "{mode}: {stderr}"
+        );
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "{mode}");
+    }
+}
+
+/// `--allow-domain` where nothing could enforce it stops the server,
+/// naming the flag and the mode (or `--network`).
+#[tokio::test]
+async fn allow_domain_is_refused_where_nothing_enforces_it() {
+    for (args, want) in [
+        (
+            vec!["--allow-domain", "pypi.org"],
+            "dsh-mcp: --allow-domain needs --sandbox read-only or workspace-write: with --sandbox danger-full-access nothing keeps the shell off the network\n",
+        ),
+        (
+            vec![
+                "--sandbox",
+                "workspace-write",
+                "--network",
+                "--allow-domain",
+                "pypi.org",
+            ],
+            "dsh-mcp: --allow-domain and --network exclude each other: --network already opens every address (use one or the other)\n",
+        ),
+        (
+            vec!["--sandbox", "read-only", "--allow-domain", "a.*.org"],
+            "dsh-mcp: the allowed domain \"a.*.org\" is not HOST[:PORT] or *.DOMAIN[:PORT]: a wildcard is only a leading '*.' (subdomains of a domain)\n",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_dsh-mcp"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+    }
+}
+
+/// `DSH_ALLOW_DOMAINS` (as `--allow-domain`): the confined shell's curl
+/// reaches the named host through the proxy, and the same server by its
+/// IP literal gets the 403 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_domain_reaches_the_named_host_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nreached\n",
+                )
+                .await;
+        }
+    });
+    let dir = tempfile::tempdir_in(visible_tmp()).unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let allowed = format!("localhost:{port},pypi.org");
+    let mut c = Client::start_env(
+        &ws,
+        &["--sandbox", "workspace-write"],
+        &[("DSH_ALLOW_DOMAINS", Some(&allowed))],
+    )
+    .await;
+    let (text, _) = c
+        .call(
+            2,
+            "bash",
+            json!({"command": format!("curl -sS http://localhost:{port}/; curl -sS http://127.0.0.1:{port}/; curl -sS --noproxy '*' http://127.0.0.1:{port}/; echo \"exit=$?\"")}),
+        )
+        .await;
+    assert!(text.contains("reached"), "{text}");
+    assert!(
+        text.contains(&format!("127.0.0.1:{port} is not in --allow-domain")),
+        "{text}"
+    );
+    assert!(text.contains("exit=7"), "{text}");
+    assert_eq!(text.matches("reached").count(), 1, "{text}");
+    assert!(c.finish().await.success());
+    server.abort();
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{ExitStatus, OutputStream, PtyError, ScrollbackHandle, Signal, SpawnSpec, TermSize};
+use crate::{
+    ExitStatus, OutputStream, PtyError, ScrollbackHandle, Signal, SpawnSpec, SpecSupport, TermSize,
+};
 
 /// Something that can start programs in new pseudo-terminals.
 ///
@@ -21,8 +23,16 @@ pub trait PtyBackend: Send + Sync + fmt::Debug {
     /// A short name for logs and errors, e.g. `"native-unix"`.
     fn name(&self) -> &'static str;
 
+    /// The parts of a [`SpawnSpec`] this backend keeps ([`SpecField`](crate::SpecField)):
+    /// [`PtyBackend::spawn`] refuses a spec that uses any other with
+    /// [`PtyError::NotKept`], before anything starts. A host asks here
+    /// to leave out what it can do without (a terminal's echo, say).
+    fn keeps(&self) -> SpecSupport;
+
     /// Starts `spec.program` in a new pseudo-terminal, as the leader of a new
-    /// session with the terminal as its controlling terminal.
+    /// session with the terminal as its controlling terminal. A spec that
+    /// uses a part the backend does not keep ([`PtyBackend::keeps`]) is
+    /// refused with [`PtyError::NotKept`].
     ///
     /// The backends of this crate make every blocking step (the terminal,
     /// a cgroup, `fork` and the wait for `exec`, the hooks' own work) on

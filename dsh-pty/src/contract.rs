@@ -44,6 +44,11 @@ pub fn render_error(err: &PtyError) -> String {
             format!("the connection to the {backend} was lost: {source}")
         }
         PtyError::Limits(limits) => render_limits_error(limits),
+        PtyError::NotKept {
+            backend,
+            field,
+            why,
+        } => format!("the {backend} backend cannot keep the spawn spec's `{field}`: {why}"),
         PtyError::Unsupported { backend, what } => {
             format!("the {backend} backend does not support {what}")
         }

@@ -73,6 +73,17 @@ pub enum PtyError {
     /// The session's resource limits cannot be kept or set up.
     #[error(transparent)]
     Limits(#[from] crate::LimitsError),
+    /// The spawn spec asks for a part the backend does not keep (see
+    /// [`PtyBackend::keeps`](crate::PtyBackend::keeps)); nothing was started.
+    #[error("the {backend} backend cannot keep the spawn spec's `{field}`: {why}")]
+    NotKept {
+        /// The backend's name.
+        backend: &'static str,
+        /// The part of the spec.
+        field: crate::SpecField,
+        /// Why the backend does not keep it.
+        why: &'static str,
+    },
     /// The backend cannot do what was asked on this platform.
     #[error("the {backend} backend does not support {what}")]
     Unsupported {

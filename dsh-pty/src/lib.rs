@@ -68,16 +68,19 @@ mod error;
 mod exit;
 #[cfg(windows)]
 mod job;
+mod keeps;
 mod limits;
 mod output;
 mod plumbing;
 #[cfg(any(windows, feature = "portable"))]
 mod portable;
 mod pump;
+mod quote;
 mod random;
 pub mod remote;
 mod scans;
 mod scrollback;
+mod setters;
 mod signal;
 mod spec;
 #[cfg(unix)]
@@ -90,14 +93,18 @@ pub use bytes;
 pub use backend::{Foreground, InputMode, Leader, PtyBackend, PtySession, default_backend};
 pub use error::PtyError;
 pub use exit::ExitStatus;
+pub use keeps::{SpecField, SpecSupport};
 pub use limits::{
     CgroupParent, CgroupVersion, Held, Limit, LimitEvents, LimitsError, LimitsReport,
-    ResourceLimits, parse_size,
+    ResourceLimits, format_bytes, parse_size,
 };
 pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(any(windows, feature = "portable"))]
 pub use portable::{PortableBackend, PortableSession};
+pub use quote::sh_quote;
+pub use random::random_hex;
+pub use scans::SharedScans;
 pub use scrollback::{
     CHUNK_COST, Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits,
 };
@@ -105,13 +112,3 @@ pub use signal::{Signal, signal_name};
 pub use spec::{PreExec, SpawnSpec, TermSize};
 #[cfg(unix)]
 pub use unix::{NativeBackend, NativeSession, foreground_of_leader};
-
-/// Helpers the workspace's other crates share (random tokens, byte counts
-/// in words, shared `/proc` readings while many sessions end): no
-/// stability promise, not for users.
-#[doc(hidden)]
-pub mod __private {
-    pub use crate::limits::format_bytes;
-    pub use crate::random::random_hex;
-    pub use crate::scans::SharedScans;
-}

@@ -76,22 +76,7 @@ pub struct ResourceLimits {
     pub best_effort: bool,
 }
 
-macro_rules! setters {
-    ($($name:ident: $ty:ty),* $(,)?) => {
-        impl ResourceLimits {
-            $(
-                #[doc = concat!("Sets [`ResourceLimits::", stringify!($name), "`].")]
-                #[must_use]
-                pub fn $name(mut self, $name: $ty) -> Self {
-                    self.$name = $name;
-                    self
-                }
-            )*
-        }
-    };
-}
-
-setters! {
+crate::setters!(ResourceLimits {
     pids: Option<u64>,
     memory: Option<u64>,
     cpu_millis: Option<u64>,
@@ -99,7 +84,7 @@ setters! {
     file_size: Option<u64>,
     cgroup_parent: Option<CgroupParent>,
     best_effort: bool,
-}
+});
 
 /// Where the sessions' cgroups are made.
 ///
@@ -469,8 +454,8 @@ pub(crate) fn list(limits: &[Limit]) -> String {
 /// `100 bytes`.
 ///
 /// ```
-/// assert_eq!(dsh_pty::__private::format_bytes(256 << 20), "256 MiB");
-/// assert_eq!(dsh_pty::__private::format_bytes(3 << 29), "1.5 GiB");
+/// assert_eq!(dsh_pty::format_bytes(256 << 20), "256 MiB");
+/// assert_eq!(dsh_pty::format_bytes(3 << 29), "1.5 GiB");
 /// ```
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [

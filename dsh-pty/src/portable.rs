@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 use crate::pump::{self, ChannelSource};
 use crate::{
     ExitStatus, Foreground, OutputStream, PtyBackend, PtyError, PtySession, ScrollbackHandle,
-    Signal, SpawnSpec, TermSize,
+    Signal, SpawnSpec, SpecField, SpecSupport, TermSize,
 };
 
 const NAME: &str = "portable-pty";
@@ -56,10 +56,30 @@ impl PtyBackend for PortableBackend {
         NAME
     }
 
+    /// All but hooks (they need `fork`) and limits; on Windows, without
+    /// echo and output processing off too (ConPTY's modes are not set).
+    fn keeps(&self) -> SpecSupport {
+        let keeps = SpecSupport::ALL
+            .without(
+                SpecField::PreExec,
+                "confinement hooks need the native backend's fork",
+            )
+            .without(SpecField::Limits, "the native backend keeps them");
+        #[cfg(windows)]
+        let keeps = keeps
+            .without(SpecField::Echo, "ConPTY's terminal modes are not set")
+            .without(
+                SpecField::OutputProcessing,
+                "ConPTY's terminal modes are not set",
+            );
+        keeps
+    }
+
     /// Starts the session on a spawner thread (`openpty`, `fork` and
     /// the wait for `exec`, the threads), never on the runtime's threads;
     /// dropping the future mid-spawn ends the session once it started.
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
+        self.keeps().check(NAME, &spec)?;
         crate::blocking::spawn_off_runtime(move || spawn_portable(spec))
             .await
             .map(|s| Box::new(s) as Box<dyn PtySession>)
@@ -69,19 +89,6 @@ impl PtyBackend for PortableBackend {
 /// Starts a session: blocking, so it runs on a spawner thread (see
 /// [`crate::blocking`]).
 fn spawn_portable(spec: SpawnSpec) -> Result<PortableSession, PtyError> {
-    let limits = spec.get_limits();
-    if !limits.is_empty() && !limits.best_effort {
-        return Err(PtyError::Unsupported {
-            backend: NAME,
-            what: "resource limits (the native backend keeps them)",
-        });
-    }
-    if !spec.get_pre_exec().is_empty() {
-        return Err(PtyError::Unsupported {
-            backend: NAME,
-            what: "pre-exec confinement hooks",
-        });
-    }
     spec.check_cwd()?;
     #[cfg(unix)]
     if !spec.program_exists() {

@@ -6,7 +6,7 @@
 /// where there is one).
 ///
 /// ```
-/// let hex = dsh_pty::__private::random_hex(16)?;
+/// let hex = dsh_pty::random_hex(16)?;
 /// assert_eq!(hex.len(), 16);
 /// assert!(hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
 /// # Ok::<(), std::io::Error>(())

@@ -10,7 +10,7 @@
 /// no-op where there is no `/proc`.
 ///
 /// ```
-/// let guard = dsh_pty::__private::SharedScans::new();
+/// let guard = dsh_pty::SharedScans::new();
 /// // ... end many sessions concurrently ...
 /// drop(guard);
 /// ```

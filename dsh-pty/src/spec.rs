@@ -60,7 +60,7 @@ impl Default for TermSize {
 ///   [`PtyBackend::spawn`](crate::PtyBackend::spawn) returns
 ///   [`PtyError::Confine`](crate::PtyError::Confine) carrying that error.
 /// - Only backends that fork (the native Unix backend) run hooks; the others
-///   refuse a spec that has any with [`PtyError::Unsupported`](crate::PtyError::Unsupported),
+///   refuse a spec that has any with [`PtyError::NotKept`](crate::PtyError::NotKept),
 ///   so a confinement can never be silently skipped.
 pub unsafe trait PreExec: Send + Sync + fmt::Debug {
     /// Applies the action in the child. Runs after fork, before exec.

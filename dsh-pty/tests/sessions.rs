@@ -520,7 +520,16 @@ async fn pre_exec_hooks_run_in_the_child_and_their_failure_is_reported() {
         .spawn(bash().pre_exec(Arc::new(Refuse)))
         .await
         .unwrap_err();
-    assert!(matches!(err, PtyError::Unsupported { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            PtyError::NotKept {
+                field: dsh_pty::SpecField::PreExec,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 /// A hook that does nothing: a spec with it is started with `fork` and

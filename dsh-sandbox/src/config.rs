@@ -61,6 +61,13 @@ pub struct SandboxConfig {
     /// base's own path (`None`: owners share the host's files). See the
     /// crate docs' "Copy-on-write workspaces".
     pub copy_on_write: Option<Arc<dsh_workspace::Workspace>>,
+    /// Who resolves the names the egress proxy connects to
+    /// ([`SandboxPolicy::allow_domains`]; `None`: the host's resolver).
+    #[cfg(all(feature = "egress", target_os = "linux"))]
+    pub egress_resolver: Option<Arc<dyn crate::Resolve>>,
+    /// The egress proxy's bounds.
+    #[cfg(all(feature = "egress", target_os = "linux"))]
+    pub egress_limits: crate::EgressLimits,
 }
 
 impl SandboxConfig {
@@ -74,15 +81,25 @@ impl SandboxConfig {
             approver: None,
             restricted: Persistence::default(),
             copy_on_write: None,
+            #[cfg(all(feature = "egress", target_os = "linux"))]
+            egress_resolver: None,
+            #[cfg(all(feature = "egress", target_os = "linux"))]
+            egress_limits: crate::EgressLimits::default(),
         }
     }
 }
 
-setters!(SandboxConfig {
+dsh_pty::setters!(SandboxConfig {
     policy: SandboxPolicy,
     shell: ShellConfig,
     mode_change: ModeChange,
     approver: Option<Arc<dyn Approver>>,
     restricted: Persistence,
     copy_on_write: Option<Arc<dsh_workspace::Workspace>>,
+});
+
+#[cfg(all(feature = "egress", target_os = "linux"))]
+dsh_pty::setters!(SandboxConfig {
+    egress_resolver: Option<Arc<dyn crate::Resolve>>,
+    egress_limits: crate::EgressLimits,
 });

@@ -101,6 +101,7 @@ pub(crate) fn confine(
     rules: &WriteRules,
     policy: &SandboxPolicy,
     namespaces: bool,
+    egress: Option<&crate::egress::Egress>,
 ) -> Result<Enforcement, SandboxError> {
     let workspace = canonical_workspace(&shell.start_dir)?;
     let unix_sockets: Vec<_> = policy
@@ -120,7 +121,9 @@ pub(crate) fn confine(
         .network(policy.network)
         .namespaces(namespaces)
         .unix_sockets(unix_sockets)
-        .tmp_limits(tmp);
+        .tmp_limits(tmp)
+        .readable_roots(shell.scratch_dir.iter().cloned().collect())
+        .egress_port(egress.map(|_| crate::EGRESS_PORT));
     if let Some(bwrap) = &policy.bubblewrap {
         let (argv, handoff, mut enforcement) =
             dsh_confine::bubblewrap_command(bwrap, &confined, &shell.effective_argv())
@@ -134,7 +137,7 @@ pub(crate) fn confine(
         tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared (bubblewrap)");
         return Ok(enforcement);
     }
-    let (confinement, mut enforcement) =
+    let (mut confinement, mut enforcement) =
         dsh_confine::Confinement::build(&confined).map_err(crate::error::from_confine)?;
     enforcement.limits = limits;
     enforcement.tmp_limits = tmp_held;
@@ -143,9 +146,14 @@ pub(crate) fn confine(
             missing: enforcement.missing.join(", "),
         });
     }
+    let mut env = confined_env(&shell.env);
+    if let Some(egress) = egress {
+        egress.serve(&mut confinement)?;
+        env.extend(crate::egress_env());
+    }
     shell.pre_exec.push(Arc::new(confinement));
     shell.inherit_env = false;
-    shell.env = confined_env(&shell.env);
+    shell.env = env;
     tracing::info!(mode = %rules.mode, ?enforcement, "sandbox prepared");
     Ok(enforcement)
 }
@@ -250,6 +258,7 @@ pub(crate) fn confine(
     rules: &WriteRules,
     policy: &SandboxPolicy,
     _namespaces: bool,
+    _egress: Option<&crate::egress::Egress>,
 ) -> Result<Enforcement, SandboxError> {
     // The profile names no workspace: only the roots, `.git` and `/tmp`.
     let confined = resolved(rules, shell.start_dir.clone()).network(policy.network);
@@ -266,6 +275,7 @@ pub(crate) fn confine(
     rules: &WriteRules,
     _policy: &SandboxPolicy,
     _namespaces: bool,
+    _egress: Option<&crate::egress::Egress>,
 ) -> Result<Enforcement, SandboxError> {
     Err(SandboxError::Unsupported { mode: rules.mode })
 }

@@ -122,8 +122,12 @@ pub fn render_error(err: &SandboxError) -> String {
             Some(source) => format!("Setting up the sandbox failed: {what}: {source}"),
             None => format!("Setting up the sandbox failed: {what}"),
         },
-        SandboxError::CopyOnWriteMode { mode } => format!(
-            "This host's copy-on-write workspace runs commands in danger-full-access only, not {mode}; the command was not run."
+        SandboxError::CopyOnWriteBubblewrap => "This host's copy-on-write workspace confines commands with the sandbox's own namespaces, not bubblewrap; the command was not run.".to_owned(),
+        SandboxError::InvalidAllowDomain { entry, why } => format!(
+            "The allowed domain {entry:?} is not HOST[:PORT] or *.DOMAIN[:PORT] ({why}); the command was not run."
+        ),
+        SandboxError::EgressConflict { why } => format!(
+            "Allowed domains cannot be enforced: {why}; the command was not run."
         ),
         SandboxError::NoCopyOnWrite => {
             "This host has no copy-on-write workspace.".to_owned()
@@ -137,6 +141,38 @@ pub fn render_error(err: &SandboxError) -> String {
         SandboxError::ShellConfig(config) => format!("Setting up the sandbox failed: {config}"),
         SandboxError::Shell(shell) => dsh_shell_persistent::contract::render_error(shell),
     }
+}
+
+/// The body of the egress proxy's 403: `host:port` is not allowed.
+///
+/// ```
+/// let body = dsh_sandbox::contract::egress_refusal("evil.test", 443);
+/// assert!(body.starts_with("evil.test:443 is not in --allow-domain"));
+/// ```
+pub fn egress_refusal(host: &str, port: u16) -> String {
+    let shown = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    format!(
+        "{shown} is not in --allow-domain: the sandbox's proxy reaches only the hosts and ports the \
+         server was started with. Connections around the proxy (--noproxy, raw sockets, DNS) reach \
+         nothing; ask the operator to allow {shown} if the task needs it.\n"
+    )
+}
+
+/// The body of the egress proxy's 400: not a proxy request.
+#[cfg(all(feature = "egress", target_os = "linux"))]
+pub(crate) fn egress_not_proxy_request() -> String {
+    "The sandbox's proxy takes absolute-form http:// requests and CONNECT HOST:PORT only.\n"
+        .to_owned()
+}
+
+/// The body of the egress proxy's 502: an allowed host did not answer.
+#[cfg(all(feature = "egress", target_os = "linux"))]
+pub(crate) fn egress_unreachable(host: &str, port: u16, err: &std::io::Error) -> String {
+    format!("{host}:{port} is allowed, but the sandbox's proxy could not reach it: {err}\n")
 }
 
 /// `error` and its sources, joined.

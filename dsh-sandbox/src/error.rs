@@ -99,12 +99,27 @@ pub enum SandboxError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// A copy-on-write workspace runs its owners in danger-full-access
-    /// only.
-    #[error("a copy-on-write workspace runs its owners in danger-full-access only, not {mode}")]
-    CopyOnWriteMode {
-        /// The mode asked for.
-        mode: SandboxMode,
+    /// A copy-on-write workspace's restricted modes are confined by the
+    /// sandbox's own namespaces, not by bubblewrap.
+    #[error(
+        "a copy-on-write workspace confines its shells with the sandbox's own namespaces, not bubblewrap"
+    )]
+    CopyOnWriteBubblewrap,
+    /// An entry of [`SandboxPolicy::allow_domains`](crate::SandboxPolicy::allow_domains)
+    /// is not `HOST[:PORT]` or `*.DOMAIN[:PORT]`.
+    #[error("the allowed domain {entry:?} is not HOST[:PORT] or *.DOMAIN[:PORT]: {why}")]
+    InvalidAllowDomain {
+        /// The entry as given.
+        entry: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// [`SandboxPolicy::allow_domains`](crate::SandboxPolicy::allow_domains)
+    /// where nothing could enforce it.
+    #[error("allowed domains cannot be enforced: {why}")]
+    EgressConflict {
+        /// Why (a sentence's end).
+        why: &'static str,
     },
     /// The host has no copy-on-write workspace.
     #[error("this sandbox has no copy-on-write workspace")]

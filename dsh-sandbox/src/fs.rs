@@ -332,17 +332,32 @@ impl Shared {
         }
     }
 
-    /// How a workspace-write write opens its root: in the confined reader,
-    /// so that the shell's view (read-only `.git`, hidden paths) holds for
-    /// every step beneath it, where the reader runs; else in this process.
+    /// How a workspace-write write opens its root and resolves its path:
+    /// in the confined reader, so that the shell's view (read-only `.git`,
+    /// hidden paths) holds for every step beneath it, where the reader
+    /// runs (in a copy-on-write view, the path resolved there too); else
+    /// in this process.
     #[cfg(unix)]
-    fn root_opener(&self, path: &Path) -> Result<RootOpener, FsError> {
+    fn root_opener(&self, path: &Path) -> Result<(RootOpener, Resolver), FsError> {
+        #[cfg(target_os = "linux")]
+        if let Some(view) = self.view(path)? {
+            let resolving = Arc::clone(&view);
+            return Ok((
+                Arc::new(move |root: &Path| view.open_dir(root)),
+                Arc::new(move |p: &Path| {
+                    crate::policy::resolve_with(p, &|q| resolving.canonicalize(q))
+                }),
+            ));
+        }
         #[cfg(target_os = "linux")]
         if let Some(files) = self.helper(path)? {
-            return Ok(Arc::new(move |root: &Path| files.open_dir(root)));
+            return Ok((
+                Arc::new(move |root: &Path| files.open_dir(root)),
+                Arc::new(crate::resolve),
+            ));
         }
         let _ = path;
-        Ok(Arc::new(crate::beneath::ambient))
+        Ok((Arc::new(crate::beneath::ambient), Arc::new(crate::resolve)))
     }
 
     /// Refuses reads of this process's `/proc` in the restricted modes;
@@ -382,6 +397,10 @@ fn refused(path: &Path, rules: &WriteRules) -> FsError {
 /// Opens a writable root for [`crate::beneath`].
 #[cfg(unix)]
 type RootOpener = Arc<dyn Fn(&Path) -> Result<cap_std::fs::Dir, FsError> + Send + Sync>;
+
+/// Resolves a path's links for [`crate::beneath`].
+#[cfg(unix)]
+type Resolver = Arc<dyn Fn(&Path) -> Option<PathBuf> + Send + Sync>;
 
 /// Runs a confined write on this thread, its capabilities out of effect
 /// meanwhile.
@@ -497,9 +516,9 @@ impl BlockingFs for Shared {
             SandboxMode::ReadOnly => Err(refused(path, &rules)),
             #[cfg(unix)]
             SandboxMode::WorkspaceWrite => {
-                let open_root = self.root_opener(path)?;
+                let (open_root, resolve) = self.root_opener(path)?;
                 confined(&rules, path, |r| {
-                    crate::beneath::create_new(r, path, data, limit, (&*open_root, &crate::resolve))
+                    crate::beneath::create_new(r, path, data, limit, (&*open_root, &*resolve))
                 })
             }
             #[cfg(not(unix))]
@@ -532,7 +551,7 @@ impl BlockingFs for Shared {
             SandboxMode::ReadOnly => Err(refused(path, &rules)),
             #[cfg(unix)]
             SandboxMode::WorkspaceWrite => {
-                let open_root = self.root_opener(path)?;
+                let (open_root, resolve) = self.root_opener(path)?;
                 confined(&rules, path, |r| {
                     crate::beneath::replace(
                         r,
@@ -540,7 +559,7 @@ impl BlockingFs for Shared {
                         data,
                         expected,
                         limit,
-                        (&*open_root, &crate::resolve),
+                        (&*open_root, &*resolve),
                     )
                 })
             }

@@ -56,11 +56,22 @@
 //! options and umask: no process is copied), [`SandboxedShell::snapshot`],
 //! [`SandboxedShell::restore`] (any owner from any snapshot) and
 //! [`SandboxedShell::delete_snapshot`]. Closing an owner removes its
-//! layer. This release runs copy-on-write owners in danger-full-access
-//! only ([`SandboxError::CopyOnWriteMode`] otherwise). Where the kernel
-//! cannot make the view (no user namespaces, an overlay it refuses), the
-//! owner's first call fails with [`SandboxError::CopyOnWriteUnavailable`],
-//! naming what was refused.
+//! layer.
+//!
+//! Views work in every mode. In the restricted modes the confinement is
+//! built inside the view: its namespaces are made in the view's (the shell
+//! one PID namespace deeper), its Landlock rules name the view's paths,
+//! and its read-only mounts, hidden paths (the layers' directory among
+//! them), private `/tmp` and limits stand over the overlay; the editor
+//! works in that confined view. No git placeholder is made in a view (a
+//! repository the shell makes there lives in its layer, which no host's
+//! git reads as the workspace); a base's own `.git` is read-only as
+//! usual. Bubblewrap is not used over a view
+//! ([`SandboxError::CopyOnWriteBubblewrap`]). Where the kernel cannot make
+//! the view (no user namespaces, an overlay it refuses), the owner's first
+//! call fails with [`SandboxError::CopyOnWriteUnavailable`], naming what
+//! was refused; [`SandboxedShell::check_copy_on_write`] finds that out at
+//! a host's start.
 //!
 //! # Enforcement on Linux
 //!
@@ -167,6 +178,24 @@
 //! `/usr/bin/sandbox-exec` (compiled and tested only as text here). On other
 //! platforms the restricted modes report "not supported".
 //!
+//! # Egress by name
+//!
+//! [`SandboxPolicy::allow_domains`] (feature `egress`, Linux with
+//! namespaces) lets the restricted modes reach the hosts named over HTTP(S)
+//! and nothing else: the shell keeps its own network namespace, whose init
+//! hands a listener on `127.0.0.1:`[`EGRESS_PORT`] to this process; a
+//! hyper proxy here serves it ([`egress_env`] is what the shell is told),
+//! resolving names itself (`SandboxConfig::egress_resolver`), within
+//! `EgressLimits`, and answers 403 naming any host and port not listed.
+//!
+//! ```
+//! use dsh_sandbox::{SandboxMode, SandboxPolicy};
+//! let policy = SandboxPolicy::default()
+//!     .mode(SandboxMode::WorkspaceWrite)
+//!     .allow_domains(vec!["pypi.org".into(), "files.pythonhosted.org".into()]);
+//! assert!(dsh_sandbox::AllowList::parse(&policy.allow_domains).unwrap().allows("pypi.org", 443));
+//! ```
+//!
 //! # Messages
 //!
 //! A confined command that failed on a denied file access — `Read-only file
@@ -179,29 +208,13 @@
 //! line. An editor write that is refused answers with the marker line alone
 //! and leaves the file unchanged.
 
-/// Chainable setters for a settings type, one per named field, each
-/// documented as setting that field.
-macro_rules! setters {
-    ($ty:ident { $($field:ident: $fty:ty),* $(,)? }) => {
-        impl $ty {
-            $(
-                #[doc = concat!("Sets [`", stringify!($ty), "::", stringify!($field), "`].")]
-                #[must_use]
-                pub fn $field(mut self, $field: $fty) -> Self {
-                    self.$field = $field;
-                    self
-                }
-            )*
-        }
-    };
-}
-
 mod approval;
 #[cfg(unix)]
 mod beneath;
 mod config;
 mod confine;
 pub mod contract;
+mod egress;
 mod error;
 mod escalation;
 mod fs;
@@ -220,6 +233,9 @@ pub use contract::{Denial, SandboxOutcome};
 #[cfg(target_os = "linux")]
 pub use dsh_confine::landlock_abi;
 pub use dsh_confine::{Enforcement, TmpHeld, TmpLimit, TmpLimits, UnixSocketGuard};
+pub use egress::{AllowList, EGRESS_PORT, egress_env};
+#[cfg(all(feature = "egress", target_os = "linux"))]
+pub use egress::{EgressLimits, Resolve, SystemResolver};
 pub use error::SandboxError;
 pub use fs::SandboxFs;
 pub use policy::{SandboxMode, SandboxPolicy, WriteRules, resolve};

@@ -138,6 +138,16 @@ pub struct SandboxPolicy {
     /// tmpfs's `nr_inodes=` (default: none). As
     /// [`SandboxPolicy::tmp_size`]; bubblewrap cannot bound it either.
     pub tmp_inodes: Option<u64>,
+    /// The hosts the restricted modes reach by name, through the host's
+    /// egress proxy (default: none). Each entry is `HOST[:PORT]` or
+    /// `*.DOMAIN[:PORT]` (subdomains only; without a port, 80 and 443; an
+    /// IP literal only as itself). With entries, the confined shell still
+    /// has no network of its own: its HTTP and HTTPS go through a proxy at
+    /// `127.0.0.1:3128` inside ([`egress_env`](crate::egress_env)), which
+    /// answers 403 for anything not listed. Linux with namespaces and the
+    /// crate's `egress` feature; refused with `network`, in
+    /// danger-full-access as the default mode, and under bubblewrap.
+    pub allow_domains: Vec<String>,
 }
 
 /// The credential stores hidden by default (see
@@ -204,11 +214,12 @@ impl Default for SandboxPolicy {
             hidden_paths: SandboxPolicy::default_hidden_paths(),
             tmp_size: None,
             tmp_inodes: None,
+            allow_domains: Vec::new(),
         }
     }
 }
 
-setters!(SandboxPolicy {
+dsh_pty::setters!(SandboxPolicy {
     mode: SandboxMode,
     writable_roots: Vec<PathBuf>,
     tmp_writable: bool,
@@ -220,6 +231,7 @@ setters!(SandboxPolicy {
     hidden_paths: Vec<PathBuf>,
     tmp_size: Option<u64>,
     tmp_inodes: Option<u64>,
+    allow_domains: Vec<String>,
 });
 
 /// The resolved write rules of one mode for one workspace.

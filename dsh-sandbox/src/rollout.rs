@@ -12,7 +12,7 @@ use dsh_shell_persistent::{ShellError, ShellState};
 use dsh_workspace::{Change, SnapshotId, Workspace, WorkspaceError};
 
 use crate::tool::{Current, OwnerState};
-use crate::{SandboxError, SandboxMode, SandboxedShell};
+use crate::{SandboxError, SandboxedShell};
 
 /// What a snapshot keeps beside the files the workspace keeps: the shell's
 /// state then (`None`: the owner had no shell).
@@ -107,6 +107,9 @@ impl SandboxedShell {
         let current = self.persistent_current(&mut turn, mode).await?;
         current.shell.start().await.map_err(unavailable)?;
         let pid = current.shell.session_pid();
+        // A restricted mode's shell is in the sandbox's namespaces, made
+        // inside the view's: its root is the view with the walls on top.
+        let confined = current.enforcement.namespaces;
         let handle = current.shell.handle();
         turn.set_live(Some(handle))?;
         #[cfg(target_os = "linux")]
@@ -114,18 +117,34 @@ impl SandboxedShell {
             let root = pid
                 .ok_or_else(|| SandboxError::setup("the owner's shell has no process"))
                 .and_then(|pid| {
-                    dsh_confine::CopyOnWriteView::root_of(pid as i32).map_err(|e| {
+                    dsh_confine::CopyOnWriteView::root_of(pid as i32, confined).map_err(|e| {
                         SandboxError::setup_from("opening the owner's copy-on-write view", e)
                     })
                 })?;
             fs.set_view(Some(root));
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = (pid, &fs);
+        let _ = (pid, confined, &fs);
         let out = work.await;
         #[cfg(target_os = "linux")]
         fs.set_view(None);
         Ok(out)
+    }
+
+    /// Makes one view and its shell (in the policy's mode, with its
+    /// confinement) and ends them: what a host runs at its start, so that
+    /// a kernel that cannot give copy-on-write workspaces (no user
+    /// namespaces, an overlay it refuses) or the sandbox over them is
+    /// named then ([`SandboxError::CopyOnWriteUnavailable`]), not at an
+    /// owner's first call. Nothing is left behind. Without a copy-on-write
+    /// workspace, [`SandboxError::NoCopyOnWrite`].
+    pub async fn check_copy_on_write(&self) -> Result<(), SandboxError> {
+        /// Not an HTTP session's id, nor the stdio server's owner.
+        const PROBE: &str = "dsh-copy-on-write-probe";
+        self.workspace()?;
+        let made = self.in_view(PROBE, async {}).await;
+        self.close_owner(PROBE).await;
+        made
     }
 
     /// What `owner` changed in its view of the base: each path added,
@@ -264,16 +283,15 @@ impl OwnerState {
 /// Ends the owner's shell, if it has one: its view unmounts with it.
 async fn end_shell(current: &mut Option<Current>) {
     if let Some(mut current) = current.take() {
-        current.shell.close().await;
+        // Its view goes with it: nothing is left to end gracefully.
+        current.shell.kill().await;
     }
 }
 
 /// The state of the owner's shell, if it has a live one.
 async fn capture(current: &mut Option<Current>) -> Result<Option<ShellState>, SandboxError> {
     match current {
-        Some(c) if c.shell.is_running() && c.mode == SandboxMode::DangerFullAccess => {
-            Ok(c.shell.capture_state().await?)
-        }
+        Some(c) if c.shell.is_running() => Ok(c.shell.capture_state().await?),
         _ => Ok(None),
     }
 }

@@ -50,6 +50,8 @@ pub struct SandboxedShell {
     weaker: AtomicBool,
     /// The shell states of the copy-on-write workspace's snapshots.
     pub(crate) snapshots: crate::rollout::Snapshots,
+    /// The egress proxy, when the policy allows domains.
+    egress: Option<Arc<crate::egress::Egress>>,
 }
 
 /// The sandbox's kind of pool owner: a shell with its mode and what
@@ -112,7 +114,10 @@ pub(crate) struct OwnerState {
 pub(crate) struct Current {
     pub(crate) mode: SandboxMode,
     pub(crate) shell: Shell,
-    enforcement: Enforcement,
+    pub(crate) enforcement: Enforcement,
+    /// A confined shell's scratch directory (its long commands), shown
+    /// read-only in its view; removed with the shell.
+    _scratch: Option<tempfile::TempDir>,
 }
 
 impl Seat for Current {
@@ -136,7 +141,9 @@ impl SandboxedShell {
     /// until a call; a restricted call whose confinement cannot be enforced
     /// fails closed with the reason.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        let egress = crate::egress::Egress::for_config(&config)?.map(Arc::new);
         Ok(SandboxedShell {
+            egress,
             pool: ShellPool::of_kind(config.shell.clone())?,
             weaker: AtomicBool::new(false),
             snapshots: crate::rollout::Snapshots::default(),
@@ -166,12 +173,14 @@ impl SandboxedShell {
             return Ok(enforcement);
         }
         let mut shell = self.config.shell.clone();
-        let rules = WriteRules::new(&self.config.policy, mode, &self.config.shell.start_dir);
+        let policy = self.restricted_policy();
+        let rules = WriteRules::new(&policy, mode, &self.config.shell.start_dir);
         crate::confine::confine(
             &mut shell,
             &rules,
-            &self.config.policy,
+            &policy,
             !self.weaker.load(Ordering::Relaxed),
+            None,
         )
     }
 
@@ -258,7 +267,7 @@ impl SandboxedShell {
         self.pool.with_owner(owner, |dir, state| {
             let fs = state.fs.get_or_init(|| {
                 let workspace = dir.unwrap_or(&self.config.shell.start_dir);
-                let fs = SandboxFs::new(self.config.policy.clone(), workspace);
+                let fs = SandboxFs::new(self.restricted_policy(), workspace);
                 fs.set_file_size(self.config.shell.limits.file_size);
                 #[cfg(target_os = "linux")]
                 if self.config.copy_on_write.is_some() {
@@ -334,6 +343,18 @@ impl SandboxedShell {
             .description(Some(description))
     }
 
+    /// The policy of the restricted modes' shells and editors: the
+    /// config's, with a copy-on-write workspace's layers directory hidden
+    /// too (beside the view's own cover over it, which a hiding overlay
+    /// of a directory above it would not show).
+    pub(crate) fn restricted_policy(&self) -> crate::SandboxPolicy {
+        let mut policy = self.config.policy.clone();
+        if let Some(workspace) = &self.config.copy_on_write {
+            policy.hidden_paths.push(workspace.cow_dir().to_owned());
+        }
+        policy
+    }
+
     /// Whether calls under `mode` (not escalated) keep a shell.
     fn persistent(&self, mode: SandboxMode) -> bool {
         match mode {
@@ -360,9 +381,11 @@ impl SandboxedShell {
         let mut shell = self
             .shell_config(mode, persistent)
             .start_dir(start_dir.clone());
+        // The view first: a restricted mode's namespaces are then made
+        // inside the view's, and its walls built over the overlay.
         if let Some(workspace) = &self.config.copy_on_write {
-            if mode != SandboxMode::DangerFullAccess {
-                return Err(SandboxError::CopyOnWriteMode { mode });
+            if mode != SandboxMode::DangerFullAccess && self.config.policy.bubblewrap.is_some() {
+                return Err(SandboxError::CopyOnWriteBubblewrap);
             }
             #[cfg(target_os = "linux")]
             shell
@@ -377,16 +400,27 @@ impl SandboxedShell {
                 mode,
                 shell: Shell::new(shell)?,
                 enforcement: Enforcement::none(),
+                _scratch: None,
             });
         }
-        let policy = self.config.policy.clone();
+        let policy = self.restricted_policy();
         let namespaces = !self.weaker.load(Ordering::Relaxed);
+        let placeholders_needed = self.config.copy_on_write.is_none();
         let preparing = Arc::clone(&state.preparing);
         let placeholders = Arc::clone(&state.placeholders);
+        let egress = self.egress.clone();
         let (made_tx, made_rx) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
             let _serial = preparing.lock().unwrap_or_else(|p| p.into_inner());
-            let made = prepare(shell, &policy, &start_dir, mode, namespaces, &placeholders);
+            let placeholders = placeholders_needed.then_some(&*placeholders);
+            let made = prepare(
+                shell,
+                (&policy, egress.as_deref()),
+                &start_dir,
+                mode,
+                namespaces,
+                placeholders,
+            );
             // A dropped call no longer waits: the shell (not started) is
             // dropped here; the placeholders stay with the owner.
             if let Err(unwanted) = made_tx.send(made) {
@@ -595,24 +629,47 @@ fn refuse_tmp_bounds(
 /// [`SandboxedShell::make`]'s blocking part: a confined shell for `mode`.
 fn prepare(
     mut shell: ShellConfig,
-    policy: &crate::SandboxPolicy,
+    (policy, egress): (&crate::SandboxPolicy, Option<&crate::egress::Egress>),
     start_dir: &Path,
     mode: SandboxMode,
     namespaces: bool,
-    placeholders: &Mutex<Placeholders>,
+    placeholders: Option<&Mutex<Placeholders>>,
 ) -> Result<Current, SandboxError> {
     let rules = WriteRules::new(policy, mode, start_dir);
-    placeholders
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .merge(Placeholders::create(&rules));
+    if let Some(placeholders) = placeholders {
+        placeholders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .merge(Placeholders::create(&rules));
+    }
     // Seatbelt makes no private /tmp, and keeps no limit of its own.
     #[cfg(target_os = "macos")]
     refuse_tmp_bounds(&shell, policy)?;
-    let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces)?;
+    // Long commands go through files, which the shell's private /tmp
+    // would hide: a directory of this shell's own, shown read-only in its
+    // view (a local backend's only; another writes them on its side).
+    let scratch = if shell.backend.is_local() {
+        Some(scratch_dir()?)
+    } else {
+        None
+    };
+    shell.scratch_dir = scratch.as_ref().map(|d| d.path().to_owned());
+    let enforcement = crate::confine::confine(&mut shell, &rules, policy, namespaces, egress)?;
     Ok(Current {
         mode,
         shell: Shell::new(shell)?,
         enforcement,
+        _scratch: scratch,
     })
+}
+
+/// A new private directory (mode 0700) under the system's temporary
+/// directory, at its canonical path.
+fn scratch_dir() -> Result<tempfile::TempDir, SandboxError> {
+    let tmp = std::fs::canonicalize(std::env::temp_dir())
+        .map_err(|e| SandboxError::setup_from("the system's temporary directory", e))?;
+    tempfile::Builder::new()
+        .prefix("dsh-scratch-")
+        .tempdir_in(tmp)
+        .map_err(|e| SandboxError::setup_from("making the shell's scratch directory", e))
 }

@@ -30,10 +30,15 @@ struct Lab {
 }
 
 fn lab() -> Lab {
-    // Under /var/tmp when run unprivileged (a directory that user owns).
-    let parent = std::env::var_os("DSH_COW_LAB")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    lab_in(SandboxMode::DangerFullAccess)
+}
+
+/// [`lab`] with its owners in `mode`.
+fn lab_in(mode: SandboxMode) -> Lab {
+    // Under /var/tmp, where a restricted mode's shell sees it (not under
+    // its private /tmp); unprivileged, in a directory that user owns.
+    let parent =
+        std::env::var_os("DSH_COW_LAB").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
     let dir = tempfile::tempdir_in(parent).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap().join("base");
@@ -47,8 +52,14 @@ fn lab() -> Lab {
     std::fs::write(base.join("run.sh"), "#!/bin/sh\necho run\n").unwrap();
     std::fs::set_permissions(base.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("a.txt", base.join("link")).unwrap();
+    // Beside the base: a file no owner may write, and one hidden from it.
+    let top = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(top.join("outside.txt"), "outside\n").unwrap();
+    std::fs::write(top.join("secret.txt"), "TOP-SECRET\n").unwrap();
     let workspace = Workspace::new(&base, &cow).unwrap();
-    let policy = SandboxPolicy::default().mode(SandboxMode::DangerFullAccess);
+    let mut hidden = SandboxPolicy::default_hidden_paths();
+    hidden.push(top.join("secret.txt"));
+    let policy = SandboxPolicy::default().mode(mode).hidden_paths(hidden);
     let config = SandboxConfig::new(policy, ShellConfig::new(&base))
         .copy_on_write(Some(Arc::new(workspace)));
     Lab {
@@ -170,6 +181,16 @@ fn is_root() -> bool {
 
 async fn two_owners_see_their_own_views() {
     let lab = lab();
+    two_owners_see_their_own_views_in(&lab, None).await;
+    lab.tool.close_all().await;
+}
+
+/// Owner a changes its view of `lab`'s base (in the lab's mode), owner b
+/// (in `b_mode`, if given) sees the base: each change stays in a's view.
+async fn two_owners_see_their_own_views_in(lab: &Lab, b_mode: Option<SandboxMode>) {
+    if let Some(mode) = b_mode {
+        lab.tool.set_mode("b", mode).await.unwrap();
+    }
     let before = fingerprint(&lab.base);
     let tool = &lab.tool;
     let out = run(
@@ -261,7 +282,75 @@ async fn two_owners_see_their_own_views() {
     let first_line = passwd.lines().next().unwrap();
     assert!(diff.contains("+/etc/passwd"), "{diff}");
     assert!(!diff.contains(first_line), "{diff}");
+}
+
+/// Two owners on one base in the restricted modes (a in workspace-write,
+/// b in read-only): a's changes stay in its view, and the sandbox's walls
+/// hold in both views (nothing written outside the workspace, nothing in
+/// read-only, hidden paths and the layers hidden, processes apart).
+async fn restricted_owners() {
+    let lab = lab_in(SandboxMode::WorkspaceWrite);
+    let top = lab.base.parent().unwrap().to_owned();
+    let tool = &lab.tool;
+    let outside = fingerprint(&top);
+    two_owners_see_their_own_views_in(&lab, Some(SandboxMode::ReadOnly)).await;
+    let walls = format!(
+        "echo x > {top}/outside.txt; echo x > {top}/new.txt; cat {top}/secret.txt; ls -A {cow}; \
+         (exec -a dsh-cow-ro-marker sleep 600 &); echo walls-done",
+        top = top.display(),
+        cow = lab.cow.display()
+    );
+    let a = run(tool, "a", &walls).await;
+    assert!(a.contains("walls-done"), "{a}");
+    assert!(!a.contains("TOP-SECRET") && !a.contains("layers"), "{a}");
+    assert_eq!(a.matches("Read-only file system").count(), 2, "{a}");
+    let b = run(
+        tool,
+        "b",
+        "echo x > a.txt; rm -f sub/b.txt; cat secret.txt ../secret.txt; \
+         pgrep -f dsh-cow-ro-marker || echo not-seen; cat a.txt sub/b.txt",
+    )
+    .await;
+    assert!(b.contains("Read-only file system"), "{b}");
+    assert!(!b.contains("TOP-SECRET") && b.contains("not-seen"), "{b}");
+    assert!(b.contains("alpha") && b.contains("beta"), "{b}");
+    // b's editor is refused too.
+    let editor = Editor::new(tool.editor_fs("b"));
+    let refused = tool
+        .in_view("b", async {
+            editor
+                .execute(
+                    &json!({"command": "create", "path": lab.base.join("e.txt"), "file_text": "e"}),
+                )
+                .await
+        })
+        .await
+        .unwrap();
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(tool.changes("b").await.unwrap().is_empty());
     tool.close_all().await;
+    // Nothing beside the base changed either (the layers aside).
+    let mut now = fingerprint(&top);
+    let mut was = outside;
+    now.retain(|p, _| !p.starts_with("cow"));
+    was.retain(|p, _| !p.starts_with("cow"));
+    assert_eq!(now, was);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_see_their_own_views_in_the_restricted_modes() {
+    restricted_owners().await;
+}
+
+#[test]
+fn owners_see_their_own_views_in_the_restricted_modes_as_an_unprivileged_user() {
+    if is_root() {
+        as_unprivileged("owners_see_their_own_views_in_the_restricted_modes");
+    } else {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(restricted_owners());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,7 +373,12 @@ fn owners_see_their_own_views_as_an_unprivileged_user() {
 /// and mount namespace, a bind mount over it, the layer paths its mount
 /// table names, the layers' directory, other owners' processes.
 async fn the_view_holds() {
-    let lab = lab();
+    the_view_holds_in(SandboxMode::DangerFullAccess).await;
+}
+
+/// [`the_view_holds`] with the owners in `mode`.
+async fn the_view_holds_in(mode: SandboxMode) {
+    let lab = lab_in(mode);
     let tool = &lab.tool;
     // b exists first, with a change and a process of its own.
     let out = run(
@@ -382,6 +476,80 @@ fn the_view_holds_against_its_shell_as_an_unprivileged_user() {
             .unwrap()
             .block_on(the_view_holds());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_holds_against_its_shell_in_workspace_write() {
+    the_view_holds_in(SandboxMode::WorkspaceWrite).await;
+}
+
+#[test]
+fn the_view_holds_against_its_shell_in_workspace_write_as_an_unprivileged_user() {
+    if is_root() {
+        as_unprivileged("the_view_holds_against_its_shell_in_workspace_write");
+    } else {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(the_view_holds_in(SandboxMode::WorkspaceWrite));
+    }
+}
+
+/// The Python the pip test runs: `DSH_TEST_PYTHON`, else `/usr/bin/python3`.
+fn test_python() -> PathBuf {
+    std::env::var_os("DSH_TEST_PYTHON")
+        .map_or_else(|| PathBuf::from("/usr/bin/python3"), PathBuf::from)
+}
+
+/// `pip install -e .` in a venv made in a workspace-write view (offline:
+/// the venv sees the system's setuptools and pip): it works there, and
+/// neither the host's base nor another owner sees the venv or the
+/// install.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Python 3 with venv, pip, setuptools >= 64 and wheel (DSH_TEST_PYTHON or /usr/bin/python3); .ci/run runs it"]
+async fn pip_install_editable_in_a_view() {
+    let lab = lab_in(SandboxMode::WorkspaceWrite);
+    std::fs::create_dir_all(lab.base.join("src/viewpkg")).unwrap();
+    std::fs::write(
+        lab.base.join("pyproject.toml"),
+        "[build-system]\nrequires = [\"setuptools>=64\"]\nbuild-backend = \"setuptools.build_meta\"\n\
+         [project]\nname = \"viewpkg\"\nversion = \"0.1\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lab.base.join("src/viewpkg/__init__.py"),
+        "WHERE = 'in a view'\n",
+    )
+    .unwrap();
+    let before = fingerprint(&lab.base);
+    let python = test_python();
+    let out = run(
+        &lab.tool,
+        "a",
+        &format!(
+            "{py} -m venv --without-pip --system-site-packages .venv && \
+             .venv/bin/python -m pip install -q --no-cache-dir --no-index --no-build-isolation -e . && \
+             cd / && {base}/.venv/bin/python -c 'import viewpkg; print(viewpkg.WHERE)'",
+            py = python.display(),
+            base = lab.base.display()
+        ),
+    )
+    .await;
+    assert!(out.contains("in a view"), "{out}");
+    let other = run(&lab.tool, "b", "test -e .venv || echo no-venv; ls src").await;
+    assert!(
+        other.contains("no-venv") && !other.contains("egg-info"),
+        "{other}"
+    );
+    assert_eq!(fingerprint(&lab.base), before);
+    assert!(
+        lab.tool
+            .changes("a")
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.path.starts_with(".venv"))
+    );
+    lab.tool.close_all().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

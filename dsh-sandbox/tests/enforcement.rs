@@ -721,8 +721,14 @@ async fn a_reset_kills_everything_the_confined_shell_started() {
 async fn a_workspace_under_the_private_tmp_is_still_the_workspace() {
     let ws = tempfile::tempdir_in("/tmp").unwrap();
     let s = SandboxedShell::new(SandboxConfig::new(ww(), ShellConfig::new(ws.path()))).unwrap();
+    // In the private /tmp: the workspace, and the shell's scratch
+    // directory (its long commands), nothing else.
     assert_eq!(
-        run(&s, "echo hi > f && cat f && ls -A /tmp | wc -l").await,
+        run(
+            &s,
+            "echo hi > f && cat f && ls -A /tmp | grep -vc '^dsh-scratch-'"
+        )
+        .await,
         "hi\n1"
     );
     assert_eq!(
@@ -1464,4 +1470,30 @@ async fn only_programs_waiting_for_a_person_are_ended() {
     );
     assert_eq!(run(&s, "echo $KEPT").await, "yes");
     s.close_all().await;
+}
+
+/// A command too long for one line (a file the shell reads) runs in both
+/// restricted modes, though the host writes that file under its own
+/// temporary directory (`/tmp` here), which the shell's private `/tmp`
+/// hides: the shell's own scratch directory is shown to it read-only,
+/// and goes with the shell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_command_runs_in_the_restricted_modes() {
+    let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
+    let long = format!("echo {} | wc -c; ls /tmp | wc -l", "x".repeat(5000));
+    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let tool = SandboxedShell::new(SandboxConfig::new(
+            SandboxPolicy::default().mode(mode),
+            ShellConfig::new(ws.path()),
+        ))
+        .unwrap();
+        let out = tool
+            .execute("a", &json!({ "command": long }))
+            .await
+            .unwrap();
+        // The private /tmp stays empty: the scratch directory is shown
+        // beneath it, nothing else of the host's.
+        assert_eq!(out, "5001\n1", "{mode}");
+        tool.close_all().await;
+    }
 }

@@ -201,6 +201,10 @@ struct Lab {
     /// Sockets outside that no technique may reach, checked after each.
     listeners: Vec<(String, std::os::unix::net::UnixListener)>,
     datagrams: Vec<(String, std::os::unix::net::UnixDatagram)>,
+    /// A TCP listener and a UDP socket on the host's loopback (`$TCPPORT`,
+    /// `$UDPPORT`), checked as the Unix ones.
+    tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
     /// A directory of this test's under /var/tmp, with a listener.
     var_tmp: tempfile::TempDir,
     /// A directory of this test's in `$HOME` with a listener, where `$HOME`
@@ -426,6 +430,10 @@ impl Lab {
         let dgram = std::os::unix::net::UnixDatagram::bind(out.join("dgram.sock")).unwrap();
         dgram.set_nonblocking(true).unwrap();
         let datagrams = vec![(out.join("dgram.sock").display().to_string(), dgram)];
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
         let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -448,6 +456,8 @@ impl Lab {
             run_socket,
             listeners,
             datagrams,
+            tcp,
+            udp,
             var_tmp,
             home,
             secrets,
@@ -476,6 +486,14 @@ impl Lab {
                     String::from_utf8_lossy(&buf[..n])
                 ));
             }
+        }
+        while let Ok((conn, _)) = self.tcp.accept() {
+            drop(conn);
+            out.push("a connection reached the host's loopback TCP listener".to_owned());
+        }
+        let mut buf = [0u8; 64];
+        while self.udp.recv(&mut buf).is_ok() {
+            out.push("a datagram reached the host's loopback UDP socket".to_owned());
         }
         out
     }
@@ -586,6 +604,14 @@ impl Lab {
                     .to_string(),
             ),
             ("T".into(), self.tools.join("sys.py").display().to_string()),
+            (
+                "TCPPORT".into(),
+                self.tcp.local_addr().unwrap().port().to_string(),
+            ),
+            (
+                "UDPPORT".into(),
+                self.udp.local_addr().unwrap().port().to_string(),
+            ),
             ("PY".into(), self.python.clone()),
             ("VICTIM".into(), self.victim.id().to_string()),
             ("MARK".into(), self.mark.clone()),
@@ -1100,6 +1126,17 @@ techniques! {
         "a network namespace of its own",
         "[ \"$(readlink /proc/self/ns/net)\" = \"$HOST_NET\" ] && echo ESCAPED",
     );
+    // The host's loopback: through the egress proxy (workspace-write runs
+    // with allowed domains), around it, by name and IP, TCP and UDP.
+    host_loopback_through_and_around_the_proxy = t(
+        "the host's loopback through and around the egress proxy",
+        "for how in '' '-p' '--noproxy 127.0.0.1,localhost' '-x http://127.0.0.1:3128'; do \
+           for host in 127.0.0.1 localhost; do \
+             curl -s --max-time 5 $how http://$host:$TCPPORT/ >/dev/null; \
+           done; \
+         done; \
+         $PY -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('127.0.0.1', $UDPPORT))\" 2>/dev/null; true",
+    );
     // Sockets.
     unix_socket_in_host_tmp = t(
         "Unix socket in the host's /tmp",
@@ -1373,6 +1410,9 @@ techniques! {
 enum Engine {
     Native,
     Bubblewrap,
+    /// The built-in engine over a copy-on-write view of the workspace
+    /// (the workspace is the view's base: nothing there may change).
+    CopyOnWrite,
 }
 
 /// The modes every technique is tried in.
@@ -1387,14 +1427,34 @@ fn policy(lab: &Lab, mode: SandboxMode) -> SandboxPolicy {
 }
 
 fn shell(lab: &Lab, workspace: &Path, mode: SandboxMode, engine: Engine) -> SandboxedShell {
-    let policy = policy(lab, mode)
+    #[cfg_attr(not(feature = "egress"), allow(unused_mut))]
+    let mut policy = policy(lab, mode)
         .bubblewrap((engine == Engine::Bubblewrap).then(|| PathBuf::from("bwrap")));
-    SandboxedShell::new(SandboxConfig::new(
-        policy,
-        ShellConfig::new(workspace)
-            .env(lab.env(workspace))
-            .timeout(Duration::from_secs(120)),
-    ))
+    // Every technique meets the built-in engine with an egress proxy (in
+    // workspace-write: allowed domains) and without one (read-only).
+    #[cfg(feature = "egress")]
+    if engine == Engine::Native && mode == SandboxMode::WorkspaceWrite {
+        policy = policy.allow_domains(vec![
+            "egress.invalid".to_owned(),
+            "*.egress.invalid".to_owned(),
+        ]);
+    }
+    let view = (engine == Engine::CopyOnWrite).then(|| {
+        // Layers beside the lab's workspaces, one directory per shell.
+        static VIEWS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = VIEWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cow = lab.out.parent().unwrap().join(format!("cow-{n}"));
+        std::sync::Arc::new(dsh_sandbox::dsh_workspace::Workspace::new(workspace, cow).unwrap())
+    });
+    SandboxedShell::new(
+        SandboxConfig::new(
+            policy,
+            ShellConfig::new(workspace)
+                .env(lab.env(workspace))
+                .timeout(Duration::from_secs(120)),
+        )
+        .copy_on_write(view),
+    )
     .unwrap()
 }
 
@@ -1477,13 +1537,16 @@ async fn try_technique(
     let victim = lab.victim_state();
     assert!(victim.0, "the victim must be alive before the technique");
 
+    // The workspace too where the shell may not change it: read-only, or
+    // the base of a copy-on-write view.
+    let whole = mode == SandboxMode::ReadOnly || engine == Engine::CopyOnWrite;
     let mut watched = lab.outside();
-    if mode == SandboxMode::ReadOnly {
+    if whole {
         watched.extend(snapshot(&[ws]));
     }
     let out = run(&s, &technique.cmd).await;
     let mut now = lab.outside();
-    if mode == SandboxMode::ReadOnly {
+    if whole {
         now.extend(snapshot(&[ws]));
     }
     let mut problems = Vec::new();
@@ -1577,6 +1640,63 @@ async fn technique_holds(technique: Technique, engine: Engine) {
     );
     let failures: Vec<String> = a.into_iter().chain(b).collect();
     held(technique.id, engine, &failures);
+}
+
+/// The techniques that write outside or change metadata there, and those
+/// that plant a set-id file or a file capability for the host, inside a
+/// copy-on-write view in workspace-write: nothing outside changes, nor the
+/// view's base. One lab for all (each technique in a shell and a view of
+/// its own: none changes the lab when it holds), two halves at once.
+mod copy_on_write_view {
+    use super::*;
+
+    /// The techniques of the list from `first` to `last`.
+    fn between(all: &[Technique], first: &str, last: &str) -> std::ops::Range<usize> {
+        let at = |id: &str| all.iter().position(|t| t.id == id).unwrap();
+        at(first)..at(last) + 1
+    }
+
+    async fn half(techniques: &[Technique], engine: Engine) -> Vec<String> {
+        let lab = Lab::new();
+        let mut failures = Vec::new();
+        for technique in techniques {
+            failures
+                .extend(try_technique(&lab, technique, SandboxMode::WorkspaceWrite, engine).await);
+        }
+        failures
+    }
+
+    async fn check(engine: Engine) {
+        let mut all = techniques();
+        let plant = between(&all, "setuid_bit_chmod", "file_capability_in_the_workspace");
+        let planting: Vec<Technique> = all.drain(plant).collect();
+        let write = between(&all, "create_a_file_outside", "trusted_xattr_outside");
+        let writing: Vec<Technique> = all.drain(write).collect();
+        let (_keep, grounds) = git_plant::grounds_dir();
+        let (mut failures, more, git) = tokio::join!(
+            half(&writing, engine),
+            half(&planting, engine),
+            git_plant::plants_in_a_view(&grounds)
+        );
+        failures.extend(more);
+        failures.extend(git);
+        held("copy_on_write_view", engine, &failures);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn native() {
+        check(Engine::CopyOnWrite).await;
+    }
+
+    #[test]
+    fn native_unprivileged() {
+        as_unprivileged(
+            "copy_on_write_view::native",
+            "copy_on_write_view",
+            Engine::CopyOnWrite,
+            check,
+        );
+    }
 }
 
 /// Nothing started inside outlives the shell: detached processes (setsid,

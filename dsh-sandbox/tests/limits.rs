@@ -448,7 +448,7 @@ mod cgroup {
                     &s,
                     // Python, not bash: bash retries a refused fork for
                     // half a minute, Python reports it at once.
-                    "python3 -c 'import subprocess\nn = 0\nfor i in range(200):\n    try:\n        subprocess.Popen([\"sleep\", \"1001\"]); n += 1\n    except OSError:\n        pass\nprint(n)'",
+                    "python3 -c 'import subprocess\nn = 0\nfor i in range(100):\n    try:\n        subprocess.Popen([\"sleep\", \"1001\"]); n += 1\n    except OSError:\n        pass\nprint(n)'",
                 )
                 .await;
                 let started: usize = out
@@ -457,7 +457,7 @@ mod cgroup {
                     .and_then(|l| l.trim().parse().ok())
                     .unwrap_or_else(|| panic!("{mode}: {out}"));
                 assert_eq!(sleeps("1001").len(), started, "{mode}");
-                eprintln!("{mode} pids {pids:?}: {started} of 200 sleeps started");
+                eprintln!("{mode} pids {pids:?}: {started} of 100 sleeps started");
                 if pids.is_some() {
                     assert!(started < 64 && started > 0, "{mode}: {out}");
                     assert!(
@@ -465,7 +465,7 @@ mod cgroup {
                         "{mode}: {out}"
                     );
                 } else {
-                    assert_eq!(started, 200, "{mode}: {out}");
+                    assert_eq!(started, 100, "{mode}: {out}");
                     assert!(!out.contains("process limit"), "{mode}: {out}");
                 }
                 assert_eq!(run(&s, "echo alive").await, "alive", "{mode}");

@@ -794,7 +794,7 @@ mod tests {
             steps = if in_posix {
                 steps
             } else {
-                format!("\\eval '{}'", steps.replace('\'', "'\\''"))
+                format!("\\eval {}", crate::quote::posix_single(&steps))
             },
         )
     }

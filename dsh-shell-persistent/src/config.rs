@@ -127,6 +127,11 @@ pub struct ShellConfig {
     /// the sandbox crate confines shells this way. Only backends that fork
     /// run them; others refuse to spawn.
     pub pre_exec: Vec<Arc<dyn PreExec>>,
+    /// Where a local shell's commands too long for one line are written
+    /// for it to read: a private directory is made in it per shell process
+    /// (`None`, the default: the system's temporary directory). The
+    /// sandbox points it where its confined shell can read it.
+    pub scratch_dir: Option<PathBuf>,
     /// A [`ShellPool`](crate::ShellPool)'s owners without a call for this
     /// long are closed and forgotten, shell and all (`None`, the default:
     /// only [`ShellPool::close_owner`](crate::ShellPool::close_owner) and
@@ -224,23 +229,7 @@ pub enum OwnerDirError {
     },
 }
 
-/// Chainable setters, one per field, named after it.
-macro_rules! setters {
-    ($($name:ident: $ty:ty),* $(,)?) => {
-        impl ShellConfig {
-            $(
-                #[doc = concat!("Sets [`ShellConfig::", stringify!($name), "`].")]
-                #[must_use]
-                pub fn $name(mut self, $name: $ty) -> Self {
-                    self.$name = $name;
-                    self
-                }
-            )*
-        }
-    };
-}
-
-setters! {
+dsh_pty::setters!(ShellConfig {
     dialect: Dialect,
     argv: Option<Vec<String>>,
     rc_files: bool,
@@ -261,9 +250,10 @@ setters! {
     backend: Arc<dyn PtyBackend>,
     persistent: bool,
     pre_exec: Vec<Arc<dyn PreExec>>,
+    scratch_dir: Option<PathBuf>,
     idle_limit: Option<Duration>,
     limits: ResourceLimits,
-}
+});
 
 impl ShellConfig {
     /// Sets [`ShellConfig::start_dir`].
@@ -297,6 +287,7 @@ impl ShellConfig {
             backend: dsh_pty::default_backend(),
             persistent: true,
             pre_exec: Vec::new(),
+            scratch_dir: None,
             idle_limit: None,
             limits: ResourceLimits::default(),
         }

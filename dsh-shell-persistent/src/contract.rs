@@ -222,7 +222,7 @@ fn limit_lines(reached: LimitsReached) -> impl Iterator<Item = String> {
     let memory = reached.memory.map(|bytes| {
         format!(
             "[killed: memory limit of {} reached]",
-            dsh_pty::__private::format_bytes(bytes)
+            dsh_pty::format_bytes(bytes)
         )
     });
     let pids = reached

@@ -744,7 +744,7 @@ impl<K: OwnerKind> ShellPool<K> {
 /// dropped first, the process would be killed without grace and a remote
 /// one in the background.
 async fn close_together<K: OwnerKind>(owners: Vec<Arc<Owner<K>>>) {
-    let _shared = dsh_pty::__private::SharedScans::new();
+    let _shared = dsh_pty::SharedScans::new();
     let mut closing = tokio::task::JoinSet::new();
     for entry in owners {
         entry.closed.store(true, Ordering::Release);

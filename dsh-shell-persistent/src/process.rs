@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use dsh_pty::{ExitStatus, Foreground, OutputStream, PtySession, Signal, SpawnSpec};
+use dsh_pty::{ExitStatus, Foreground, OutputStream, PtySession, Signal, SpawnSpec, SpecField};
 use tokio::time::Instant;
 
 use crate::bash::{Fatal, Protocol, Repairs, STEM_HEX, Seen};
@@ -138,13 +138,15 @@ pub(crate) struct Process {
     /// its epilogue, or none ran since the init line (which enters it).
     in_posix: bool,
     scratch: Option<tempfile::TempDir>,
+    /// Where `scratch` is made ([`ShellConfig::scratch_dir`]).
+    scratch_in: Option<std::path::PathBuf>,
     /// The search for the marker prefix, kept from call to call.
     search: Option<Search>,
 }
 
 /// A fresh id of `len` hex digits.
 fn id(len: usize) -> Result<String, ShellError> {
-    dsh_pty::__private::random_hex(len).map_err(ShellError::Random)
+    dsh_pty::random_hex(len).map_err(ShellError::Random)
 }
 
 impl Process {
@@ -164,8 +166,6 @@ impl Process {
             .cwd(&config.start_dir)
             .size(config.term_size)
             .scrollback(config.scrollback)
-            .echo(false)
-            .output_processing(false)
             .env("TERM", "dumb")
             .env("PAGER", "cat")
             .env("GIT_PAGER", "cat")
@@ -177,6 +177,15 @@ impl Process {
             .env_remove("BASH_ENV");
         for (k, v) in &config.env {
             spec = spec.env(k, v);
+        }
+        // Echo and output processing off where the backend keeps that
+        // (the protocol reads either way; off is faster and quieter).
+        let keeps = config.backend.keeps();
+        if keeps.keeps(SpecField::Echo) {
+            spec = spec.echo(false);
+        }
+        if keeps.keeps(SpecField::OutputProcessing) {
+            spec = spec.output_processing(false);
         }
         for hook in &config.pre_exec {
             spec = spec.pre_exec(Arc::clone(hook));
@@ -204,6 +213,7 @@ impl Process {
             last_status: 0,
             in_posix: true,
             scratch: None,
+            scratch_in: config.scratch_dir.clone(),
             search: None,
         };
         let init = config
@@ -414,10 +424,13 @@ impl Process {
 
     fn write_command_file(&mut self, command: &str) -> Result<std::path::PathBuf, ShellError> {
         if self.scratch.is_none() {
-            let dir = tempfile::Builder::new()
-                .prefix("dsh-shell-")
-                .tempdir()
-                .map_err(ShellError::CommandFile)?;
+            let mut builder = tempfile::Builder::new();
+            builder.prefix("dsh-shell-");
+            let dir = match &self.scratch_in {
+                Some(dir) => builder.tempdir_in(dir),
+                None => builder.tempdir(),
+            }
+            .map_err(ShellError::CommandFile)?;
             self.scratch = Some(dir);
         }
         let dir = self

@@ -70,21 +70,10 @@ pub(crate) fn bash_ansi_c_bytes(bytes: &[u8]) -> String {
     out
 }
 
-/// POSIX single quoting: `'` becomes `'\''`. Only for text without control
-/// characters (the result must stay one physical line).
-pub(crate) fn posix_single(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    for c in s.chars() {
-        if c == '\'' {
-            out.push_str("'\\''");
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
-}
+/// POSIX single quoting (`'` becomes `'\''`), the workspace's one
+/// ([`dsh_pty::sh_quote`]). Only for text without control characters (the
+/// result must stay one physical line).
+pub(crate) use dsh_pty::sh_quote as posix_single;
 
 /// PowerShell single quoting: `'` (and its typographic variants, which
 /// PowerShell also treats as quotes) are doubled.

@@ -234,6 +234,14 @@ impl Shell {
         self.process = None;
     }
 
+    /// [`Shell::close`] without the grace: the process tree gets `SIGKILL`
+    /// at once. For a shell whose processes are thrown away with what
+    /// they worked on (a copy-on-write view reset or replaced).
+    pub async fn kill(&mut self) {
+        self.handle.close_within(Duration::ZERO).await;
+        self.process = None;
+    }
+
     async fn call_inner(
         &mut self,
         request: &ShellRequest,
@@ -471,11 +479,16 @@ impl ShellHandle {
     /// ended (`SIGTERM`, up to [`ShellConfig::close_grace`](crate::ShellConfig::close_grace)
     /// for it to leave, `SIGKILL`) before this returns.
     pub async fn close(&self) {
+        self.close_within(self.inner.close_grace).await;
+    }
+
+    /// [`ShellHandle::close`] with `grace` for the tree to leave.
+    async fn close_within(&self, grace: Duration) {
         self.inner.closed.send_replace(true);
         let session = self.inner.live();
         self.inner.session().take();
         if let Some(session) = session {
-            let _ = session.end(self.inner.close_grace).await;
+            let _ = session.end(grace).await;
         }
     }
 

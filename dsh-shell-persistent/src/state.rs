@@ -257,7 +257,7 @@ impl Capture {
     /// (the shell runs on this machine) and a private directory can be
     /// made, else through the terminal.
     pub(crate) fn new(local: bool) -> Result<Capture, crate::ShellError> {
-        let hex = dsh_pty::__private::random_hex(32).map_err(crate::ShellError::Random)?;
+        let hex = dsh_pty::random_hex(32).map_err(crate::ShellError::Random)?;
         let (begin, end) = hex.split_at(16);
         let dir = local
             .then(|| tempfile::Builder::new().prefix("dsh-state-").tempdir().ok())

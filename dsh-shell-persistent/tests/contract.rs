@@ -300,7 +300,7 @@ async fn the_shell_ending_is_reported_and_reset(w: Where) {
 
     assert_eq!(
         f.run("kill -9 $$").await,
-        format!("{}\n{RESET}", f.bed.killed_line("SIGKILL", 9))
+        format!("{}\n{RESET}", f.bed.killed_line("SIGKILL"))
     );
     assert_eq!(
         f.run("exec true").await,

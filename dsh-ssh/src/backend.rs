@@ -1,10 +1,9 @@
 //! The [`PtyBackend`] that starts programs on an SSH host.
 
 use async_trait::async_trait;
-use dsh_pty::{PtyBackend, PtyError, PtySession, SpawnSpec};
+use dsh_pty::{PtyBackend, PtyError, PtySession, SpawnSpec, SpecField, SpecSupport};
 use russh::Pty;
 
-use crate::host::quote;
 use crate::link::{ChannelTerminal, SshLink, SshSession};
 use crate::{SshError, SshHost};
 
@@ -44,35 +43,6 @@ fn spawn_failed(spec: &SpawnSpec, e: SshError) -> PtyError {
     }
 }
 
-/// The command line for the user's login shell on the host: change to the
-/// working directory, set the environment (with the session's tag), and
-/// replace itself with the program.
-fn command_line(spec: &SpawnSpec, tag: &str) -> String {
-    let mut line = String::new();
-    if let Some(dir) = spec.get_cwd() {
-        line.push_str(&format!("cd -- {} && ", quote(&dir.to_string_lossy())));
-    }
-    line.push_str("exec env");
-    // `env` takes its options before the assignments.
-    for (key, _) in spec.get_env().iter().filter(|(_, v)| v.is_none()) {
-        line.push_str(&format!(" -u {}", quote(&key.to_string_lossy())));
-    }
-    for (key, value) in spec.get_env() {
-        if let Some(value) = value {
-            let pair = format!("{}={}", key.to_string_lossy(), value.to_string_lossy());
-            line.push_str(&format!(" {}", quote(&pair)));
-        }
-    }
-    line.push_str(&format!(" {}={tag}", dsh_pty::remote::TAG_VAR));
-    line.push(' ');
-    line.push_str(&quote(&spec.program().to_string_lossy()));
-    for arg in spec.get_args() {
-        line.push(' ');
-        line.push_str(&quote(&arg.to_string_lossy()));
-    }
-    line
-}
-
 #[async_trait]
 impl PtyBackend for SshBackend {
     fn name(&self) -> &'static str {
@@ -83,20 +53,20 @@ impl PtyBackend for SshBackend {
         false
     }
 
+    /// All but hooks and limits; the environment through the shared
+    /// prologue ([`dsh_pty::remote::command_line`]), the terminal's modes
+    /// in its request.
+    fn keeps(&self) -> SpecSupport {
+        SpecSupport::ALL
+            .without(SpecField::PreExec, "confinement hooks run on this machine")
+            .without(
+                SpecField::Limits,
+                "a cgroup on the remote host is not made by this backend",
+            )
+    }
+
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError> {
-        let limits = spec.get_limits();
-        if !limits.is_empty() && !limits.best_effort {
-            return Err(PtyError::Unsupported {
-                backend: "ssh",
-                what: "resource limits (a cgroup on the remote host is not made by this backend)",
-            });
-        }
-        if !spec.get_pre_exec().is_empty() {
-            return Err(PtyError::Unsupported {
-                backend: "ssh",
-                what: "pre-exec confinement hooks (they run on this machine)",
-            });
-        }
+        self.keeps().check(self.name(), &spec)?;
         let tag = dsh_pty::remote::new_tag()?;
         let (channel, conn) = self
             .host
@@ -135,7 +105,7 @@ impl PtyBackend for SshBackend {
                 )
             })?;
         channel
-            .exec(true, command_line(&spec, &tag))
+            .exec(true, dsh_pty::remote::command_line(&spec, &tag))
             .await
             .map_err(|source| {
                 spawn_failed(

@@ -10,6 +10,7 @@ use russh::keys::{PrivateKeyWithHashAlg, PublicKeyOrCertificate};
 use russh::{ChannelMsg, Sig};
 
 use dsh_pty::remote::Ran;
+use dsh_pty::sh_quote;
 
 use crate::SshError;
 
@@ -196,17 +197,12 @@ pub(crate) fn signal_number(sig: &Sig) -> i32 {
     }
 }
 
-/// `'text'` for a POSIX shell.
-pub(crate) fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 /// The line for the user's login shell that runs `sh -c script sh args...`.
 pub(crate) fn sh_line(script: &str, args: &[&str]) -> String {
-    let mut line = format!("exec sh -c {} sh", quote(script));
+    let mut line = format!("exec sh -c {} sh", sh_quote(script));
     for arg in args {
         line.push(' ');
-        line.push_str(&quote(arg));
+        line.push_str(&sh_quote(arg));
     }
     line
 }

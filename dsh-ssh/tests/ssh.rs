@@ -42,6 +42,84 @@ mod ssh {
         ShellPool::new(config).unwrap()
     }
 
+    /// Starts `spec` on `host` and returns all it printed and how it ended.
+    async fn spawned(host: &SshHost, spec: dsh_pty::SpawnSpec) -> (String, dsh_pty::ExitStatus) {
+        use dsh_pty::PtyBackend;
+        let mut session = SshBackend::new(host.clone()).spawn(spec).await.unwrap();
+        let mut output = session.take_output().unwrap();
+        let mut text = Vec::new();
+        let read = async {
+            while let Some(chunk) = output.recv().await {
+                text.extend_from_slice(&chunk);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .unwrap();
+        let status = session.wait().await;
+        (String::from_utf8_lossy(&text).into_owned(), status)
+    }
+
+    /// A host whose sessions get start-up files in their environment
+    /// (`ENV` for an interactive `sh`, `BASH_ENV` for a `bash` script,
+    /// set by sshd): a spec that removes them, or starts from an empty
+    /// environment, runs without them, as on this machine. (The files
+    /// speak only in the tagged program, not in the login shell that
+    /// sshd runs the command line with, which reads them too.)
+    #[tokio::test]
+    #[ignore = "needs sshd"]
+    async fn removed_and_cleared_variables_are_not_seen() {
+        let files = tempfile::tempdir().unwrap();
+        let env_file = files.path().join("env");
+        let bash_env_file = files.path().join("bash_env");
+        std::fs::write(&env_file, "[ -n \"$DSH_TREE\" ] && echo ENV-READ\n").unwrap();
+        std::fs::write(
+            &bash_env_file,
+            "[ -n \"$DSH_TREE\" ] && echo BASH_ENV-READ\n",
+        )
+        .unwrap();
+        let sshd = Sshd::start_with(&format!(
+            "SetEnv ENV={} BASH_ENV={} KEPT=1",
+            env_file.display(),
+            bash_env_file.display()
+        ));
+        let host = SshHost::connect(sshd.target()).await.unwrap();
+        let interactive = || dsh_pty::SpawnSpec::new("sh").args(["-ic", "echo done"]);
+        let script = || dsh_pty::SpawnSpec::new("bash").args(["-c", "echo done"]);
+        // The host's files are read when the variables stay.
+        let (out, _) = spawned(&host, interactive()).await;
+        assert!(out.contains("ENV-READ"), "{out:?}");
+        let (out, _) = spawned(&host, script()).await;
+        assert!(out.contains("BASH_ENV-READ"), "{out:?}");
+        // Removed, they are not.
+        let (out, status) = spawned(&host, interactive().env_remove("ENV")).await;
+        assert!(!out.contains("READ") && out.contains("done"), "{out:?}");
+        assert_eq!(status.code(), Some(0));
+        let (out, _) = spawned(&host, script().env_remove("BASH_ENV")).await;
+        assert!(!out.contains("READ") && out.contains("done"), "{out:?}");
+        // A cleared environment holds what the spec sets and the tag only
+        // (and what `sh` sets itself).
+        let cleared = dsh_pty::SpawnSpec::new("sh")
+            .args(["-c", "env | sort"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+        let (out, _) = spawned(&host, cleared).await;
+        let names: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect();
+        assert!(
+            names.contains(&"DSH_TREE") && names.contains(&"PATH"),
+            "{out:?}"
+        );
+        assert!(
+            names
+                .iter()
+                .all(|n| ["DSH_TREE", "PATH", "PWD", "SHLVL"].contains(n)),
+            "{out:?}"
+        );
+    }
+
     #[tokio::test]
     #[ignore = "needs sshd"]
     async fn host_keys_and_client_keys_are_checked() {

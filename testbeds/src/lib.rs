@@ -259,10 +259,17 @@ impl Testbed {
 
     /// A new container of the local daemon, working in `/work/t`.
     pub async fn docker() -> Testbed {
+        Testbed::docker_with_env(&[]).await
+    }
+
+    /// [`Testbed::docker`] with `env` (`NAME=value`) in the container's
+    /// environment, as an image's `ENV` puts it there.
+    pub async fn docker_with_env(env: &[&str]) -> Testbed {
         let docker = dsh_docker::connect(None)
             .await
             .expect("a Docker daemon (this test is ignored unless run with --ignored)");
         let mut template = ContainerTemplate::new(test_image());
+        template.env = env.iter().map(|v| (*v).to_owned()).collect();
         template.labels.push(("dsh-rs-test".into(), "1".into()));
         let container = Container::create(docker, &template)
             .await
@@ -352,19 +359,10 @@ impl Testbed {
         String::from_utf8(stdout).unwrap().trim_end().to_owned()
     }
 
-    /// Whether the backend reports signals by name (`SIGKILL`); Docker
-    /// reports the exit code `128 + n` instead.
-    pub fn names_signals(&self) -> bool {
-        !matches!(self.place, Where::Docker | Where::DockerRemote)
-    }
-
-    /// How the shell's death by `signal` (number `n`) reads to the model.
-    pub fn killed_line(&self, signal: &str, n: i32) -> String {
-        if self.names_signals() {
-            format!("[shell killed by signal: {signal}]")
-        } else {
-            format!("[shell exited: code {}]", 128 + n)
-        }
+    /// How the shell's death by `signal` reads to the model: by name, on
+    /// every backend.
+    pub fn killed_line(&self, signal: &str) -> String {
+        format!("[shell killed by signal: {signal}]")
     }
 }
 
@@ -411,6 +409,8 @@ mod sshd {
     pub struct Sshd {
         dir: tempfile::TempDir,
         port: u16,
+        /// Lines added to its configuration.
+        extra: String,
         child: Option<std::process::Child>,
     }
 
@@ -418,6 +418,13 @@ mod sshd {
         /// Makes the keys and the configuration, starts `sshd` and waits until
         /// it listens.
         pub fn start() -> Sshd {
+            Sshd::start_with("")
+        }
+
+        /// [`Sshd::start`] with `extra` lines in its configuration (such as
+        /// `SetEnv NAME=value`, which sessions then find in their
+        /// environment).
+        pub fn start_with(extra: &str) -> Sshd {
             let dir = tempfile::tempdir().unwrap();
             let d = dir.path();
             for key in ["host_key", "id_ed25519"] {
@@ -432,6 +439,7 @@ mod sshd {
             let mut sshd = Sshd {
                 dir,
                 port: 0,
+                extra: extra.to_owned(),
                 child: None,
             };
             // A port free when asked can be taken by another test's sshd
@@ -468,7 +476,8 @@ mod sshd {
                 format!(
                     "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\n\
                      StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                     PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n",
+                     PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n{extra}\n",
+                    extra = self.extra,
                     hk = d.join("host_key").display(),
                     ak = d.join("authorized_keys").display(),
                     pid = d.join("sshd.pid").display(),

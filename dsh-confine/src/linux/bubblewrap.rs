@@ -108,6 +108,7 @@ fn roots_and_hidden(args: &mut Args, policy: &Policy) -> bool {
     if !policy.roots.contains(&policy.workspace) {
         roots.push((policy.workspace.clone(), false));
     }
+    roots.extend(policy.readable.iter().map(|r| (r.clone(), false)));
     roots.sort_by_key(|(r, _)| r.as_os_str().len());
     // Bubblewrap hides what exists at start, by mounts over those entries
     // (see docs/sandbox.md: a host's replacement of one shows through).
@@ -159,6 +160,12 @@ pub fn bubblewrap_command(
     policy: &Policy,
     argv: &[String],
 ) -> Result<(Vec<String>, Handoff, Enforcement), Error> {
+    if policy.egress_port.is_some() {
+        return Err(Error::setup(
+            "bubblewrap cannot hand an egress proxy's listener to the host (use the built-in \
+             namespaces)",
+        ));
+    }
     let programs = seccomp::filters(true, policy.network)?;
     let fds = programs
         .programs

@@ -146,11 +146,17 @@ impl CopyOnWriteView {
     }
 
     /// Opens the root directory of the view of the session whose first
-    /// process (the keeper) is `session_pid`, as its shell (init's first
-    /// child) sees it: `/proc/<shell>/root`, for
-    /// [`Opener::in_root`](crate::Opener::in_root). Paths resolved beneath
-    /// it with `RESOLVE_IN_ROOT` are the view's.
-    pub fn root_of(session_pid: i32) -> io::Result<OwnedFd> {
+    /// process (the keeper) is `session_pid`, as its shell sees it:
+    /// `/proc/<shell>/root`, for [`Opener::in_root`](crate::Opener::in_root).
+    /// Paths resolved beneath it with `RESOLVE_IN_ROOT` are the view's.
+    ///
+    /// The shell is init's first child; with `confined` (a
+    /// [`Confinement`](crate::Confinement) with namespaces hooked after the
+    /// view) it is two processes further (the confinement's supervisor,
+    /// then its init), and the root is that of the confined view: the
+    /// overlay with the sandbox's walls (read-only mounts, hidden paths,
+    /// private `/tmp`) on top.
+    pub fn root_of(session_pid: i32, confined: bool) -> io::Result<OwnedFd> {
         use std::os::unix::fs::OpenOptionsExt;
         let first_child = |pid: i32| -> io::Result<i32> {
             std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))?
@@ -159,7 +165,11 @@ impl CopyOnWriteView {
                 .and_then(|p| p.parse().ok())
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
         };
-        let shell = first_child(first_child(session_pid)?)?;
+        let depth = if confined { 4 } else { 2 };
+        let mut shell = session_pid;
+        for _ in 0..depth {
+            shell = first_child(shell)?;
+        }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)

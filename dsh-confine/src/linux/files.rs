@@ -166,7 +166,7 @@ impl Opener {
     }
 
     fn start(&self) -> io::Result<Live> {
-        let (ours, theirs) = socketpair()?;
+        let (ours, theirs) = sys::socketpair()?;
         receive_within(ours.as_fd(), ANSWER_WITHIN)?;
         let confinement = self
             .confinement
@@ -310,24 +310,6 @@ impl Opener {
     }
 }
 
-fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as c_int; 2];
-    // SAFETY: `fds` has room for the two descriptors, owned right after.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// Makes every receive on `socket` wait at most `within` (`SO_RCVTIMEO`:
 /// then it fails with `EAGAIN`).
 fn receive_within(socket: BorrowedFd<'_>, within: Duration) -> io::Result<()> {
@@ -405,7 +387,7 @@ fn exchange(
         }
     };
     // SAFETY: `msg` is the header `recvmsg` just filled.
-    let mut fds = unsafe { received_fds(&msg) }.into_iter();
+    let mut fds = unsafe { sys::received_fds(&msg) }.into_iter();
     if n as usize != ANSWER_LEN {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
@@ -414,33 +396,6 @@ fn exchange(
     }
     let errno = i32::from_ne_bytes([answer[0], answer[1], answer[2], answer[3]]);
     Ok((errno, answer[4], fds.next()))
-}
-
-/// The descriptors passed in `msg`'s `SCM_RIGHTS` messages, owned.
-///
-/// # Safety
-///
-/// `msg` is a header `recvmsg` filled, its control buffer still alive.
-unsafe fn received_fds(msg: &libc::msghdr) -> Vec<OwnedFd> {
-    let mut fds = Vec::new();
-    // SAFETY: walking the control messages the kernel wrote into `control`;
-    // each SCM_RIGHTS message holds `(len - CMSG_LEN(0)) / 4` descriptors,
-    // owned from here on.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
-                let count = ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize)
-                    / std::mem::size_of::<c_int>();
-                for i in 0..count {
-                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
-        }
-    }
-    fds
 }
 
 /// The helper's loop (pid 2 of its sandbox): receive a request, open, pass

@@ -6,6 +6,7 @@
 
 pub(crate) mod bubblewrap;
 pub(crate) mod cow;
+pub(crate) mod egress;
 pub(crate) mod files;
 mod hiding;
 pub(crate) mod landlock;
@@ -19,6 +20,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::path::PathBuf;
 
+pub use self::egress::{EgressListeners, Received};
 use self::landlock::{Grant, landlock_abi};
 use self::view::{Attachment, View, ViewSpec};
 use crate::{Enforcement, Error, Policy, UnixSocketGuard};
@@ -33,6 +35,8 @@ struct Namespaces {
     /// The supervisor's mediation of socket addresses (none for the
     /// confined opener, which makes no socket calls).
     sockets: Option<sockets::Guard>,
+    /// The egress proxy's listener, made by init and passed to the host.
+    egress: Option<egress::Plan>,
 }
 
 /// The confinement applied to one shell: a [`dsh_pty::PreExec`] hook.
@@ -89,9 +93,12 @@ pub struct Confinement {
     seccomp: seccomp::Filters,
     /// Fail if capabilities cannot be dropped (we are root somewhere).
     strict_capabilities: bool,
+    /// The host's end of the egress listeners' handoff, until taken.
+    egress_listeners: Option<egress::EgressListeners>,
 }
 
-/// The writable roots, and the workspace read-only if it is none of them.
+/// The writable roots, the workspace read-only if it is none of them, and
+/// the readable roots read-only.
 fn attachments(policy: &Policy) -> Vec<Attachment> {
     let mut attachments: Vec<Attachment> = policy
         .roots
@@ -107,6 +114,10 @@ fn attachments(policy: &Policy) -> Vec<Attachment> {
             writable: false,
         });
     }
+    attachments.extend(policy.readable.iter().map(|path| Attachment {
+        path: path.clone(),
+        writable: false,
+    }));
     attachments
 }
 
@@ -127,7 +138,7 @@ fn plan_namespaces(
     policy: &Policy,
     enforcement: &mut Enforcement,
     grants: &mut Vec<(PathBuf, Grant)>,
-) -> Result<Namespaces, Error> {
+) -> Result<(Namespaces, Option<egress::EgressListeners>), Error> {
     let writable = policy.workspace_write;
     let attachments = attachments(policy);
     let protected = existing_protected(policy);
@@ -175,14 +186,31 @@ fn plan_namespaces(
         sockets::Guard::new(&reachable, &protected, policy.network)
     };
     let sockets = if policy.files { None } else { Some(guard()?) };
-    Ok(Namespaces {
-        flags,
-        uid_map: map(uid)?,
-        gid_map: map(gid)?,
-        view,
-        loopback: !policy.network && !policy.files,
-        sockets,
-    })
+    let (egress, listeners) = match policy.egress_port {
+        Some(_) if policy.network || policy.files => {
+            return Err(Error::setup(
+                "an egress proxy port needs the network off (a network namespace of its own)",
+            ));
+        }
+        Some(port) => {
+            let (plan, listeners) = egress::Plan::new(port)
+                .map_err(|e| Error::setup_from("the egress listener's socket pair", e))?;
+            (Some(plan), Some(listeners))
+        }
+        None => (None, None),
+    };
+    Ok((
+        Namespaces {
+            flags,
+            uid_map: map(uid)?,
+            gid_map: map(gid)?,
+            view,
+            loopback: !policy.network && !policy.files,
+            sockets,
+            egress,
+        },
+        listeners,
+    ))
 }
 
 /// The weaker mode's Landlock grants (the host's view), and what it misses.
@@ -255,11 +283,17 @@ impl Confinement {
             .iter()
             .map(|r| (r.clone(), Grant::Write))
             .collect();
-        let namespaces = if policy.namespaces {
-            Some(plan_namespaces(policy, &mut enforcement, &mut grants)?)
+        let (namespaces, egress_listeners) = if policy.namespaces {
+            let (ns, listeners) = plan_namespaces(policy, &mut enforcement, &mut grants)?;
+            (Some(ns), listeners)
+        } else if policy.egress_port.is_some() {
+            return Err(Error::setup(
+                "an egress proxy needs namespaces (the weaker mode has no network namespace \
+                 of its own to put its listener in)",
+            ));
         } else {
             plan_weaker(policy, &mut enforcement, &mut grants);
-            None
+            (None, None)
         };
         for socket in &policy.unix_sockets {
             grants.push((socket.clone(), Grant::Connect));
@@ -276,9 +310,18 @@ impl Confinement {
                 namespaces,
                 landlock,
                 seccomp,
+                egress_listeners,
             },
             enforcement,
         ))
+    }
+
+    /// The host's end of the egress listeners' handoff, once (`None`
+    /// without [`Policy::egress_port`], or taken already): every shell this
+    /// confinement starts sends its listener there. Take it before the
+    /// confinement is shared with the PTY backend.
+    pub fn egress_listeners(&mut self) -> Option<EgressListeners> {
+        self.egress_listeners.take()
     }
 
     /// The last steps, in the process that goes on to `exec` the shell.
@@ -344,6 +387,9 @@ impl Confinement {
         ns.view.apply()?;
         if ns.loopback {
             sys::loopback_up()?;
+        }
+        if let Some(egress) = &ns.egress {
+            egress.hand_over()?;
         }
         // The filter is init's, so the shell and all it starts inherit
         // it; the supervisor fetches the listener before init closes it.

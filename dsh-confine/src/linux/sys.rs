@@ -677,3 +677,107 @@ pub(crate) fn exit_like(status: c_int, signal: c_int) -> ! {
         libc::_exit(1)
     }
 }
+
+/// `socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC)`.
+pub(crate) fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors, owned right after.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The descriptors passed in `msg`'s `SCM_RIGHTS` messages, owned (the
+/// host's side only: it allocates).
+///
+/// # Safety
+///
+/// `msg` is a header `recvmsg` filled, its control buffer still alive.
+pub(crate) unsafe fn received_fds(msg: &libc::msghdr) -> Vec<OwnedFd> {
+    let mut fds = Vec::new();
+    // SAFETY: walking the control messages the kernel wrote into `control`;
+    // each SCM_RIGHTS message holds `(len - CMSG_LEN(0)) / 4` descriptors,
+    // owned from here on.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+                let count = ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<c_int>();
+                for i in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    fds
+}
+
+/// A TCP socket listening on `127.0.0.1:port` of this process's network
+/// namespace (close-on-exec).
+pub(crate) fn loopback_listener(port: u16, backlog: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a plain system call; the socket is owned right after.
+    let sock = owned(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) }.into(),
+    )?;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: `addr` lives on this frame, its size given; our socket.
+    check_int(unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    })?;
+    // SAFETY: a plain system call on our socket.
+    check_int(unsafe { libc::listen(sock.as_raw_fd(), backlog) })?;
+    Ok(sock)
+}
+
+/// Sends `fd` over the Unix socket `socket` (`SCM_RIGHTS`, one byte of
+/// data).
+pub(crate) fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let byte = [0u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_ptr().cast_mut().cast(),
+        iov_len: byte.len(),
+    };
+    let mut control = [0u64; 4];
+    let len = std::mem::size_of::<c_int>() as u32;
+    // SAFETY: zeroed plain data pointed at buffers of this frame; the
+    // control message (one descriptor: CMSG_SPACE(4) = 24 bytes) is built
+    // within `control`.
+    let rc = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(len) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(len) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd.as_raw_fd());
+        libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    check(rc as c_long).map(|_| ())
+}

@@ -15,7 +15,8 @@
 //!    and `/proc` a fresh proc of the new PID namespace with `sys`,
 //!    `sysrq-trigger`, `irq` and `bus` read-only;
 //! 4. the workspace and writable roots are attached on top (read-write in
-//!    workspace-write, read-only otherwise), then every protected path,
+//!    workspace-write, read-only otherwise; the readable roots read-only),
+//!    then every protected path,
 //!    read-only, over them — a mount point cannot be renamed or removed, so
 //!    a `.git` symlink or gitdir file cannot be swapped either;
 //! 5. hidden paths ([`super::hiding`]): the directory holding them shown

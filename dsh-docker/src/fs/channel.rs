@@ -77,7 +77,7 @@ impl Channel {
             Some(h) => h,
             None => start_helper(&self.container, self.user.as_deref(), SCRIPT, &[]).await?,
         };
-        let token = dsh_pty::__private::random_hex(16).map_err(|source| DockerError::Input {
+        let token = dsh_pty::random_hex(16).map_err(|source| DockerError::Input {
             what: "a random request token",
             source,
         })?;

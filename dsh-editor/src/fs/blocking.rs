@@ -135,17 +135,20 @@ impl Fs for Inline<'_> {
 }
 
 /// Runs `f`, blocking work on this machine's filesystem, on tokio's
-/// blocking pool, or right here where no tokio runtime is running. A task
-/// that panicked is an [`FsError::Io`] on `path`.
+/// blocking pool (with the `tokio` feature), or right here where no tokio
+/// runtime is running. A task that panicked is an [`FsError::Io`] on
+/// `path`.
 pub(crate) async fn on_blocking_pool<T: Send + 'static>(
     path: &Path,
     f: impl FnOnce() -> Result<T, FsError> + Send + 'static,
 ) -> Result<T, FsError> {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return f();
-    };
-    runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
-        path: path.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?
+    #[cfg(feature = "tokio")]
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        return runtime.spawn_blocking(f).await.map_err(|e| FsError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    }
+    let _ = path;
+    f()
 }

@@ -7,6 +7,13 @@ use subtle::ConstantTimeEq;
 /// The shortest token the server accepts.
 pub const MIN_TOKEN_LEN: usize = 16;
 
+/// Words of the placeholders that documentation and templates put where a
+/// token goes (`REPLACE-with-32-random-bytes-in-base64`, `changeme`): a token
+/// holding one, in any case, is refused. Each is long enough that a random
+/// token holds it by chance about once in 10^9 (a 44-character base64
+/// token, `placeholder` aside).
+const PLACEHOLDER_WORDS: [&str; 5] = ["replace", "changeme", "change-me", "placeholder", "example"];
+
 /// Why a token cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
@@ -28,6 +35,16 @@ pub enum TokenError {
         from: String,
         /// Its length.
         len: usize,
+    },
+    /// The token is a placeholder copied from documentation or a template.
+    #[error(
+        "the token {from} is a placeholder ({why}), not a secret; make one with `head -c 32 /dev/urandom | base64`"
+    )]
+    Placeholder {
+        /// Where it came from.
+        from: String,
+        /// What gave it away.
+        why: String,
     },
     /// The token holds a character a header cannot carry.
     #[error(
@@ -63,6 +80,24 @@ impl Token {
             return Err(TokenError::Short {
                 from: from.to_owned(),
                 len: text.len(),
+            });
+        }
+        let lower = text.to_ascii_lowercase();
+        let placeholder = PLACEHOLDER_WORDS
+            .into_iter()
+            .find(|word| lower.contains(word))
+            .map(|word| format!("it holds \"{word}\""))
+            .or_else(|| {
+                // One character repeated (`xxxxxxxxxxxxxxxx`).
+                let first = text.bytes().next()?;
+                text.bytes()
+                    .all(|b| b == first)
+                    .then(|| "one character repeated".to_owned())
+            });
+        if let Some(why) = placeholder {
+            return Err(TokenError::Placeholder {
+                from: from.to_owned(),
+                why,
             });
         }
         Ok(Token(text.as_bytes().to_vec()))
@@ -125,5 +160,19 @@ mod tests {
             Err(TokenError::Unprintable { .. })
         ));
         assert_eq!(format!("{token:?}"), "Token(..)");
+        for placeholder in [
+            "REPLACE-with-32-random-bytes-in-base64",
+            "changeme-changeme-changeme",
+            "<your-token-see-the-example>",
+            "xxxxxxxxxxxxxxxxxxxxxxxx",
+        ] {
+            assert!(
+                matches!(
+                    Token::new(placeholder, "here"),
+                    Err(TokenError::Placeholder { .. })
+                ),
+                "{placeholder}"
+            );
+        }
     }
 }

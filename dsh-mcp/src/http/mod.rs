@@ -10,13 +10,22 @@
 //!   the same token (see `docs/http.md`);
 //! * any other path: 404;
 //! * `/mcp` without `Authorization: Bearer TOKEN`, or with another token:
-//!   401, and nothing runs;
+//!   401 with a JSON-RPC error ([`answer::UNAUTHORIZED`]), and nothing runs;
 //! * a `POST` that would open one session past `max_sessions`: 503 with
-//!   the reason.
+//!   a JSON-RPC error ([`answer::SESSIONS_FULL`]) giving the reason;
+//! * a JSON `POST` body past `max_request_bytes`: 413; one that is not a
+//!   message rmcp takes: 400 with the JSON-RPC error stdio would answer
+//!   (-32700 for a body that is not JSON, -32600 for JSON that is not a
+//!   JSON-RPC message);
+//! * `DELETE` of a session that is not open: 404; of an open one: 204 once
+//!   rmcp ended it.
 //!
-//! rmcp then refuses an `Origin` that is not allowed (403), a body past
-//! `max_request_bytes` (413) and an unknown or ended session id (404).
+//! rmcp then refuses an `Origin` that is not allowed (403), another media
+//! type (415) and an unknown or ended session id (404). No SSE event
+//! carries an id: a call whose connection dropped is cancelled, so there
+//! is nothing to resume.
 
+pub mod answer;
 mod auth;
 mod rollout;
 mod sessions;
@@ -34,7 +43,7 @@ use dsh_editor::EditorConfig;
 use dsh_editor::fs::Fs;
 use dsh_sandbox::SandboxedShell;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -70,6 +79,10 @@ pub struct HttpOptions {
     pub session_idle: Option<Duration>,
     /// The most sessions open at once.
     pub max_sessions: usize,
+    /// How often an answer's SSE stream that has nothing to send carries
+    /// a comment, so that a client's read timeout or a proxy's idle
+    /// timeout does not drop a long call; `None`: never.
+    pub sse_keep_alive: Option<Duration>,
     /// Serve HTTPS with this certificate and key.
     #[cfg(feature = "tls")]
     pub tls: Option<TlsFiles>,
@@ -135,6 +148,7 @@ impl HttpServer {
             .disable_allowed_hosts()
             .with_max_request_body_bytes(options.max_request_bytes)
             .with_sse_retry(None)
+            .with_sse_keep_alive(options.sse_keep_alive)
             .with_cancellation_token(stop.child_token());
         let factory: Factory = {
             let shell = Arc::clone(&shell);
@@ -326,13 +340,15 @@ impl Gate {
         let inner = &self.0;
         match request.uri().path() {
             "/healthz" if request.method() == Method::GET || request.method() == Method::HEAD => {
-                return plain(StatusCode::OK, "");
+                return answer::plain(StatusCode::OK, "");
             }
-            "/healthz" => return plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n"),
+            "/healthz" => {
+                return answer::plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
+            }
             "/mcp" => {}
             path if rollout::is_route(path) => {}
             _ => {
-                return plain(
+                return answer::plain(
                     StatusCode::NOT_FOUND,
                     "Not Found: the MCP endpoint is /mcp\n",
                 );
@@ -343,10 +359,13 @@ impl Gate {
             .get(hyper::header::AUTHORIZATION)
             .map(|v| v.as_bytes());
         if !inner.options.token.admits(authorization) {
-            let mut response = plain(
-                StatusCode::UNAUTHORIZED,
-                "Unauthorized: send `Authorization: Bearer TOKEN` with the server's token\n",
-            );
+            const REFUSED: &str =
+                "Unauthorized: send `Authorization: Bearer TOKEN` with the server's token";
+            let mut response = if request.uri().path() == "/mcp" {
+                answer::rpc_error(StatusCode::UNAUTHORIZED, answer::UNAUTHORIZED, REFUSED)
+            } else {
+                rollout::error(StatusCode::UNAUTHORIZED, REFUSED)
+            };
             response.headers_mut().insert(
                 hyper::header::WWW_AUTHENTICATE,
                 hyper::header::HeaderValue::from_static("Bearer"),
@@ -356,27 +375,89 @@ impl Gate {
         if rollout::is_route(request.uri().path()) {
             return rollout::handle(inner, request).await;
         }
-        if request.method() == Method::POST
-            && !request.headers().contains_key("mcp-session-id")
-            && inner.sessions.full()
-        {
-            let error = SessionsError::Full {
-                max: inner.sessions.max(),
-            };
-            return plain(StatusCode::SERVICE_UNAVAILABLE, &format!("{error}\n"));
+        let session = request
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        match *request.method() {
+            Method::POST => {
+                if session.is_none() && inner.sessions.full() {
+                    let error = SessionsError::Full {
+                        max: inner.sessions.max(),
+                    };
+                    return answer::rpc_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        answer::SESSIONS_FULL,
+                        &error.to_string(),
+                    );
+                }
+                match self.checked_body(request).await {
+                    Ok(request) => inner.mcp.handle(request).await,
+                    Err(refused) => refused,
+                }
+            }
+            Method::DELETE => {
+                // A session that is not open (never was, ended, expired):
+                // 404, as for its other requests. rmcp's 202 for one it
+                // ended is 204 here: the request is done, not queued (and
+                // the Python SDK takes only 200 and 204 for success).
+                if let Some(id) = &session
+                    && !inner.sessions.is_open(id)
+                {
+                    return answer::plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
+                }
+                let mut response = inner.mcp.handle(request).await;
+                if response.status() == StatusCode::ACCEPTED {
+                    *response.status_mut() = StatusCode::NO_CONTENT;
+                }
+                response
+            }
+            _ => inner.mcp.handle(request).await,
         }
-        inner.mcp.handle(request).await
     }
-}
 
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::copy_from_slice(text.as_bytes())).boxed());
-    *response.status_mut() = status;
-    if !text.is_empty() {
-        response.headers_mut().insert(
-            hyper::header::CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
+    /// A JSON `POST` with its body read (within `max_request_bytes`) and
+    /// parsed, or the answer refusing it: 413 past the bound, 400 with a
+    /// JSON-RPC error for a body that is not a JSON-RPC message. Another
+    /// media type is left to rmcp (415).
+    async fn checked_body(
+        &self,
+        request: Request<Incoming>,
+    ) -> Result<Request<Full<Bytes>>, Response<Body>> {
+        let max = self.0.options.max_request_bytes;
+        let json = request
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+                essence.trim().eq_ignore_ascii_case("application/json")
+            });
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, max).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(err) if err.is::<LengthLimitError>() => {
+                return Err(answer::plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "Payload Too Large: the body is past this server's {max} bytes (--max-request-bytes)\n"
+                    ),
+                ));
+            }
+            Err(err) => {
+                return Err(answer::plain(
+                    StatusCode::BAD_REQUEST,
+                    &format!("Bad Request: the body could not be read: {err}\n"),
+                ));
+            }
+        };
+        if json && let Some(error) = crate::transport::refusal(&body) {
+            return Err(answer::respond(
+                StatusCode::BAD_REQUEST,
+                "application/json",
+                error.into(),
+            ));
+        }
+        Ok(Request::from_parts(parts, Full::new(body)))
     }
-    response
 }

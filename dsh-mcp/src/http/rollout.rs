@@ -20,12 +20,11 @@
 //! these), 503 when a fork would pass `--max-sessions`, 500 when the
 //! operation itself failed.
 
-use bytes::Bytes;
 use dsh_sandbox::SandboxError;
 use dsh_sandbox::dsh_workspace::{ChangeKind, EntryKind, SnapshotId, WorkspaceError};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -36,6 +35,7 @@ use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::SessionId;
 use serde_json::{Value, json};
 
+use super::answer::{json_response, respond};
 use super::sessions::Sessions;
 use super::{Body, GateInner, SessionsError};
 
@@ -388,19 +388,7 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn error(status: StatusCode, sentence: &str) -> Response<Body> {
+/// The endpoints' error answer: `{"error": SENTENCE}`.
+pub(super) fn error(status: StatusCode, sentence: &str) -> Response<Body> {
     json_response(status, &json!({ "error": sentence }))
-}
-
-fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
-    respond(status, "application/json", value.to_string().into())
-}
-
-fn respond(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Body> {
-    let mut response = Response::new(Full::new(body).boxed());
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
 }

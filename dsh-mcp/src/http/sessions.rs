@@ -134,6 +134,11 @@ impl Sessions {
         }
     }
 
+    /// Whether the session `id` is open (made and not ended).
+    pub(crate) fn is_open(&self, id: &str) -> bool {
+        self.shared.book().open.contains_key(id)
+    }
+
     /// Counts a request of the session `id` as use.
     pub(crate) fn touch(&self, id: &str) {
         if let Some(activity) = self.shared.book().open.get_mut(id) {
@@ -270,7 +275,11 @@ impl SessionManager for Sessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id);
-        Ok(self.shared.inner.create_standalone_stream(id).await?)
+        let stream = self.shared.inner.create_standalone_stream(id).await?;
+        Ok(Watched {
+            inner: Box::pin(stream),
+            guard: None,
+        })
     }
 
     async fn resume(
@@ -343,7 +352,9 @@ impl Drop for CallGuard {
     }
 }
 
-/// A request's answer stream with its [`CallGuard`].
+/// An answer stream, with its [`CallGuard`] when it answers a request.
+/// Its events carry no id: a stream that dropped is not resumed (its call
+/// was cancelled), and an id would have the client try.
 struct Watched {
     inner: Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync>>,
     guard: Option<CallGuard>,
@@ -353,7 +364,12 @@ impl Stream for Watched {
     type Item = ServerSseMessage;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let polled = self.inner.as_mut().poll_next(cx);
+        let polled = self.inner.as_mut().poll_next(cx).map(|event| {
+            event.map(|mut event| {
+                event.event_id = None;
+                event
+            })
+        });
         if let Poll::Ready(None) = polled
             && let Some(mut guard) = self.guard.take()
         {

@@ -12,6 +12,9 @@
 //! tagged *or* belongs to the leader's terminal session. A process that both
 //! leaves the session and clears its environment escapes it.
 //!
+//! A backend starts the program with [`command_line`], the one prologue
+//! (directory, environment, tag) every remote backend shares.
+//!
 //! [`RemoteSession`] is such a session, written once: an engine supplies a
 //! [`RemoteLink`] (run a script to completion, start a helper with piped
 //! input and output, write to and resize the terminal, close it) and the
@@ -21,11 +24,13 @@
 
 mod link;
 mod probe;
+mod prologue;
 mod ran;
 mod scripts;
 mod session;
 
 pub use link::{Ended, Helper, LocalView, RemoteLink, TerminalOutput};
+pub use prologue::command_line;
 pub use ran::Ran;
 pub use scripts::{FOREGROUND_SCRIPT, SCRATCH_SCRIPT, TREE_SCRIPT, scratch_dir};
 pub use session::RemoteSession;

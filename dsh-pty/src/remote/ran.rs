@@ -21,9 +21,8 @@ pub struct Ran {
     pub stdout: Vec<u8>,
     /// Its standard error.
     pub stderr: Vec<u8>,
-    /// How it ended: a code, or the signal that killed it where the engine
-    /// tells signals apart (Docker reports a kill by signal `n` as code
-    /// `128 + n`).
+    /// How it ended: a code, or the signal that killed it (Docker's
+    /// backend reads the daemon's code `128 + n` as signal `n`).
     pub status: ExitStatus,
 }
 

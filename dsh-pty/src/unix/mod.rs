@@ -101,6 +101,11 @@ impl PtyBackend for NativeBackend {
         "native-unix"
     }
 
+    /// Every part of the spec.
+    fn keeps(&self) -> crate::SpecSupport {
+        crate::SpecSupport::ALL
+    }
+
     /// Starts the session on a spawner thread (the cgroup, the
     /// terminal, `fork` and the wait for `exec`, the hooks' whole process
     /// chain included), never on the runtime's threads. Dropping the

@@ -201,7 +201,7 @@ async fn run(s: &SandboxedShell, cmd: &str) -> String {
 /// Where the grounds go: `DSH_ESCAPE_DIR` (the unprivileged run's, which
 /// the parent checks again afterwards) or a directory of this test's
 /// under `/var/tmp` that other users can traverse.
-fn grounds_dir() -> (Option<tempfile::TempDir>, PathBuf) {
+pub(super) fn grounds_dir() -> (Option<tempfile::TempDir>, PathBuf) {
     if let Some(dir) = std::env::var_os("DSH_ESCAPE_DIR") {
         return (None, PathBuf::from(dir));
     }
@@ -339,6 +339,30 @@ async fn plants(parent: &Path, engine: Engine) -> Vec<String> {
     failures
 }
 
+/// The plants by the shell and the editor in a copy-on-write view of a
+/// ground (no placeholders there: the view is the owner's own): the
+/// host's git finds no repository in the view's base.
+pub(super) async fn plants_in_a_view(parent: &Path) -> Vec<String> {
+    let g = Ground::new(parent, "copy-on-write-view");
+    let layers = parent.join("copy-on-write-layers");
+    let view = dsh_sandbox::dsh_workspace::Workspace::new(&g.ws, layers).unwrap();
+    let s = SandboxedShell::new(
+        SandboxConfig::new(
+            SandboxPolicy::default().mode(SandboxMode::WorkspaceWrite),
+            ShellConfig::new(&g.ws).timeout(Duration::from_secs(120)),
+        )
+        .copy_on_write(Some(std::sync::Arc::new(view))),
+    )
+    .unwrap();
+    run(&s, &g.plant_command()).await;
+    let editor = Editor::new(s.editor_fs("agent"));
+    let mut failures = s.in_view("agent", g.plant_with(&editor)).await.unwrap();
+    failures.extend(g.host_git().err());
+    s.close_all().await;
+    failures.extend(g.host_git().err());
+    failures
+}
+
 async fn plants_as_this_user(engine: Engine) {
     let (_keep, parent) = grounds_dir();
     let failures = plants(&parent, engine).await;
@@ -386,7 +410,7 @@ fn as_unprivileged(engine: Engine) {
         return;
     }
     let test = match engine {
-        Engine::Native => "git_plant::git_plants_leave_no_repository",
+        Engine::Native | Engine::CopyOnWrite => "git_plant::git_plants_leave_no_repository",
         Engine::Bubblewrap => "git_plant::git_plants_leave_no_repository_under_bubblewrap",
     };
     let dir = tempfile::Builder::new()

@@ -35,9 +35,9 @@ pub trait PtyBackend: Send + Sync + fmt::Debug {
     /// refused with [`PtyError::NotKept`].
     ///
     /// The backends of this crate make every blocking step (the terminal,
-    /// a cgroup, `fork` and the wait for `exec`, the hooks' own work) on
-    /// tokio's blocking pool, never on the runtime's threads, and dropping
-    /// this future mid-spawn ends whatever it had started.
+    /// a cgroup, `fork` and the wait for `exec`, the hooks' own work) on a
+    /// spawner thread of this crate, never on the runtime's threads, and
+    /// dropping this future mid-spawn ends whatever it had started.
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn PtySession>, PtyError>;
 
     /// `true` when programs run on this machine, so that a working

@@ -4,8 +4,9 @@
 //! writing its limits, and `fork` + waiting for the child's `exec` (which,
 //! for a confined shell, includes the whole namespace chain of the
 //! sandbox's hook). Ending a cgroup blocks too (`cgroup.kill`, the v1
-//! freezer, `rmdir`). All of that runs on tokio's blocking pool, whose
-//! threads carry the runtime's context (the child reaper, the I/O driver a
+//! freezer, `rmdir`). None of it runs on a runtime's worker: spawns run on
+//! spawner threads and the rest on tokio's blocking pool (below), each
+//! inside the runtime's context (the child reaper, the I/O driver a
 //! terminal registers with, `tokio::spawn`), so a runtime's workers keep
 //! serving every other task while hundreds of sessions start or end.
 //!

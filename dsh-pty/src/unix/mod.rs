@@ -174,9 +174,9 @@ impl Limiter {
     }
 }
 
-/// Starts a session: blocking (see [`crate::blocking`]), so it runs on
-/// tokio's blocking pool, whose threads carry the runtime context the
-/// child reaper, the terminal's registration and the tasks need.
+/// Starts a session: blocking (see [`crate::blocking`]), so it runs on a
+/// spawner thread inside the caller's runtime, whose context the child
+/// reaper, the terminal's registration and the tasks need.
 fn spawn_native(spec: SpawnSpec) -> Result<NativeSession, PtyError> {
     spec.check_cwd()?;
     #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -490,17 +490,7 @@ fn as_unprivileged<F: std::future::Future<Output = ()>>(test: &str, check: impl 
         .current_dir("/tmp")
         .uid(UNPRIVILEGED)
         .gid(UNPRIVILEGED);
-    // Until every child forked by other tests while the copy was open for
-    // writing has exec'd, running it fails with ETXTBSY.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let output = loop {
-        match command.output() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && Instant::now() < deadline => {
-                std::thread::yield_now();
-            }
-            other => break other.unwrap(),
-        }
-    };
+    let output = common::output_when_not_busy(&mut command);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -2329,17 +2329,7 @@ fn unprivileged_run(test: &str, dir: &Path, home: &Path) -> String {
         .current_dir("/tmp")
         .uid(UNPRIVILEGED)
         .gid(UNPRIVILEGED);
-    // Until every child forked by other tests while the copy was open for
-    // writing has exec'd, running it fails with ETXTBSY.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let output = loop {
-        match command.output() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && Instant::now() < deadline => {
-                std::thread::yield_now();
-            }
-            other => break other.unwrap(),
-        }
-    };
+    let output = common::output_when_not_busy(&mut command);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -50,3 +50,23 @@ pub(crate) async fn ended_within(pids: &[i32], bound: std::time::Duration) -> Ve
     }
     left
 }
+
+/// `command`'s output once its program can be run: until every child forked
+/// by other tests while the program (a fresh copy of a test binary) was open
+/// for writing has exec'd, running it fails with `ETXTBSY` (tried again for
+/// up to 30 s).
+#[allow(dead_code, clippy::unwrap_used)]
+pub(crate) fn output_when_not_busy(command: &mut std::process::Command) -> std::process::Output {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match command.output() {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ETXTBSY)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::yield_now();
+            }
+            other => return other.unwrap(),
+        }
+    }
+}

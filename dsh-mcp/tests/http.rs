@@ -957,7 +957,11 @@ async fn listen_refuses_to_start_without_a_usable_token() {
 /// timeout kept alive by the server's keepalive (and dropped by a third
 /// server without it); then a second server over HTTPS with a test CA,
 /// holding one session at most (503 for another, the SDK's error with the
-/// sentence) and ending it when idle (404).
+/// sentence) and ending it when idle (404); then a fourth server with
+/// `--copy-on-write`, whose harness endpoints (changes, snapshot, fork,
+/// restore, reset, snapshot deletion) are used on the session the SDK's
+/// client holds open, in between its calls: the client goes on without a
+/// new `initialize` and sees each operation; the base is unchanged.
 /// The interpreter is `DSH_TEST_MCP_PYTHON` (a venv with `pip install mcp`;
 /// `.ci/run` makes one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -975,6 +979,10 @@ async fn python_sdk_client() {
         &["--max-sessions", "1", "--session-idle-secs", "2"],
     )
     .await;
+    let (_cow_dir, cow_ws) = workspace();
+    std::fs::write(cow_ws.join("base.txt"), "base\n").unwrap();
+    let cow_before = tree(&cow_ws);
+    let cow = Server::start(&cow_ws, &["--copy-on-write"]).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_client.py");
     let out = tokio::time::timeout(
         Duration::from_secs(180),
@@ -986,6 +994,8 @@ async fn python_sdk_client() {
             .arg(limited.mcp())
             .arg(pki.path().join("ca.pem"))
             .arg(silent.mcp())
+            .arg(cow.mcp())
+            .arg(&cow_ws)
             .stdin(Stdio::null())
             .output(),
     )
@@ -1000,6 +1010,7 @@ async fn python_sdk_client() {
         out.status
     );
     assert!(stdout.contains("all checks passed"), "{stdout}\n{stderr}");
+    assert_eq!(tree(&cow_ws), cow_before, "the copy-on-write base changed");
 }
 
 /// A file's content (empty for a directory), mode and mtime (seconds,

@@ -3,13 +3,15 @@
 Run by tests/http.rs (`python_sdk_client`) with the server's URL (started
 with `--sse-keepalive-secs 1`), token and workspace, then a second server's
 HTTPS URL (started with `--max-sessions 1 --session-idle-secs 2`), the test CA
-that signed its certificate, and a third server's URL (`--sse-keepalive-secs
-0`), as arguments; exits non-zero, with the reason, on the first failed check.
+that signed its certificate, a third server's URL (`--sse-keepalive-secs 0`),
+and a fourth server's URL (`--copy-on-write`) with its workspace, as
+arguments; exits non-zero, with the reason, on the first failed check.
 Only the SDK's public API is used: the token goes in the headers of the
 `httpx2.AsyncClient` handed to `streamable_http_client`.
 """
 
 import asyncio
+import json
 import logging
 import ssl
 import sys
@@ -19,7 +21,7 @@ import httpx2
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-URL, TOKEN, WORKSPACE, TLS_URL, CA, NO_KEEPALIVE_URL = sys.argv[1:7]
+URL, TOKEN, WORKSPACE, TLS_URL, CA, NO_KEEPALIVE_URL, COW_URL, COW_WORKSPACE = sys.argv[1:9]
 HEADERS = {
     "MCP-Protocol-Version": "2025-06-18",
     "Accept": "application/json, text/event-stream",
@@ -152,6 +154,89 @@ async def bash(session, command, **kw):
     return text(result)
 
 
+async def raw_bash(http, sid, command):
+    """A `bash` call in session `sid` by plain JSON-RPC (a fork has no
+    client of its own: it needs no `initialize`)."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": command}},
+    }
+    answer = await http.post(
+        COW_URL, headers={**AUTH, **HEADERS, "Mcp-Session-Id": sid}, json=call
+    )
+    assert answer.status_code == 200, (answer.status_code, answer.text)
+    if answer.headers["content-type"].startswith("text/event-stream"):
+        lines = [l[5:] for l in answer.text.splitlines() if l.startswith("data:")]
+        message = json.loads(lines[-1])
+    else:
+        message = answer.json()
+    assert not message["result"]["isError"], message
+    return "".join(c["text"] for c in message["result"]["content"] if c["type"] == "text")
+
+
+async def rollout():
+    """The fourth server, `--copy-on-write`: the harness endpoints used on
+    the session an SDK client holds open, in between its calls. The
+    client's session goes on through a snapshot, a fork, a restore and a
+    reset without a new `initialize`; its calls see each operation."""
+    harness = COW_URL.removesuffix("/mcp")
+    async with client(url=COW_URL) as (read, write):
+        async with ClientSession(read, write) as a:
+            await a.initialize()
+            sid = SESSIONS[-1]
+            assert await bash(a, "echo one > f.txt && mkdir sub && cd sub && export V=kept") == ""
+            async with httpx2.AsyncClient(headers=AUTH, timeout=60) as http:
+                changes = await http.get(f"{harness}/sessions/{sid}/changes")
+                assert changes.status_code == 200, changes.text
+                assert changes.json() == {
+                    "changes": [
+                        {"path": f"{COW_WORKSPACE}/f.txt", "kind": "added", "type": "file"},
+                        {"path": f"{COW_WORKSPACE}/sub", "kind": "added", "type": "dir"},
+                    ]
+                }, changes.text
+                snap = await http.post(f"{harness}/sessions/{sid}/snapshot")
+                assert snap.status_code == 200, snap.text
+                snapshot = snap.json()["snapshot"]
+
+                assert await bash(a, "echo two > ../f.txt && export V=changed") == ""
+                forked = await http.post(f"{harness}/sessions/{sid}/fork")
+                assert forked.status_code == 200, forked.text
+                fork = forked.json()["session"]
+                got = await raw_bash(http, fork, "pwd; echo $V; cat ../f.txt")
+                assert got == f"{COW_WORKSPACE}/sub\nchanged\ntwo", got
+
+                restored = await http.post(
+                    f"{harness}/sessions/{sid}/restore", json={"snapshot": snapshot}
+                )
+                assert restored.status_code == 200, restored.text
+                got = await bash(a, "pwd; echo $V; cat ../f.txt")
+                assert got == f"{COW_WORKSPACE}/sub\nkept\none", got
+                # The fork keeps its own copy.
+                assert await raw_bash(http, fork, "cat ../f.txt") == "two"
+
+                reset = await http.post(f"{harness}/sessions/{sid}/reset")
+                assert reset.status_code == 200, reset.text
+                got = await bash(a, "pwd; echo ${V:-unset}; ls")
+                assert got == f"{COW_WORKSPACE}\nunset\nbase.txt", got
+
+                deleted = await http.delete(f"{harness}/snapshots/{snapshot}")
+                assert deleted.status_code == 200, deleted.text
+                again = await http.delete(f"{harness}/snapshots/{snapshot}")
+                assert again.status_code == 404, again.text
+                ended = await http.delete(
+                    COW_URL, headers={**HEADERS, "Mcp-Session-Id": fork}
+                )
+                assert ended.status_code == 204, ended.status_code
+                gone = await http.get(f"{harness}/sessions/{fork}/changes")
+                assert gone.status_code == 404, gone.text
+    # The client's DELETE on leaving ended the session's endpoints too.
+    async with httpx2.AsyncClient(headers=AUTH) as http:
+        gone = await http.get(f"{harness}/sessions/{sid}/changes")
+        assert gone.status_code == 404, gone.text
+
+
 async def main():
     async with client() as (read, write):
         async with ClientSession(read, write) as a:
@@ -262,6 +347,7 @@ async def main():
     # (The session of the second server expires while its client is open:
     # its DELETE then gets 404, which the SDK logs.)
     await over_tls()
+    await rollout()
     print("python sdk client: all checks passed")
 
 

@@ -1,12 +1,21 @@
 //! Rollout workspaces through the sandbox's owners: an owner's first call
 //! with its copy-on-write view made for it, a reset, a fork and a snapshot,
 //! next to the same run's baselines (a plain danger-full-access owner's
-//! first call; `cp -a` of the base, timed once and printed).
+//! first call; `cp -a` of the base, `git worktree add` of a repository
+//! holding it, and, with `DSH_BENCH_DOCKER_IMAGE`, a `docker run` of an
+//! image holding it: each timed once and printed).
 //!
 //! ```text
 //! cargo bench -p benches --bench rollout
 //! DSH_BENCH_BASE_FILES=20000 cargo bench -p benches --bench rollout   # a smaller base
+//! DSH_BENCH_DOCKER_IMAGE=dsh-test cargo bench -p benches --bench rollout  # + `docker run`
 //! ```
+//!
+//! The `docker run` baseline builds an image `FROM` the named one (which
+//! must hold `bash`) with the base copied to `/testbed`, times
+//! `docker run --rm IMAGE bash -c true` three times (the fastest is
+//! printed: the image's layers are then in the page cache, as the view's
+//! base is), and removes the image.
 //!
 //! The base is `DSH_BENCH_BASE_FILES` files (100,000 by default) of
 //! `DSH_BENCH_FILE_BYTES` bytes (10,240: 1 GB in all), 1,000 to a
@@ -39,6 +48,69 @@ fn make_tree(root: &Path, n: usize, bytes: usize) {
         }
         std::fs::write(dir.join(format!("f{i}.txt")), &content).unwrap();
     }
+}
+
+/// Makes `repo` (a copy of the base) a repository of one commit, untimed,
+/// then times `git worktree add` of it beside it; removes the worktree.
+fn git_worktree_add(repo: &Path) -> Duration {
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "base"]);
+    let tree = repo.with_file_name("worktree");
+    let started = Instant::now();
+    git(&["worktree", "add", "-q", tree.to_str().unwrap()]);
+    let took = started.elapsed();
+    std::fs::remove_dir_all(&tree).unwrap();
+    took
+}
+
+/// The fastest of three `docker run`s of an image `FROM image` holding the
+/// base at `/testbed` (built untimed, removed after).
+fn docker_run(base: &Path, image: &str) -> Duration {
+    use std::io::Write;
+    let tag = "dsh-bench-rollout-base";
+    let mut build = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", tag, "-f", "-"])
+        .arg(base)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    write!(
+        build.stdin.take().unwrap(),
+        "FROM {image}\nCOPY . /testbed\n"
+    )
+    .unwrap();
+    assert!(build.wait().unwrap().success(), "docker build");
+    let fastest = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            let status = std::process::Command::new("docker")
+                .args(["run", "--rm", tag, "bash", "-c", "true"])
+                .status()
+                .unwrap();
+            assert!(status.success(), "docker run");
+            started.elapsed()
+        })
+        .min()
+        .unwrap();
+    let status = std::process::Command::new("docker")
+        .args(["rmi", "-f", tag])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "docker rmi");
+    fastest
 }
 
 fn tool(base: &Path, cow: Option<&Path>) -> SandboxedShell {
@@ -74,7 +146,17 @@ fn rollout(c: &mut Criterion) {
         "baseline: cp -a of the base ({files} files of {bytes} bytes): {:.0} ms",
         started.elapsed().as_secs_f64() * 1e3
     );
+    println!(
+        "baseline: git worktree add of a repository holding the base: {:.0} ms",
+        git_worktree_add(&copy).as_secs_f64() * 1e3
+    );
     std::fs::remove_dir_all(&copy).unwrap();
+    if let Ok(image) = std::env::var("DSH_BENCH_DOCKER_IMAGE") {
+        println!(
+            "baseline: docker run of an image holding the base: {:.0} ms",
+            docker_run(&base, &image).as_secs_f64() * 1e3
+        );
+    }
 
     let plain = tool(&base, None);
     let cow = tool(&base, Some(&dir.path().join("cow")));

@@ -7,10 +7,13 @@
 //!
 //! One convention: a descriptor this code opens is returned as an
 //! [`OwnedFd`] (closed when dropped), one it only uses is taken as a
-//! [`BorrowedFd`]; buffers are slices; the `unsafe` blocks are here, each
-//! with what makes it sound, and every function is safe to call. Raw
-//! numbers remain only where the kernel deals in them: a descriptor number
-//! sent to another process, and [`close_all_except`]'s list.
+//! [`BorrowedFd`]; buffers are slices; C types the kernel fills are
+//! [`Plain`] (zeroed, or read as bytes, without `unsafe`); the `unsafe`
+//! blocks are here, each with what makes it sound, and every function is
+//! safe to call but the two that take a message header's pointers
+//! ([`sendmsg`], [`received_fds`]). Raw numbers remain only where the
+//! kernel deals in them: a descriptor number sent to another process, and
+//! [`close_all_except`]'s list.
 
 use std::ffi::CStr;
 use std::io;

@@ -41,12 +41,27 @@ pub struct Denial {
     pub wider: Vec<SandboxMode>,
 }
 
+/// The line that reports a write refused under `mode` to the model (after
+/// a command's output, and as the message of a write [`crate::SandboxFs`]
+/// refuses).
+///
+/// ```
+/// use dsh_sandbox::{SandboxMode, contract};
+/// assert_eq!(
+///     contract::denial_line(SandboxMode::ReadOnly),
+///     "[sandbox: file access denied under read-only mode]"
+/// );
+/// ```
+pub fn denial_line(mode: SandboxMode) -> String {
+    format!("[sandbox: file access denied under {} mode]", mode.name())
+}
+
 /// The exact text the model sees for `outcome`.
 pub fn render(outcome: &SandboxOutcome) -> String {
     let mut text = dsh_shell_persistent::contract::render(&outcome.call);
     if let Some(denial) = &outcome.likely_denial {
         text.push('\n');
-        text.push_str(&outcome.mode.denial_line());
+        text.push_str(&denial_line(outcome.mode));
         if !denial.wider.is_empty() {
             let wider: Vec<String> = denial
                 .wider

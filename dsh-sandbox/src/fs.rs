@@ -390,7 +390,7 @@ fn refused(path: &Path, rules: &WriteRules) -> FsError {
     tracing::info!(path = %path.display(), mode = %rules.mode, "sandbox refused a write");
     FsError::Refused {
         path: path.to_owned(),
-        message: rules.mode.denial_line(),
+        message: crate::contract::denial_line(rules.mode),
     }
 }
 

@@ -50,16 +50,6 @@ impl SandboxMode {
             _ => None,
         }
     }
-
-    /// The line that reports a denied write to the model.
-    ///
-    /// ```
-    /// use dsh_sandbox::SandboxMode;
-    /// assert_eq!(SandboxMode::ReadOnly.denial_line(), "[sandbox: file access denied under read-only mode]");
-    /// ```
-    pub fn denial_line(self) -> String {
-        format!("[sandbox: file access denied under {} mode]", self.name())
-    }
 }
 
 impl std::fmt::Display for SandboxMode {

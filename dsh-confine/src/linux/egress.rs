@@ -29,9 +29,7 @@ impl Plan {
     /// (non-blocking) end.
     pub(crate) fn new(port: u16) -> io::Result<(Plan, EgressListeners)> {
         let (sandbox, host) = sys::socketpair()?;
-        // SAFETY: fcntl on our descriptor.
-        let rc = unsafe { libc::fcntl(host.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-        sys::check_int(rc)?;
+        sys::set_status_flags(host.as_fd(), libc::O_NONBLOCK)?;
         Ok((Plan { port, sandbox }, EgressListeners { host }))
     }
 

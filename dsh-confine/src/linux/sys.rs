@@ -7,14 +7,17 @@
 //!
 //! One convention: a descriptor this code opens is returned as an
 //! [`OwnedFd`] (closed when dropped), one it only uses is taken as a
-//! [`BorrowedFd`]; buffers are slices; the `unsafe` blocks are here, each
-//! with what makes it sound, and every function is safe to call. Raw
-//! numbers remain only where the kernel deals in them: a descriptor number
-//! sent to another process, and [`close_all_except`]'s list.
+//! [`BorrowedFd`]; buffers are slices; C types the kernel fills are
+//! [`Plain`] (zeroed, or read as bytes, without `unsafe`); the `unsafe`
+//! blocks are here, each with what makes it sound, and every function is
+//! safe to call but the two that take a message header's pointers
+//! ([`sendmsg`], [`received_fds`]). Raw numbers remain only where the
+//! kernel deals in them: a descriptor number sent to another process, and
+//! [`close_all_except`]'s list.
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use libc::{c_int, c_long, c_uint};
 
@@ -740,14 +743,11 @@ pub(crate) fn loopback_listener(port: u16, backlog: c_int) -> io::Result<OwnedFd
         },
         sin_zero: [0; 8],
     };
-    // SAFETY: `addr` lives on this frame, its size given; our socket.
-    check_int(unsafe {
-        libc::bind(
-            sock.as_raw_fd(),
-            (&addr as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    })?;
+    bind(
+        sock.as_fd(),
+        &addr,
+        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+    )?;
     // SAFETY: a plain system call on our socket.
     check_int(unsafe { libc::listen(sock.as_raw_fd(), backlog) })?;
     Ok(sock)
@@ -766,7 +766,7 @@ pub(crate) fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<
     // SAFETY: zeroed plain data pointed at buffers of this frame; the
     // control message (one descriptor: CMSG_SPACE(4) = 24 bytes) is built
     // within `control`.
-    let rc = unsafe {
+    unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
@@ -777,7 +777,354 @@ pub(crate) fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
         (*cmsg).cmsg_len = libc::CMSG_LEN(len) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd.as_raw_fd());
-        libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+        sendmsg(socket, &msg, libc::MSG_NOSIGNAL)?;
+    }
+    Ok(())
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ID_VALID` as first defined (`_IOR`), which every
+/// kernel with user notification accepts.
+pub(crate) const NOTIF_ID_VALID: libc::Ioctl = 0x8008_2102u32 as libc::Ioctl;
+
+/// Receives one seccomp user notification from `listener`
+/// (`SECCOMP_IOCTL_NOTIF_RECV`).
+pub(crate) fn notif_receive(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: a zeroed notification (the kernel requires it) on this frame,
+    // which the ioctl fills.
+    unsafe {
+        let mut notif: libc::seccomp_notif = std::mem::zeroed();
+        check_int(libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut notif,
+        ))?;
+        Ok(notif)
+    }
+}
+
+/// Answers a seccomp user notification (`SECCOMP_IOCTL_NOTIF_SEND`);
+/// `ENOENT`: the caller is gone or was interrupted.
+pub(crate) fn notif_answer(
+    listener: BorrowedFd<'_>,
+    resp: &libc::seccomp_notif_resp,
+) -> io::Result<()> {
+    // SAFETY: `resp` is borrowed for the call; the kernel only reads it.
+    check_int(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            resp as *const libc::seccomp_notif_resp,
+        )
+    })?;
+    Ok(())
+}
+
+/// Whether the notification `id` of `listener` is still waiting for its
+/// answer (`SECCOMP_IOCTL_NOTIF_ID_VALID`).
+pub(crate) fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    // SAFETY: `id` lives on this frame; the kernel only reads it.
+    check_int(unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &id as *const u64) })?;
+    Ok(())
+}
+
+/// `tgkill(2)`: `signal` to thread `tid` of thread group `tgid`.
+pub(crate) fn tgkill(tgid: libc::pid_t, tid: libc::pid_t, signal: c_int) -> io::Result<()> {
+    // SAFETY: a plain system call.
+    check(unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, signal) })?;
+    Ok(())
+}
+
+/// `getpid(2)` (it cannot fail).
+pub(crate) fn getpid() -> libc::pid_t {
+    // SAFETY: a plain system call without arguments.
+    unsafe { libc::getpid() }
+}
+
+/// Ignores `signal` (`SIG_IGN`).
+pub(crate) fn ignore_signal(signal: c_int) -> io::Result<()> {
+    // SAFETY: setting a disposition that runs no code of ours.
+    if unsafe { libc::signal(signal, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `poll(2)` of `fds` for `timeout` ms (-1: no end): how many have events.
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: c_int) -> io::Result<usize> {
+    // SAFETY: the kernel writes the `revents` of `fds`, of its length.
+    let n = check_int(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) })?;
+    Ok(n as usize)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO: no allocation).
+pub(crate) fn monotonic_ns() -> io::Result<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    check(rc as c_long).map(|_| ())
+    // SAFETY: `ts` lives on this frame; the call writes it.
+    check_int(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) })?;
+    Ok((ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64))
+}
+
+/// An anonymous private mapping of `len` bytes, readable and writable,
+/// zero-filled (never unmapped: it lives as long as the process).
+pub(crate) fn map_anonymous(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a new mapping where the kernel chooses; it touches no
+    // existing memory.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(at.cast())
+}
+
+/// `fchdir(2)`.
+pub(crate) fn fchdir(dir: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: a plain system call on a descriptor we hold.
+    check_int(unsafe { libc::fchdir(dir.as_raw_fd()) })?;
+    Ok(())
+}
+
+/// `openat(2)` of `path` from `dir` with `flags` (no mode: nothing is
+/// created).
+pub(crate) fn open_at(dir: BorrowedFd<'_>, path: &CStr, flags: c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `path` is NUL-terminated; the descriptor is owned right after.
+    owned(unsafe { libc::openat(dir.as_raw_fd(), path.as_ptr(), flags) }.into())
+}
+
+/// `fstat(2)`.
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: `st` is plain data on this frame, written by the kernel.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        check_int(libc::fstat(fd.as_raw_fd(), &mut st))?;
+        Ok(st)
+    }
+}
+
+/// `readlinkat(2)` of `path` from `dir` into `buf`: the bytes written
+/// (all of `buf`: perhaps cut short).
+pub(crate) fn readlink_at(dir: BorrowedFd<'_>, path: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `path` is NUL-terminated; the kernel writes at most
+    // `buf.len()` bytes into `buf`.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    Ok(check(n as c_long)? as usize)
+}
+
+/// The file status flags of `fd`'s open file description (`F_GETFL`).
+pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> io::Result<c_int> {
+    // SAFETY: a plain system call on a descriptor we hold.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
+}
+
+/// Sets the file status flags of `fd`'s open file description
+/// (`F_SETFL`).
+pub(crate) fn set_status_flags(fd: BorrowedFd<'_>, flags: c_int) -> io::Result<()> {
+    // SAFETY: a plain system call on a descriptor we hold.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) })?;
+    Ok(())
+}
+
+/// Reads the `SOL_SOCKET` option `option` of `sock` into `value`
+/// (`getsockopt(2)`).
+fn socket_option<T: Plain>(sock: BorrowedFd<'_>, option: c_int, value: &mut T) -> io::Result<()> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `value`, any bit
+    // pattern of which is a valid `T` (`Plain`).
+    check_int(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            (value as *mut T).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(())
+}
+
+/// An integer `SOL_SOCKET` option of `sock` (`SO_DOMAIN`, `SO_TYPE`,
+/// `SO_ERROR`, …).
+pub(crate) fn socket_int(sock: BorrowedFd<'_>, option: c_int) -> io::Result<c_int> {
+    let mut value: c_int = 0;
+    socket_option(sock, option, &mut value)?;
+    Ok(value)
+}
+
+/// The send timeout of `sock` (`SO_SNDTIMEO`; zero: none).
+pub(crate) fn send_timeout(sock: BorrowedFd<'_>) -> io::Result<libc::timeval> {
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    socket_option(sock, libc::SO_SNDTIMEO, &mut tv)?;
+    Ok(tv)
+}
+
+/// Plain C data the kernel may fill: every bit pattern is a valid value.
+///
+/// # Safety
+///
+/// Only for types of integers, raw pointers and arrays of them.
+pub(crate) unsafe trait Plain {}
+// SAFETY: integers.
+unsafe impl Plain for c_int {}
+// SAFETY: a struct of integers.
+unsafe impl Plain for libc::timeval {}
+// SAFETY: structs of integers and arrays of integers.
+unsafe impl Plain for libc::sockaddr_un {}
+// SAFETY: as above.
+unsafe impl Plain for libc::sockaddr_in {}
+// SAFETY: as above.
+unsafe impl Plain for libc::sockaddr_storage {}
+
+// SAFETY: integers and raw pointers (null when zero).
+unsafe impl Plain for libc::msghdr {}
+
+/// A zeroed `T`.
+pub(crate) fn zeroed<T: Plain>() -> T {
+    // SAFETY: all-zero bytes are a valid `T` (`Plain`).
+    unsafe { std::mem::zeroed() }
+}
+
+/// The bytes of `value`, for a copy from another process to fill.
+pub(crate) fn plain_bytes<T: Plain>(value: &mut T) -> &mut [u8] {
+    // SAFETY: `value` is `size_of::<T>()` bytes, borrowed for the slice's
+    // life; any bytes written make a valid `T` (`Plain`).
+    unsafe {
+        std::slice::from_raw_parts_mut((value as *mut T).cast::<u8>(), std::mem::size_of::<T>())
+    }
+}
+
+/// A socket address type (`sockaddr_un`, `sockaddr_in`,
+/// `sockaddr_storage`).
+pub(crate) trait SocketAddress: Plain {}
+impl SocketAddress for libc::sockaddr_un {}
+impl SocketAddress for libc::sockaddr_in {}
+impl SocketAddress for libc::sockaddr_storage {}
+
+/// `addr` as `(pointer, length)` for a call: its first `len` bytes
+/// (`EINVAL` if `len` is more than it holds).
+fn address_of<A: SocketAddress>(
+    addr: &A,
+    len: libc::socklen_t,
+) -> io::Result<*const libc::sockaddr> {
+    if len as usize > std::mem::size_of::<A>() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok((addr as *const A).cast())
+}
+
+/// `connect(2)` of `sock` to the first `len` bytes of `addr`.
+pub(crate) fn connect<A: SocketAddress>(
+    sock: BorrowedFd<'_>,
+    addr: &A,
+    len: libc::socklen_t,
+) -> io::Result<()> {
+    let at = address_of(addr, len)?;
+    // SAFETY: the kernel reads `len` bytes of `addr`, which holds them.
+    check_int(unsafe { libc::connect(sock.as_raw_fd(), at, len) })?;
+    Ok(())
+}
+
+/// `bind(2)` of `sock` to the first `len` bytes of `addr` (a relative
+/// pathname from this process's working directory).
+pub(crate) fn bind<A: SocketAddress>(
+    sock: BorrowedFd<'_>,
+    addr: &A,
+    len: libc::socklen_t,
+) -> io::Result<()> {
+    let at = address_of(addr, len)?;
+    // SAFETY: the kernel reads `len` bytes of `addr`, which holds them.
+    check_int(unsafe { libc::bind(sock.as_raw_fd(), at, len) })?;
+    Ok(())
+}
+
+/// `sendmsg(2)` of `msg` on `sock` with `flags`: the bytes sent.
+///
+/// # Safety
+///
+/// Every pointer in `msg` (name, vectors and what they point at, control)
+/// names memory of this process that is alive, of the length `msg` gives.
+pub(crate) unsafe fn sendmsg(
+    sock: BorrowedFd<'_>,
+    msg: &libc::msghdr,
+    flags: c_int,
+) -> io::Result<usize> {
+    // SAFETY: the caller vouches for `msg`'s buffers; the kernel only
+    // reads them.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), msg, flags) };
+    Ok(check(n as c_long)? as usize)
+}
+
+/// Fills `local` from the memory of process `pid` that `remote` describes
+/// (`process_vm_readv(2)`): the bytes read.
+pub(crate) fn read_process(
+    pid: libc::pid_t,
+    remote: &[libc::iovec],
+    local: &mut [u8],
+) -> io::Result<usize> {
+    let into = libc::iovec {
+        iov_base: local.as_mut_ptr().cast(),
+        iov_len: local.len(),
+    };
+    // SAFETY: the kernel writes at most `local.len()` bytes into `local`;
+    // `remote` describes the other process's memory, which the kernel
+    // checks.
+    let n = unsafe {
+        libc::process_vm_readv(
+            pid,
+            &into,
+            1,
+            remote.as_ptr(),
+            remote.len() as libc::c_ulong,
+            0,
+        )
+    };
+    Ok(check(n as c_long)? as usize)
+}
+
+/// Writes `local` into the memory of process `pid` that `remote`
+/// describes (`process_vm_writev(2)`): the bytes written.
+pub(crate) fn write_process(
+    pid: libc::pid_t,
+    remote: &[libc::iovec],
+    local: &[u8],
+) -> io::Result<usize> {
+    let from = libc::iovec {
+        iov_base: local.as_ptr().cast_mut().cast(),
+        iov_len: local.len(),
+    };
+    // SAFETY: the kernel only reads `local`, of its length; `remote`
+    // describes the other process's memory, which the kernel checks.
+    let n = unsafe {
+        libc::process_vm_writev(
+            pid,
+            &from,
+            1,
+            remote.as_ptr(),
+            remote.len() as libc::c_ulong,
+            0,
+        )
+    };
+    Ok(check(n as c_long)? as usize)
 }

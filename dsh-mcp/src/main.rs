@@ -978,12 +978,10 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             hidden.extend(args.own_files());
             hidden
         });
-    let elicit = (args.approve == Approve::Elicit)
-        .then(|| Arc::new(ElicitApprover::new(Duration::from_secs(300))));
     let approver: Option<Arc<dyn Approver>> = match args.approve {
         Approve::Never => None,
         Approve::Always => Some(Arc::new(FixedApprover(Approval::AllowedOnce))),
-        Approve::Elicit => elicit.clone().map(|e| e as Arc<dyn Approver>),
+        Approve::Elicit => Some(Arc::new(ElicitApprover::new(Duration::from_secs(300)))),
     };
     let shell = match SandboxedShell::new(
         SandboxConfig::new(policy.clone(), config)
@@ -1044,7 +1042,7 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
         Serve::Stdio => {}
         #[cfg(feature = "http")]
         Serve::Http(addr, options) => {
-            return serve_http(shell, editor_config, place, log, elicit, &addr, options).await;
+            return serve_http(shell, editor_config, place, log, &addr, options).await;
         }
     }
     let fs: Arc<dyn Fs> = match &place.fs {
@@ -1058,7 +1056,7 @@ async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let server = DshServer::new(shell, editor, log, elicit);
+    let server = DshServer::new(shell, editor, log);
 
     tokio::select! {
         served = run(server.clone()) => {
@@ -1095,12 +1093,11 @@ async fn serve_http(
     editor: EditorConfig,
     place: &Place,
     log: Option<SessionLog>,
-    elicit: Option<Arc<ElicitApprover>>,
     addr: &str,
     options: dsh_mcp::http::HttpOptions,
 ) -> ExitCode {
     use dsh_mcp::http::HttpServer;
-    let server = match HttpServer::new(shell, editor, place.fs.clone(), log, elicit, options) {
+    let server = match HttpServer::new(shell, editor, place.fs.clone(), log, options) {
         Ok(server) => server,
         Err(err) => {
             eprintln!("dsh-mcp: {err}");

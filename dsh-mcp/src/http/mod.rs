@@ -88,6 +88,25 @@ pub struct HttpOptions {
     pub tls: Option<TlsFiles>,
 }
 
+impl HttpOptions {
+    /// `token`'s server with `dsh-mcp --listen`'s defaults: no browser
+    /// origin, [`DEFAULT_MAX_REQUEST_BYTES`], sessions idle for 30 minutes
+    /// ended, at most 1,000 sessions, a keep-alive comment every 15 s, no
+    /// TLS.
+    pub fn new(token: Token) -> Self {
+        HttpOptions {
+            token,
+            allowed_origins: Vec::new(),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            session_idle: Some(Duration::from_secs(1800)),
+            max_sessions: 1000,
+            sse_keep_alive: Some(Duration::from_secs(15)),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+}
+
 /// Why the HTTP server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {

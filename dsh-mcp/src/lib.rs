@@ -27,6 +27,9 @@ pub mod transport;
 pub use approve::ElicitApprover;
 pub use builder::{ApprovalMode, BuildError, ServeError, Server, ServerBuilder};
 pub use cow::{CopyOnWrite, CopyOnWriteError};
+/// How the limits are kept ([`Server::enforcement`]): the sandbox's
+/// report, named here as the sandbox crate names it.
+pub use dsh_sandbox::Enforcement;
 pub use place::{Backend, CloseError, DockerSettings, SshSettings};
 
 pub use log::SessionLog;

@@ -1,6 +1,6 @@
 //! A host embedding the server through [`ServerBuilder`]: HTTP on a port
 //! of its own, real bash, a tool call by a real HTTP POST.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", feature = "http"))]
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;

@@ -379,12 +379,10 @@ impl ServerBuilder {
         self
     }
 
-    /// Checks the settings and sets the server up, as `dsh-mcp` does at
-    /// start: the backend is reached (a container made from an image),
-    /// the copy-on-write workspace made and checked, limits that cannot
-    /// be kept refused (unless best effort), the session log created and
-    /// the HTTP address bound. What it made is removed again when it fails.
-    pub async fn build(self) -> Result<Server, BuildError> {
+    /// Checks the settings [`ServerBuilder::build`] refuses without
+    /// reaching anything (allowed domains only in a restricted mode and
+    /// without open network); `build` checks them first.
+    pub fn check(&self) -> Result<(), BuildError> {
         if !self.policy.allow_domains.is_empty() {
             if self.policy.mode == SandboxMode::DangerFullAccess {
                 return Err(BuildError::DomainsWithoutSandbox);
@@ -393,6 +391,16 @@ impl ServerBuilder {
                 return Err(BuildError::DomainsWithNetwork);
             }
         }
+        Ok(())
+    }
+
+    /// Checks the settings and sets the server up, as `dsh-mcp` does at
+    /// start: the backend is reached (a container made from an image),
+    /// the copy-on-write workspace made and checked, limits that cannot
+    /// be kept refused (unless best effort), the session log created and
+    /// the HTTP address bound. What it made is removed again when it fails.
+    pub async fn build(self) -> Result<Server, BuildError> {
+        self.check()?;
         let place = Place::reach(&Reach {
             backend: &self.backend,
             workspace: self.workspace.as_ref(),

@@ -737,6 +737,11 @@ fn listen_options(args: &Args) -> Result<Option<(String, dsh_mcp::http::HttpOpti
 async fn serve(args: Args) -> ExitCode {
     #[cfg_attr(not(feature = "http"), allow(unused_mut))]
     let mut builder = args.builder();
+    // The flags' own contradictions first, before the token is read.
+    if let Err(err) = builder.check() {
+        eprintln!("dsh-mcp: {err}");
+        return ExitCode::FAILURE;
+    }
     #[cfg(feature = "http")]
     match listen_options(&args) {
         Ok(Some((addr, options))) => builder = builder.http(addr, options),

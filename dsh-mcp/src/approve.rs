@@ -1,7 +1,6 @@
 //! Escalation approval through MCP elicitation: the client asks its user.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,52 +18,42 @@ struct ApprovalForm {
 
 rmcp::elicit_safe!(ApprovalForm);
 
+tokio::task_local! {
+    /// The client of the tool call being run (set by [`DshServer`](crate::DshServer)
+    /// around each call): the one an escalation of that call asks.
+    static CALLER: Peer<RoleServer>;
+}
+
+/// Runs `call` with `peer` as the client its escalations ask. The peer is
+/// no owner's state: it goes with the call, and ends with it.
+pub(crate) async fn asked_by<T>(peer: Peer<RoleServer>, call: impl Future<Output = T>) -> T {
+    CALLER.scope(peer, call).await
+}
+
 /// Asks the connected client (and so its user) to approve each escalation.
 /// Fails closed: a client that cannot elicit, declines, cancels or answers
 /// anything but "approve" refuses; no answer within the timeout is
-/// [`Approval::TimedOut`]. Each owner's escalations go to the client of
-/// that owner's calls (over HTTP, each session's own).
+/// [`Approval::TimedOut`]. Each escalation goes to the client of the tool
+/// call that asked for it (over HTTP, its session's), which
+/// [`DshServer`](crate::DshServer) hands over with the call; a request
+/// from anywhere else (no call of a `DshServer` under way) is
+/// [`Approval::Denied`].
 #[derive(Debug)]
 pub struct ElicitApprover {
-    peers: Mutex<HashMap<String, Peer<RoleServer>>>,
     timeout: Duration,
 }
 
 impl ElicitApprover {
     /// An approver waiting at most `timeout` for each answer.
     pub fn new(timeout: Duration) -> Self {
-        ElicitApprover {
-            peers: Mutex::new(HashMap::new()),
-            timeout,
-        }
-    }
-
-    /// Remembers the client to ask for [`OWNER`](crate::OWNER), the stdio
-    /// server's one owner (set on every tool call).
-    pub fn set_peer(&self, peer: Peer<RoleServer>) {
-        self.set_peer_of(crate::OWNER, peer);
-    }
-
-    /// Remembers the client to ask for `owner` (set on every tool call).
-    pub fn set_peer_of(&self, owner: &str, peer: Peer<RoleServer>) {
-        self.peers().insert(owner.to_owned(), peer);
-    }
-
-    /// Forgets `owner`'s client (its session ended).
-    pub fn forget(&self, owner: &str) {
-        self.peers().remove(owner);
-    }
-
-    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Peer<RoleServer>>> {
-        self.peers.lock().unwrap_or_else(|p| p.into_inner())
+        ElicitApprover { timeout }
     }
 }
 
 #[async_trait]
 impl Approver for ElicitApprover {
     async fn approve(&self, request: &EscalationRequest) -> Approval {
-        let peer = self.peers().get(&request.owner).cloned();
-        let Some(peer) = peer else {
+        let Ok(peer) = CALLER.try_with(Peer::clone) else {
             return Approval::Denied;
         };
         let message = format!(

@@ -1,22 +1,16 @@
-//! The `dsh-mcp` binary: see `dsh-mcp --help`.
+//! The `dsh-mcp` binary: see `dsh-mcp --help`. It parses its arguments
+//! (one struct per concern) and hands them to [`ServerBuilder`].
 #![allow(clippy::print_stderr)]
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use dsh_editor::fs::Fs;
-use dsh_editor::{Editor, EditorConfig};
-use dsh_mcp::{DshServer, ElicitApprover, SessionLog};
-use dsh_sandbox::{
-    Approval, Approver, FixedApprover, ModeChange, Persistence, SandboxConfig, SandboxMode,
-    SandboxPolicy, SandboxedShell,
-};
-use dsh_shell_persistent::{ClipMode, Dialect, ShellConfig};
-use rmcp::ServiceExt;
+use dsh_mcp::{ApprovalMode, DockerSettings, ServerBuilder, SshSettings};
+use dsh_sandbox::{SandboxMode, SandboxPolicy};
+use dsh_shell_persistent::{ClipMode, Dialect};
 
 mod secrets;
 
@@ -35,6 +29,41 @@ mod secrets;
 #[derive(Debug, Parser)]
 #[command(name = "dsh-mcp", version)]
 struct Args {
+    #[command(flatten)]
+    workspace: WorkspaceArgs,
+
+    #[command(flatten)]
+    shell: ShellArgs,
+
+    #[command(flatten)]
+    log: LogArgs,
+
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+
+    #[command(flatten)]
+    env: EnvArgs,
+
+    /// Who approves a call's `sandbox_permissions`: nobody (`never`), every
+    /// request (`always`), or the client's user through MCP elicitation
+    /// (`elicit`, refused when the client cannot ask).
+    #[arg(long, env = "DSH_APPROVE", value_enum, default_value_t = Approve::Never)]
+    approve: Approve,
+
+    #[command(flatten)]
+    backend: BackendArgs,
+
+    #[command(flatten)]
+    limits: LimitArgs,
+
+    #[cfg(feature = "http")]
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
+/// The workspace, and each owner's copy-on-write view of it (the rollouts).
+#[derive(Debug, clap::Args)]
+struct WorkspaceArgs {
     /// The shell's start directory (the workspace). Default: the current directory.
     #[arg(long, env = "DSH_WORKSPACE", value_name = "DIR")]
     workspace: Option<PathBuf>,
@@ -63,7 +92,11 @@ struct Args {
         requires = "copy_on_write"
     )]
     cow_dir: Option<PathBuf>,
+}
 
+/// The shell: its dialect, timeouts and output.
+#[derive(Debug, clap::Args)]
+struct ShellArgs {
     /// Seconds a shell command may run before the shell is killed and reset.
     #[arg(long, env = "DSH_TIMEOUT_SECS", value_name = "N", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -94,12 +127,20 @@ struct Args {
     #[arg(long, env = "DSH_SHELL", default_value = Dialect::default().tool_name(),
           value_parser = one_of(&Dialect::ALL, Dialect::tool_name))]
     shell: Dialect,
+}
 
+/// The session log.
+#[derive(Debug, clap::Args)]
+struct LogArgs {
     /// Write one JSONL record per tool call to a new file in DIR. Default:
     /// `$DSH_HOME/sessions` when `DSH_HOME` is set, else no log.
     #[arg(long, env = "DSH_SESSION_LOG", value_name = "DIR")]
     session_log: Option<PathBuf>,
+}
 
+/// The sandbox: its mode and what it lets through.
+#[derive(Debug, clap::Args)]
+struct SandboxArgs {
     /// The sandbox mode. The default runs without a sandbox: use
     /// `workspace-write` for untrusted work.
     #[arg(long, env = "DSH_SANDBOX", default_value = SandboxMode::DangerFullAccess.name(),
@@ -159,7 +200,11 @@ struct Args {
     /// instead of one persistent confined shell.
     #[arg(long, env = "DSH_ONE_SHOT")]
     one_shot: bool,
+}
 
+/// The shell's environment.
+#[derive(Debug, clap::Args)]
+struct EnvArgs {
     /// A variable for the shell (repeatable): `NAME=VALUE`, or `NAME` for
     /// this server's own value (left out when it has none), whatever the
     /// name: this is how a host hands over a credential on purpose (`--env
@@ -193,13 +238,11 @@ struct Args {
     /// `DSH_TOKEN` is never passed.
     #[arg(long, env = "DSH_PASS_SECRETS")]
     pass_secrets: bool,
+}
 
-    /// Who approves a call's `sandbox_permissions`: nobody (`never`), every
-    /// request (`always`), or the client's user through MCP elicitation
-    /// (`elicit`, refused when the client cannot ask).
-    #[arg(long, env = "DSH_APPROVE", value_enum, default_value_t = Approve::Never)]
-    approve: Approve,
-
+/// Where the tools work.
+#[derive(Debug, clap::Args)]
+struct BackendArgs {
     /// Where the tools work: this machine (`local`), a Docker container
     /// (`docker`, with `--container` or `--image`), or another host (`ssh`,
     /// with `--ssh`). Elsewhere than `local` the workspace is a path there
@@ -252,7 +295,11 @@ struct Args {
     /// (unknown keys are refused). Default: `~/.ssh/known_hosts`.
     #[arg(long, env = "DSH_SSH_KNOWN_HOSTS", value_name = "FILE")]
     ssh_known_hosts: Option<PathBuf>,
+}
 
+/// Each shell's resource limits.
+#[derive(Debug, clap::Args)]
+struct LimitArgs {
     /// Each shell's process tree may use this much memory (`256m`, `2g`;
     /// Docker's syntax), tmpfs pages included, no swap; a process past it is
     /// killed and the call says so. Locally this needs `--cgroup-parent`
@@ -304,7 +351,12 @@ struct Args {
     /// which is not kept at all.
     #[arg(long, env = "DSH_BEST_EFFORT_LIMITS")]
     best_effort_limits: bool,
+}
 
+#[cfg(feature = "http")]
+/// `--listen`: Streamable HTTP and its settings.
+#[derive(Debug, clap::Args)]
+struct HttpArgs {
     /// Serve MCP over Streamable HTTP at `http://HOST:PORT/mcp` instead of
     /// stdio: each MCP session is an owner with its own shell (and its own
     /// sandbox mode), made at its first call; the flags above apply to each
@@ -312,7 +364,6 @@ struct Args {
     /// Bearer TOKEN` (`--token-file` or `DSH_TOKEN`; without one the server
     /// refuses to start). `GET /healthz` answers 200 without a token. Port 0
     /// picks a free port; the address is printed on stderr.
-    #[cfg(feature = "http")]
     #[arg(long, env = "DSH_LISTEN", value_name = "HOST:PORT")]
     listen: Option<String>,
 
@@ -322,7 +373,6 @@ struct Args {
     /// this server's user, could read it): use `DSH_TOKEN` or a pipe
     /// (`/dev/stdin`); the confined modes hide the file. Default: the
     /// `DSH_TOKEN` variable, which no shell gets.
-    #[cfg(feature = "http")]
     #[arg(long, env = "DSH_TOKEN_FILE", value_name = "FILE", requires = "listen")]
     token_file: Option<PathBuf>,
 
@@ -330,7 +380,6 @@ struct Args {
     /// `scheme://host:port`, `:*` for any port, or `null`). A request
     /// carrying any other `Origin` gets 403; by default every request that
     /// carries one does. In the environment, several are `,`-separated.
-    #[cfg(feature = "http")]
     #[arg(
         long = "allow-origin",
         env = "DSH_ALLOW_ORIGIN",
@@ -341,7 +390,6 @@ struct Args {
     allow_origin: Vec<String>,
 
     /// `--listen`: the largest request body, in bytes (413 past it).
-    #[cfg(feature = "http")]
     #[arg(long, env = "DSH_MAX_REQUEST_BYTES", value_name = "N",
           default_value_t = dsh_mcp::http::DEFAULT_MAX_REQUEST_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(1024..))]
@@ -350,7 +398,6 @@ struct Args {
     /// `--listen`: end a session (its shell and that shell's processes)
     /// after this many seconds without a request and without a running
     /// call; its id then gets 404. 0: never.
-    #[cfg(feature = "http")]
     #[arg(
         long,
         env = "DSH_SESSION_IDLE_SECS",
@@ -361,7 +408,6 @@ struct Args {
 
     /// `--listen`: the most sessions open at once; an `initialize` past it
     /// gets 503 with the reason.
-    #[cfg(feature = "http")]
     #[arg(long, env = "DSH_MAX_SESSIONS", value_name = "N", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_sessions: u64,
@@ -369,7 +415,6 @@ struct Args {
     /// `--listen`: while a call runs, its answer's stream carries a comment
     /// every N seconds, so that a client's read timeout or a proxy's idle
     /// timeout shorter than the call does not drop it. 0: never.
-    #[cfg(feature = "http")]
     #[arg(
         long,
         env = "DSH_SSE_KEEPALIVE_SECS",
@@ -390,7 +435,6 @@ struct Args {
     tls_key: Option<PathBuf>,
 }
 
-/// `--cgroup-parent`: `auto` or a path.
 /// `err` and its sources, each after a colon: how the errors of the tool
 /// crates (whose `Display` leaves the cause to the source chain) read on
 /// stderr.
@@ -405,6 +449,7 @@ fn report(err: &dyn std::error::Error) -> String {
     text
 }
 
+/// `--cgroup-parent`: `auto` or a path.
 fn parse_cgroup_parent(text: &str) -> Result<dsh_pty::CgroupParent, String> {
     if text.is_empty() {
         return Err("an empty cgroup parent: give a path such as /dsh, or auto".to_owned());
@@ -515,9 +560,9 @@ fn parse_env(text: &str) -> Result<(String, Option<String>), String> {
     Ok((name.to_owned(), value))
 }
 
-impl Args {
+impl EnvArgs {
     /// The `--env` variables, a bare `NAME` with this process's value.
-    fn shell_env(&self) -> Vec<(String, String)> {
+    fn vars(&self) -> Vec<(String, String)> {
         self.env
             .iter()
             .filter_map(|(name, value)| {
@@ -526,35 +571,17 @@ impl Args {
             })
             .collect()
     }
+}
 
-    /// The files holding this server's own keys (its token, its TLS key,
-    /// its SSH key), absolute: the confined shells do not see them.
-    fn own_files(&self) -> Vec<PathBuf> {
-        let mut files: Vec<&PathBuf> = Vec::new();
-        #[cfg(feature = "http")]
-        files.extend(&self.token_file);
-        #[cfg(feature = "tls")]
-        files.extend(&self.tls_key);
-        files.extend(&self.ssh_identity);
-        files
-            .into_iter()
-            .map(|file| std::path::absolute(file).unwrap_or_else(|_| file.clone()))
-            .collect()
-    }
-
+impl LimitArgs {
     /// The private `/tmp`'s bounds the flags ask for (the sandbox's, or a
     /// container's `/tmp`).
     fn tmp_limits(&self) -> dsh_sandbox::TmpLimits {
         dsh_sandbox::TmpLimits::new(self.tmp_size, self.tmp_inodes)
     }
 
-    /// Whether any limit is asked for: the shells' or `/tmp`'s.
-    fn any_limits(&self) -> bool {
-        !self.limits().is_empty() || !self.tmp_limits().is_empty()
-    }
-
     /// The resource limits of each shell the flags ask for (the private
-    /// `/tmp`'s are [`Args::tmp_limits`]).
+    /// `/tmp`'s are [`LimitArgs::tmp_limits`]).
     fn limits(&self) -> dsh_pty::ResourceLimits {
         dsh_pty::ResourceLimits::default()
             .memory(self.memory)
@@ -564,6 +591,211 @@ impl Args {
             .file_size(self.file_size)
             .cgroup_parent(self.cgroup_parent.clone())
             .best_effort(self.best_effort_limits)
+    }
+}
+
+impl Args {
+    /// The files holding this server's own keys (its token, its TLS key,
+    /// its SSH key), absolute: the confined shells do not see them.
+    fn own_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<&PathBuf> = Vec::new();
+        #[cfg(feature = "http")]
+        files.extend(&self.http.token_file);
+        #[cfg(feature = "tls")]
+        files.extend(&self.http.tls_key);
+        files.extend(&self.backend.ssh_identity);
+        files
+            .into_iter()
+            .map(|file| std::path::absolute(file).unwrap_or_else(|_| file.clone()))
+            .collect()
+    }
+
+    /// The sandbox the flags ask for, the private `/tmp`'s bounds included.
+    fn policy(&self) -> SandboxPolicy {
+        let sandbox = &self.sandbox;
+        let tmp = self.limits.tmp_limits();
+        let mut hidden = if sandbox.no_default_hide {
+            Vec::new()
+        } else {
+            SandboxPolicy::default_hidden_paths()
+        };
+        hidden.extend(sandbox.hide.iter().cloned());
+        // The server's own key files, whatever `--no-default-hide` says.
+        hidden.extend(self.own_files());
+        SandboxPolicy::default()
+            .mode(sandbox.sandbox)
+            .tmp_size(tmp.size)
+            .tmp_inodes(tmp.inodes)
+            .network(sandbox.network)
+            .allow_domains(sandbox.allow_domain.clone())
+            .unix_sockets(sandbox.allow_unix_socket.clone())
+            .hidden_paths(hidden)
+    }
+
+    /// Where the tools work.
+    fn backend(&self) -> dsh_mcp::Backend {
+        let args = &self.backend;
+        match args.backend {
+            Backend::Local => dsh_mcp::Backend::Local,
+            Backend::Docker => {
+                let mut docker = DockerSettings::default();
+                docker.container.clone_from(&args.container);
+                docker.image.clone_from(&args.image);
+                docker.network.clone_from(&args.docker_network);
+                docker.host.clone_from(&args.docker_host);
+                docker.user.clone_from(&args.user);
+                dsh_mcp::Backend::Docker(docker)
+            }
+            Backend::Ssh => {
+                let mut ssh = SshSettings::default();
+                ssh.login.clone_from(&args.ssh);
+                ssh.identity.clone_from(&args.ssh_identity);
+                ssh.known_hosts.clone_from(&args.ssh_known_hosts);
+                dsh_mcp::Backend::Ssh(ssh)
+            }
+        }
+    }
+
+    /// The server the flags ask for, but how it is reached (stdio unless
+    /// [`listen_options`] adds HTTP).
+    fn builder(&self) -> ServerBuilder {
+        let shell = &self.shell;
+        let mut builder = ServerBuilder::new()
+            .backend(self.backend())
+            .dialect(shell.shell)
+            .timeout(Duration::from_secs(shell.timeout_secs))
+            .max_timeout(shell.max_timeout_secs.map(Duration::from_secs))
+            .max_output_chars(usize::try_from(shell.max_output_chars).unwrap_or(usize::MAX))
+            .clip(shell.clip)
+            .env(self.env.vars())
+            .pass_secrets(self.env.pass_secrets)
+            .policy(self.policy())
+            .one_shot(self.sandbox.one_shot)
+            .limits(self.limits.limits())
+            .copy_on_write(self.workspace.copy_on_write)
+            .approval(match self.approve {
+                Approve::Never => ApprovalMode::Never,
+                Approve::Always => ApprovalMode::Always,
+                Approve::Elicit => ApprovalMode::Elicit,
+            });
+        if let Some(dir) = &self.workspace.workspace {
+            builder = builder.workspace(dir);
+        }
+        if let Some(dir) = &self.workspace.cow_dir {
+            builder = builder.cow_dir(dir);
+        }
+        let log = self.log.session_log.clone().or_else(|| {
+            std::env::var_os("DSH_HOME").map(|home| PathBuf::from(home).join("sessions"))
+        });
+        if let Some(dir) = log {
+            builder = builder.session_log(dir);
+        }
+        builder
+    }
+}
+
+/// `--listen`: where, and the HTTP server's settings.
+#[cfg(feature = "http")]
+fn listen_options(args: &Args) -> Result<Option<(String, dsh_mcp::http::HttpOptions)>, String> {
+    use dsh_mcp::http::{HttpOptions, Token};
+    let http = &args.http;
+    let Some(addr) = &http.listen else {
+        return Ok(None);
+    };
+    if let Some(file) = &http.token_file
+        && args.sandbox.sandbox == SandboxMode::DangerFullAccess
+        && args.backend.backend == Backend::Local
+    {
+        secrets::token_file_unreachable(file)?;
+    }
+    let token = match (&http.token_file, secrets::var("DSH_TOKEN")) {
+        (Some(file), _) => Token::from_file(file),
+        (None, Some(token)) => Token::new(&token, "in DSH_TOKEN"),
+        (None, None) => {
+            return Err("--listen needs a bearer token: --token-file FILE or DSH_TOKEN (the server never runs open)".to_owned());
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    let mut options = HttpOptions::new(token);
+    options.allowed_origins.clone_from(&http.allow_origin);
+    options.max_request_bytes = usize::try_from(http.max_request_bytes).unwrap_or(usize::MAX);
+    options.session_idle =
+        (http.session_idle_secs > 0).then(|| Duration::from_secs(http.session_idle_secs));
+    options.max_sessions = usize::try_from(http.max_sessions).unwrap_or(usize::MAX);
+    options.sse_keep_alive =
+        (http.sse_keepalive_secs > 0).then(|| Duration::from_secs(http.sse_keepalive_secs));
+    #[cfg(feature = "tls")]
+    if let (Some(cert), Some(key)) = (&http.tls_cert, &http.tls_key) {
+        options.tls = Some(dsh_mcp::http::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        });
+    }
+    Ok(Some((addr.clone(), options)))
+}
+
+async fn serve(args: Args) -> ExitCode {
+    #[cfg_attr(not(feature = "http"), allow(unused_mut))]
+    let mut builder = args.builder();
+    // The flags' own contradictions first, before the token is read.
+    if let Err(err) = builder.check() {
+        eprintln!("dsh-mcp: {err}");
+        return ExitCode::FAILURE;
+    }
+    #[cfg(feature = "http")]
+    match listen_options(&args) {
+        Ok(Some((addr, options))) => builder = builder.http(addr, options),
+        Ok(None) => {}
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let mut server = match builder.build().await {
+        Ok(server) => server,
+        Err(err) => {
+            eprintln!("dsh-mcp: {}", report(&err));
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.limits.best_effort_limits
+        && let Some(enforcement) = server.enforcement()
+    {
+        for line in limit_lines(&args.limits.limits(), args.limits.tmp_limits(), enforcement) {
+            eprintln!("{line}");
+        }
+    }
+    #[cfg(feature = "http")]
+    listening(&server, args.http.listen.as_deref().unwrap_or_default());
+    let shutdown = async {
+        tokio::select! {
+            () = terminated() => tracing::info!("SIGTERM: shutting down"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+        }
+    };
+    let code = match server.serve(shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("dsh-mcp: {err}");
+            ExitCode::FAILURE
+        }
+    };
+    if let Err(err) = server.close().await {
+        eprintln!("dsh-mcp: {err}");
+    }
+    code
+}
+
+/// Says on stderr where HTTP is served (`addr` as given: `--listen`).
+#[cfg(feature = "http")]
+fn listening(server: &dsh_mcp::Server, addr: &str) {
+    let Some(local) = server.http_addr() else {
+        return;
+    };
+    let scheme = if server.is_https() { "https" } else { "http" };
+    match local {
+        Ok(local) => eprintln!("dsh-mcp: listening on {scheme}://{local}/mcp"),
+        Err(err) => eprintln!("dsh-mcp: listening on {addr} (its port unknown: {err})"),
     }
 }
 
@@ -614,7 +846,7 @@ fn main() -> ExitCode {
     // The server's own token never goes to a shell, `--pass-secrets` or
     // not (`--env DSH_TOKEN` hands it over on purpose).
     let args = secrets::parse_with(Args::parse, |args, name| {
-        args.pass_secrets && name != "DSH_TOKEN"
+        args.env.pass_secrets && name != "DSH_TOKEN"
     });
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -631,7 +863,7 @@ fn main() -> ExitCode {
     // independent and may use every core; each session's calls still run
     // one at a time, in its turn.
     #[cfg(feature = "http")]
-    let multi = args.listen.is_some();
+    let multi = args.http.listen.is_some();
     #[cfg(not(feature = "http"))]
     let multi = false;
     let mut builder = if multi {
@@ -652,490 +884,6 @@ fn main() -> ExitCode {
     code
 }
 
-/// Where the tools work, once reached.
-struct Place {
-    /// The workspace, on that side.
-    workspace: PathBuf,
-    /// The shells' backend (`None`: this machine's default).
-    backend: Option<Arc<dyn dsh_pty::PtyBackend>>,
-    /// The editor's filesystem (`None`: this machine's, under the sandbox).
-    fs: Option<Arc<dyn Fs>>,
-    /// A container made for this session, removed on exit.
-    #[cfg(feature = "docker")]
-    made: Option<dsh_docker::Container>,
-}
-
-impl Place {
-    async fn reach(args: &Args) -> Result<Place, String> {
-        match args.backend {
-            Backend::Local => Place::local(args),
-            Backend::Docker => Place::docker(args).await,
-            Backend::Ssh => Place::ssh(args).await,
-        }
-    }
-
-    /// Checks that the workspace is a directory on the other side; the
-    /// place is left (what it made is removed) when it is not.
-    async fn checked(self, on: &str) -> Result<Place, String> {
-        let is_dir = match &self.fs {
-            Some(fs) => fs
-                .stat(&self.workspace)
-                .await
-                .is_ok_and(|m| m.kind == dsh_editor::fs::FileKind::Directory),
-            None => true,
-        };
-        if is_dir {
-            return Ok(self);
-        }
-        self.leave().await;
-        Err(format!(
-            "the workspace {} is not a directory {on}",
-            self.workspace.display()
-        ))
-    }
-
-    fn remote_sandbox(args: &Args, backend: &str) -> Result<(), String> {
-        if args.sandbox == SandboxMode::DangerFullAccess {
-            return Ok(());
-        }
-        Err(format!(
-            "--sandbox confines shells on this machine; with --backend {backend} leave it at danger-full-access (the other side confines them)"
-        ))
-    }
-
-    #[cfg(not(feature = "ssh"))]
-    async fn ssh(_args: &Args) -> Result<Place, String> {
-        Err("this dsh-mcp was built without the `ssh` feature".to_owned())
-    }
-
-    #[cfg(feature = "ssh")]
-    async fn ssh(args: &Args) -> Result<Place, String> {
-        use dsh_ssh::{SftpFs, SshBackend, SshHost, SshTarget};
-        Place::remote_sandbox(args, "ssh")?;
-        if args.any_limits() {
-            return Err("resource limits are not kept with --backend ssh (set them on the remote host, e.g. in the sshd's systemd unit)".to_owned());
-        }
-        let Some(spec) = &args.ssh else {
-            return Err("--backend ssh needs --ssh USER@HOST[:PORT]".to_owned());
-        };
-        let mut target = SshTarget::parse(spec)
-            .ok_or_else(|| format!("--ssh {spec}: expected USER@HOST[:PORT]"))?;
-        if let Some(key) = &args.ssh_identity {
-            target.identity.clone_from(key);
-        }
-        if let Some(known) = &args.ssh_known_hosts {
-            target.known_hosts.clone_from(known);
-        }
-        let host = SshHost::connect(target).await.map_err(|e| e.to_string())?;
-        let fs = SftpFs::open(&host).await.map_err(|e| e.to_string())?;
-        let on = format!("on {spec}");
-        Place {
-            workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from("/")),
-            backend: Some(Arc::new(SshBackend::new(host))),
-            fs: Some(Arc::new(fs)),
-            #[cfg(feature = "docker")]
-            made: None,
-        }
-        .checked(&on)
-        .await
-    }
-
-    fn local(args: &Args) -> Result<Place, String> {
-        let workspace = match args
-            .workspace
-            .clone()
-            .map_or_else(std::env::current_dir, Ok)
-        {
-            Ok(dir) => std::path::absolute(&dir).unwrap_or(dir),
-            Err(err) => return Err(format!("cannot read the current directory: {err}")),
-        };
-        if !workspace.is_dir() {
-            return Err(format!(
-                "the workspace {} is not a directory",
-                workspace.display()
-            ));
-        }
-        Ok(Place {
-            workspace,
-            backend: None,
-            fs: None,
-            #[cfg(feature = "docker")]
-            made: None,
-        })
-    }
-
-    #[cfg(not(feature = "docker"))]
-    async fn docker(_args: &Args) -> Result<Place, String> {
-        Err("this dsh-mcp was built without the `docker` feature".to_owned())
-    }
-
-    #[cfg(feature = "docker")]
-    async fn docker(args: &Args) -> Result<Place, String> {
-        use dsh_docker::{Container, ContainerTemplate, DockerBackend, DockerFs};
-        Place::remote_sandbox(args, "docker")?;
-        let docker = dsh_docker::connect(args.docker_host.as_deref())
-            .await
-            .map_err(|e| e.to_string())?;
-        if let (Some(container), Some(network)) = (&args.container, &args.docker_network) {
-            return Err(format!(
-                "--docker-network {network} applies to the container dsh-mcp makes with --image; the existing container `{container}` keeps its own networks (change them with `docker network connect` and `docker network disconnect`)"
-            ));
-        }
-        let (container, made) = match (&args.container, &args.image) {
-            (Some(name), _) => (Container::existing(docker, name).await, false),
-            (None, Some(image)) => {
-                let mut template = ContainerTemplate::new(image);
-                template.limits = args.limits();
-                template.tmp_size = args.tmp_size;
-                template.tmp_inodes = args.tmp_inodes;
-                template.network = args.docker_network.clone();
-                (Container::create(docker, &template).await, true)
-            }
-            (None, None) => {
-                return Err("--backend docker needs --container NAME or --image IMAGE".to_owned());
-            }
-        };
-        if !made && args.any_limits() {
-            return Err("resource limits with --backend docker need --image: they are set on the container dsh-mcp makes (set an existing container's own with `docker update`)".to_owned());
-        }
-        let container = container.map_err(|e| e.to_string())?;
-        let mut backend = DockerBackend::new(container.clone());
-        let mut fs = DockerFs::new(container.clone());
-        if let Some(user) = &args.user {
-            backend = backend.user(user);
-            fs = fs.user(user);
-        }
-        let on = format!("in the container `{}`", container.name());
-        Place {
-            workspace: args.workspace.clone().unwrap_or_else(|| PathBuf::from("/")),
-            backend: Some(Arc::new(backend)),
-            fs: Some(Arc::new(fs)),
-            made: made.then_some(container),
-        }
-        .checked(&on)
-        .await
-    }
-
-    /// Removes what this session made.
-    async fn leave(&self) {
-        #[cfg(feature = "docker")]
-        if let Some(container) = &self.made
-            && let Err(err) = container.remove().await
-        {
-            eprintln!("dsh-mcp: {err}");
-        }
-    }
-}
-
-/// `--listen`: where, and the HTTP server's settings.
-#[cfg(feature = "http")]
-fn listen_options(args: &Args) -> Result<Option<(String, dsh_mcp::http::HttpOptions)>, String> {
-    use dsh_mcp::http::{HttpOptions, Token};
-    let Some(addr) = &args.listen else {
-        return Ok(None);
-    };
-    if let Some(file) = &args.token_file
-        && args.sandbox == SandboxMode::DangerFullAccess
-        && args.backend == Backend::Local
-    {
-        secrets::token_file_unreachable(file)?;
-    }
-    let token = match (&args.token_file, secrets::var("DSH_TOKEN")) {
-        (Some(file), _) => Token::from_file(file),
-        (None, Some(token)) => Token::new(&token, "in DSH_TOKEN"),
-        (None, None) => {
-            return Err("--listen needs a bearer token: --token-file FILE or DSH_TOKEN (the server never runs open)".to_owned());
-        }
-    }
-    .map_err(|e| e.to_string())?;
-    let options = HttpOptions {
-        token,
-        allowed_origins: args.allow_origin.clone(),
-        max_request_bytes: usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX),
-        session_idle: (args.session_idle_secs > 0)
-            .then(|| Duration::from_secs(args.session_idle_secs)),
-        max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
-        sse_keep_alive: (args.sse_keepalive_secs > 0)
-            .then(|| Duration::from_secs(args.sse_keepalive_secs)),
-        #[cfg(feature = "tls")]
-        tls: match (&args.tls_cert, &args.tls_key) {
-            (Some(cert), Some(key)) => Some(dsh_mcp::http::TlsFiles {
-                cert: cert.clone(),
-                key: key.clone(),
-            }),
-            _ => None,
-        },
-    };
-    Ok(Some((addr.clone(), options)))
-}
-
-/// How the server is reached.
-enum Serve {
-    Stdio,
-    #[cfg(feature = "http")]
-    Http(String, dsh_mcp::http::HttpOptions),
-}
-
-/// `--allow-domain` only where the sandbox enforces it.
-fn egress_args(args: &Args) -> Result<(), String> {
-    if args.allow_domain.is_empty() {
-        return Ok(());
-    }
-    if args.sandbox == SandboxMode::DangerFullAccess {
-        return Err("--allow-domain needs --sandbox read-only or workspace-write: with --sandbox danger-full-access nothing keeps the shell off the network".to_owned());
-    }
-    if args.network {
-        return Err("--allow-domain and --network exclude each other: --network already opens every address (use one or the other)".to_owned());
-    }
-    Ok(())
-}
-
-async fn serve(args: Args) -> ExitCode {
-    if let Err(err) = egress_args(&args) {
-        eprintln!("dsh-mcp: {err}");
-        return ExitCode::FAILURE;
-    }
-    #[cfg(feature = "http")]
-    let how = match listen_options(&args) {
-        Ok(Some((addr, options))) => Serve::Http(addr, options),
-        Ok(None) => Serve::Stdio,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    #[cfg(not(feature = "http"))]
-    let how = Serve::Stdio;
-    let place = match Place::reach(&args).await {
-        Ok(place) => place,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let code = serve_at(args, &place, how).await;
-    place.leave().await;
-    code
-}
-
-async fn serve_at(args: Args, place: &Place, how: Serve) -> ExitCode {
-    // `--copy-on-write`: every owner's view of the workspace, at the
-    // workspace's own (canonical) path; dropped (its layers and snapshots
-    // removed) when this returns, after every shell ended.
-    let cow = match copy_on_write(&args, place) {
-        Ok(cow) => cow,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let workspace = cow.as_ref().map_or_else(
-        || place.workspace.clone(),
-        |c| c.workspace().base().to_owned(),
-    );
-    let max_output_chars = usize::try_from(args.max_output_chars).unwrap_or(usize::MAX);
-    let mut config = ShellConfig::new(&workspace)
-        .dialect(args.shell)
-        .timeout(Duration::from_secs(args.timeout_secs))
-        .timeout_parameter(args.max_timeout_secs.map(Duration::from_secs))
-        .max_output_chars(max_output_chars)
-        .clip(args.clip);
-    config.env.extend(args.shell_env());
-    config.pass_secrets = args.pass_secrets;
-    // A remote backend's limits are the container's, set when it was made.
-    let config = match &place.backend {
-        Some(backend) => config.backend(Arc::clone(backend)),
-        None => {
-            // `--cgroup-parent auto`: the server moves into its leaf now,
-            // and a cgroup that cannot be taken stops it here.
-            if let Err(err) = args.limits().prepare() {
-                eprintln!("dsh-mcp: {}", report(&err));
-                return ExitCode::FAILURE;
-            }
-            config.limits(args.limits())
-        }
-    };
-    // A remote backend's `/tmp` is the container's, made with it.
-    let tmp = match place.backend {
-        Some(_) => dsh_sandbox::TmpLimits::default(),
-        None => args.tmp_limits(),
-    };
-    let policy = SandboxPolicy::default()
-        .mode(args.sandbox)
-        .tmp_size(tmp.size)
-        .tmp_inodes(tmp.inodes)
-        .network(args.network)
-        .allow_domains(args.allow_domain.clone())
-        .unix_sockets(args.allow_unix_socket.clone())
-        .hidden_paths({
-            let mut hidden = if args.no_default_hide {
-                Vec::new()
-            } else {
-                SandboxPolicy::default_hidden_paths()
-            };
-            hidden.extend(args.hide.iter().cloned());
-            // The server's own key files, whatever `--no-default-hide` says.
-            hidden.extend(args.own_files());
-            hidden
-        });
-    let elicit = (args.approve == Approve::Elicit)
-        .then(|| Arc::new(ElicitApprover::new(Duration::from_secs(300))));
-    let approver: Option<Arc<dyn Approver>> = match args.approve {
-        Approve::Never => None,
-        Approve::Always => Some(Arc::new(FixedApprover(Approval::AllowedOnce))),
-        Approve::Elicit => elicit.clone().map(|e| e as Arc<dyn Approver>),
-    };
-    let shell = match SandboxedShell::new(
-        SandboxConfig::new(policy.clone(), config)
-            .mode_change(ModeChange::Reject)
-            .approver(approver)
-            .restricted(if args.one_shot {
-                Persistence::OneShot
-            } else {
-                Persistence::Persistent
-            })
-            .copy_on_write(cow.as_ref().map(|c| Arc::clone(c.workspace()))),
-    ) {
-        Ok(shell) => shell,
-        Err(err) => {
-            eprintln!("dsh-mcp: {}", report(&err));
-            return ExitCode::FAILURE;
-        }
-    };
-    // A kernel that cannot give the views (or the sandbox over them)
-    // stops the server now, not at the first call.
-    if cow.is_some()
-        && let Err(err) = shell.check_copy_on_write().await
-    {
-        eprintln!("dsh-mcp: --copy-on-write: {}", report(&err));
-        return ExitCode::FAILURE;
-    }
-    // Limits that cannot be kept stop the server now, not at the first call.
-    match shell.enforcement(policy.mode) {
-        Err(
-            err @ (dsh_sandbox::SandboxError::Limits(_)
-            | dsh_sandbox::SandboxError::LimitsNotHeld { .. }),
-        ) => {
-            eprintln!("dsh-mcp: {}", report(&err));
-            return ExitCode::FAILURE;
-        }
-        Ok(enforcement) if place.backend.is_none() && args.best_effort_limits => {
-            for line in limit_lines(&args.limits(), tmp, &enforcement) {
-                eprintln!("{line}");
-            }
-        }
-        _ => {}
-    }
-    let editor_config = EditorConfig::default().max_output_chars(max_output_chars);
-    let log_dir = args
-        .session_log
-        .or_else(|| std::env::var_os("DSH_HOME").map(|home| PathBuf::from(home).join("sessions")));
-    let log = match log_dir.map(|dir| SessionLog::create(&dir)).transpose() {
-        Ok(log) => log,
-        Err(err) => {
-            eprintln!("dsh-mcp: cannot create the session log: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(log) = &log {
-        tracing::info!(path = %log.path().display(), "session log");
-    }
-    match how {
-        Serve::Stdio => {}
-        #[cfg(feature = "http")]
-        Serve::Http(addr, options) => {
-            return serve_http(shell, editor_config, place, log, elicit, &addr, options).await;
-        }
-    }
-    let fs: Arc<dyn Fs> = match &place.fs {
-        Some(fs) => Arc::clone(fs),
-        None => shell.editor_fs(dsh_mcp::OWNER),
-    };
-    let editor = match Editor::with_config(fs, editor_config) {
-        Ok(editor) => editor,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let server = DshServer::new(shell, editor, log, elicit);
-
-    tokio::select! {
-        served = run(server.clone()) => {
-            if let Err(err) = served {
-                tracing::warn!(%err, "the MCP session ended with an error");
-            }
-        }
-        () = terminated() => tracing::info!("SIGTERM: shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-    }
-    // Every shell's process tree goes with the server.
-    server.shell().close_all().await;
-    ExitCode::SUCCESS
-}
-
-/// `--copy-on-write`'s workspace, refused where it cannot work.
-fn copy_on_write(args: &Args, place: &Place) -> Result<Option<dsh_mcp::CopyOnWrite>, String> {
-    if !args.copy_on_write {
-        return Ok(None);
-    }
-    if place.backend.is_some() {
-        return Err("--copy-on-write works with --backend local only".to_owned());
-    }
-    dsh_mcp::CopyOnWrite::open(&place.workspace, args.cow_dir.as_deref())
-        .map(Some)
-        .map_err(|e| format!("--copy-on-write: {}", report(&e)))
-}
-
-/// Serves MCP over Streamable HTTP on `addr` until SIGTERM or SIGINT, then
-/// ends every session's shell.
-#[cfg(feature = "http")]
-async fn serve_http(
-    shell: SandboxedShell,
-    editor: EditorConfig,
-    place: &Place,
-    log: Option<SessionLog>,
-    elicit: Option<Arc<ElicitApprover>>,
-    addr: &str,
-    options: dsh_mcp::http::HttpOptions,
-) -> ExitCode {
-    use dsh_mcp::http::HttpServer;
-    let server = match HttpServer::new(shell, editor, place.fs.clone(), log, elicit, options) {
-        Ok(server) => server,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let listener = match HttpServer::bind(addr).await {
-        Ok(listener) => listener,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let scheme = if server.is_https() { "https" } else { "http" };
-    match listener.local_addr() {
-        Ok(local) => eprintln!("dsh-mcp: listening on {scheme}://{local}/mcp"),
-        Err(err) => eprintln!("dsh-mcp: listening on {addr} (its port unknown: {err})"),
-    }
-    let shutdown = async {
-        tokio::select! {
-            () = terminated() => tracing::info!("SIGTERM: shutting down"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-        }
-    };
-    let served = server.serve(listener, shutdown).await;
-    server.shell().close_all().await;
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("dsh-mcp: {err}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 /// Resolves on SIGTERM (never where there is no such signal).
 async fn terminated() {
     #[cfg(unix)]
@@ -1153,17 +901,4 @@ async fn terminated() {
     }
     #[cfg(not(unix))]
     std::future::pending::<()>().await;
-}
-
-async fn run(server: DshServer) -> Result<(), Box<dyn std::error::Error>> {
-    // Behind `into_dyn`, each request's handler future is boxed: rmcp
-    // spawns a task per request holding it, and the handler future of
-    // rmcp's `ServerHandler` dispatch is kilobytes, moved several times on
-    // every spawn.
-    let running = server
-        .into_dyn()
-        .serve(dsh_mcp::transport::StdioTransport::stdio())
-        .await?;
-    running.waiting().await?;
-    Ok(())
 }

@@ -18,7 +18,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use crate::{ElicitApprover, SessionLog};
+use crate::SessionLog;
 
 /// The owner id of the server's one shell over stdio.
 pub const OWNER: &str = "mcp";
@@ -38,7 +38,6 @@ pub struct DshServer {
     shell: Arc<SandboxedShell>,
     editors: Editors,
     log: Option<Arc<SessionLog>>,
-    elicit: Option<Arc<ElicitApprover>>,
 }
 
 /// Where a call's owner and editor come from.
@@ -91,30 +90,29 @@ impl std::fmt::Debug for DshServer {
 }
 
 impl DshServer {
-    /// A server over `shell` and `editor`, logging calls to `log` if given;
-    /// `elicit` is told the client of each call so it can ask for approvals.
+    /// A server over `shell` and `editor`, logging calls to `log` if given.
+    /// Each call runs with its client at hand: an
+    /// [`ElicitApprover`](crate::ElicitApprover) in `shell`'s config asks
+    /// that client.
     pub fn new(
         shell: SandboxedShell,
         editor: Editor<Arc<dyn Fs>>,
         log: Option<SessionLog>,
-        elicit: Option<Arc<ElicitApprover>>,
     ) -> Self {
         DshServer {
             shell: Arc::new(shell),
             editors: Editors::Fixed(Arc::new(editor)),
             log: log.map(Arc::new),
-            elicit,
         }
     }
 
     /// A server for one Streamable HTTP session, sharing `shell` (one
-    /// owner per session), `log` and `elicit` with the other sessions' and
-    /// making the session's editor from `template`.
+    /// owner per session) and `log` with the other sessions' and making
+    /// the session's editor from `template`.
     pub(crate) fn per_session(
         shell: Arc<SandboxedShell>,
         template: EditorTemplate,
         log: Option<Arc<SessionLog>>,
-        elicit: Option<Arc<ElicitApprover>>,
     ) -> Self {
         DshServer {
             shell,
@@ -123,7 +121,6 @@ impl DshServer {
                 session: Arc::new(OnceLock::new()),
             },
             log,
-            elicit,
         }
     }
 
@@ -256,9 +253,6 @@ impl ServerHandler for DshServer {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let (owner, editor) = self.owner_of(&context)?;
-        if let Some(elicit) = &self.elicit {
-            elicit.set_peer_of(&owner, context.peer.clone());
-        }
         // An unknown tool is a JSON-RPC error, as the MCP specification
         // lists it (-32602), not a tool result.
         if request.name != self.shell.tool_name() && request.name != EDITOR_TOOL {
@@ -275,13 +269,14 @@ impl ServerHandler for DshServer {
         let ct = context.ct.clone();
         // On the heap: a tool call's state is kilobytes, and rmcp holds the
         // future of every request (a ping too) sized for its largest handler.
-        let outcome =
-            Box::pin(
-                self.dispatch(&owner, &editor, &request.name, &arguments, async move {
-                    ct.cancelled().await
-                }),
-            )
-            .await;
+        // The call's client goes with it, for the approver to ask.
+        let outcome = Box::pin(crate::approve::asked_by(
+            context.peer.clone(),
+            self.dispatch(&owner, &editor, &request.name, &arguments, async move {
+                ct.cancelled().await
+            }),
+        ))
+        .await;
         let (text, is_error) = match outcome {
             Ok(text) => (text, false),
             Err(text) => (text, true),

@@ -51,8 +51,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::SessionLog;
 use crate::server::{DshServer, EditorTemplate};
-use crate::{ElicitApprover, SessionLog};
 
 pub use auth::{MIN_TOKEN_LEN, Token, TokenError};
 pub use sessions::SessionsError;
@@ -88,6 +88,25 @@ pub struct HttpOptions {
     pub tls: Option<TlsFiles>,
 }
 
+impl HttpOptions {
+    /// `token`'s server with `dsh-mcp --listen`'s defaults: no browser
+    /// origin, [`DEFAULT_MAX_REQUEST_BYTES`], sessions idle for 30 minutes
+    /// ended, at most 1,000 sessions, a keep-alive comment every 15 s, no
+    /// TLS.
+    pub fn new(token: Token) -> Self {
+        HttpOptions {
+            token,
+            allowed_origins: Vec::new(),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            session_idle: Some(Duration::from_secs(1800)),
+            max_sessions: 1000,
+            sse_keep_alive: Some(Duration::from_secs(15)),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+}
+
 /// Why the HTTP server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -121,23 +140,19 @@ impl HttpServer {
     /// editors with `editor` settings, over `fs` for every session (a
     /// container's, a remote host's) or, when `None`, over each session's
     /// own [`SandboxedShell::editor_fs`]. `log` gets every session's calls;
-    /// `elicit` asks each session's client for its approvals.
+    /// an [`ElicitApprover`](crate::ElicitApprover) in `shell`'s config asks
+    /// the client of the call that escalates.
     pub fn new(
         shell: SandboxedShell,
         editor: EditorConfig,
         fs: Option<Arc<dyn Fs>>,
         log: Option<SessionLog>,
-        elicit: Option<Arc<ElicitApprover>>,
         options: HttpOptions,
     ) -> Result<HttpServer, HttpError> {
         let shell = Arc::new(shell);
         let template = EditorTemplate::new(editor, fs)?;
         let log = log.map(Arc::new);
-        let sessions = sessions::Sessions::new(
-            options.max_sessions.max(1),
-            Arc::clone(&shell),
-            elicit.clone(),
-        );
+        let sessions = sessions::Sessions::new(options.max_sessions.max(1), Arc::clone(&shell));
         let stop = CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(options.allowed_origins.clone())
@@ -153,12 +168,7 @@ impl HttpServer {
         let factory: Factory = {
             let shell = Arc::clone(&shell);
             Arc::new(move || {
-                DshServer::per_session(
-                    Arc::clone(&shell),
-                    template.clone(),
-                    log.clone(),
-                    elicit.clone(),
-                )
+                DshServer::per_session(Arc::clone(&shell), template.clone(), log.clone())
             })
         };
         let mcp = {

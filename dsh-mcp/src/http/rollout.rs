@@ -174,11 +174,7 @@ pub(super) async fn handle(gate: &GateInner, request: Request<Incoming>) -> Resp
 /// session ended meanwhile, what the operation made for its owner (a
 /// layer, a shell) forgotten with it.
 async fn settle(gate: &GateInner, id: &str) {
-    if gate.sessions.initialized_with(id).is_some() {
-        gate.sessions.touch(id);
-    } else {
-        gate.shell.close_owner(id).await;
-    }
+    gate.sessions.settle(id).await;
 }
 
 /// The session's changes as the JSON answer.

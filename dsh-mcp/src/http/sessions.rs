@@ -2,6 +2,12 @@
 //! with what dsh-mcp adds around it: a bound on their number, the end of
 //! idle ones, the owner's shell ended with its session, and a call whose
 //! connection dropped cancelled.
+//!
+//! The book here is the server's one record of its sessions; what an owner
+//! holds in the shell (its shell, view, mode) is the shell's pool's, and
+//! only this module ends it ([`Sessions::close_session`],
+//! [`Sessions::settle`]). No other map is kept per owner: the client an
+//! approval asks goes with each call (`approve::asked_by`).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -20,7 +26,6 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
 
-use crate::ElicitApprover;
 use dsh_sandbox::SandboxedShell;
 
 /// Why a session could not be made or reached.
@@ -64,7 +69,6 @@ struct Shared {
     book: Mutex<Book>,
     max: usize,
     shell: Arc<SandboxedShell>,
-    elicit: Option<Arc<ElicitApprover>>,
 }
 
 /// The sessions, shared by every connection.
@@ -76,11 +80,7 @@ pub(crate) struct Sessions {
 impl Sessions {
     /// At most `max` sessions at once, each the owner of the same name in
     /// `shell`.
-    pub(crate) fn new(
-        max: usize,
-        shell: Arc<SandboxedShell>,
-        elicit: Option<Arc<ElicitApprover>>,
-    ) -> Self {
+    pub(crate) fn new(max: usize, shell: Arc<SandboxedShell>) -> Self {
         let mut config = SessionConfig::default();
         // Idle sessions are ended here (`expire_idle`), counting a running
         // call as use; rmcp's own timer would end a session in a long call.
@@ -95,7 +95,6 @@ impl Sessions {
                 book: Mutex::new(Book::default()),
                 max,
                 shell,
-                elicit,
             }),
         }
     }
@@ -143,6 +142,18 @@ impl Sessions {
     pub(crate) fn touch(&self, id: &str) {
         if let Some(activity) = self.shared.book().open.get_mut(id) {
             activity.last = Instant::now();
+        }
+    }
+
+    /// After an operation on the owner `id` outside a call (a harness
+    /// endpoint's): its use counted while its session is open; else what
+    /// the operation made for the owner (a layer, a shell) is forgotten,
+    /// as its session's end forgot the rest.
+    pub(crate) async fn settle(&self, id: &str) {
+        if self.is_open(id) {
+            self.touch(id);
+        } else {
+            self.shared.shell.close_owner(id).await;
         }
     }
 
@@ -236,9 +247,6 @@ impl SessionManager for Sessions {
         let closed = self.shared.inner.close_session(id).await;
         if known {
             self.shared.shell.close_owner(id).await;
-            if let Some(elicit) = &self.shared.elicit {
-                elicit.forget(id);
-            }
             tracing::info!(session = %id, "session ended");
         }
         Ok(closed?)

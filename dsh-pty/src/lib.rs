@@ -94,6 +94,7 @@ mod pump;
 mod quote;
 mod random;
 #[cfg(feature = "remote")]
+#[cfg_attr(docsrs, doc(cfg(feature = "remote")))]
 pub mod remote;
 #[cfg(feature = "native")]
 mod scans;
@@ -121,10 +122,15 @@ pub use limits::{
 pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
 #[cfg(all(feature = "native", any(windows, feature = "portable")))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(all(feature = "native", any(windows, feature = "portable"))))
+)]
 pub use portable::{PortableBackend, PortableSession};
 pub use quote::sh_quote;
 pub use random::random_hex;
 #[cfg(feature = "native")]
+#[cfg_attr(docsrs, doc(cfg(feature = "native")))]
 pub use scans::SharedScans;
 pub use scrollback::{
     CHUNK_COST, Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits,
@@ -132,4 +138,5 @@ pub use scrollback::{
 pub use signal::{Signal, signal_name};
 pub use spec::{PreExec, SpawnSpec, TermSize};
 #[cfg(all(unix, feature = "native"))]
+#[cfg_attr(docsrs, doc(cfg(all(unix, feature = "native"))))]
 pub use unix::{NativeBackend, NativeSession, foreground_of_leader};

@@ -293,6 +293,8 @@ pub trait PtySession: Send + Sync + fmt::Debug {
 /// assert_eq!(session.wait().await.code(), Some(3));
 /// # Ok(()) }
 /// ```
+#[cfg(feature = "native")]
+#[cfg_attr(docsrs, doc(cfg(feature = "native")))]
 pub fn default_backend() -> Arc<dyn PtyBackend> {
     #[cfg(unix)]
     {

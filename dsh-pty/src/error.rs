@@ -95,6 +95,7 @@ pub enum PtyError {
 }
 
 impl PtyError {
+    #[cfg(feature = "native")]
     pub(crate) fn io(what: &'static str, source: impl Into<io::Error>) -> Self {
         PtyError::Io {
             what,

@@ -59,38 +59,59 @@
 //! * Processes reparented to `init` after the tree kill are reaped by `init`
 //!   (or the host's subreaper), not by this crate: only the program itself is
 //!   this process's child.
+//!
+//! Without the feature `native` (see [Features](#features)) the backends
+//! above are not built: what is left is what a backend or a host needs to
+//! name (the traits, [`SpawnSpec`], [`PreExec`], the outcomes, the limits
+//! as data).
+//!
+#![cfg_attr(feature = "native", doc = "[`NativeBackend`]: crate::NativeBackend")]
+#![cfg_attr(
+    feature = "native",
+    doc = "[`default_backend`]: crate::default_backend"
+)]
+#![cfg_attr(not(feature = "native"), doc = "[`NativeBackend`]: #backends")]
+#![cfg_attr(not(feature = "native"), doc = "[`default_backend`]: #backends")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
+#[cfg(feature = "native")]
 mod blocking;
 pub mod contract;
 mod error;
 mod exit;
-#[cfg(windows)]
+#[cfg(all(windows, feature = "native"))]
 mod job;
 mod keeps;
 mod limits;
+#[cfg(feature = "native")]
+mod native_limits;
 mod output;
 mod plumbing;
-#[cfg(any(windows, feature = "portable"))]
+#[cfg(all(feature = "native", any(windows, feature = "portable")))]
 mod portable;
 mod pump;
 mod quote;
 mod random;
+#[cfg(feature = "remote")]
+#[cfg_attr(docsrs, doc(cfg(feature = "remote")))]
 pub mod remote;
+#[cfg(feature = "native")]
 mod scans;
 mod scrollback;
 mod setters;
 mod signal;
 mod spec;
-#[cfg(unix)]
+#[cfg(all(unix, feature = "native"))]
 mod unix;
 
 /// The byte buffers of the terminal's output ([`OutputStream`]),
 /// re-exported so a host needs no matching version of its own.
 pub use bytes;
 
-pub use backend::{Foreground, InputMode, Leader, PtyBackend, PtySession, default_backend};
+#[cfg(feature = "native")]
+pub use backend::default_backend;
+pub use backend::{Foreground, InputMode, Leader, PtyBackend, PtySession};
 pub use error::PtyError;
 pub use exit::ExitStatus;
 pub use keeps::{SpecField, SpecSupport};
@@ -100,15 +121,22 @@ pub use limits::{
 };
 pub use output::OutputStream;
 pub use plumbing::{OutputFeeder, SessionPlumbing};
-#[cfg(any(windows, feature = "portable"))]
+#[cfg(all(feature = "native", any(windows, feature = "portable")))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(all(feature = "native", any(windows, feature = "portable"))))
+)]
 pub use portable::{PortableBackend, PortableSession};
 pub use quote::sh_quote;
 pub use random::random_hex;
+#[cfg(feature = "native")]
+#[cfg_attr(docsrs, doc(cfg(feature = "native")))]
 pub use scans::SharedScans;
 pub use scrollback::{
     CHUNK_COST, Page, Scrollback, ScrollbackError, ScrollbackHandle, ScrollbackLimits,
 };
 pub use signal::{Signal, signal_name};
 pub use spec::{PreExec, SpawnSpec, TermSize};
-#[cfg(unix)]
+#[cfg(all(unix, feature = "native"))]
+#[cfg_attr(docsrs, doc(cfg(all(unix, feature = "native"))))]
 pub use unix::{NativeBackend, NativeSession, foreground_of_leader};

@@ -269,6 +269,7 @@ impl SpawnSpec {
 
     /// Checks the working directory, so that a missing one is reported as such
     /// rather than as a missing program (both are `ENOENT` from `exec`).
+    #[cfg(feature = "native")]
     pub(crate) fn check_cwd(&self) -> Result<(), crate::PtyError> {
         let Some(dir) = &self.cwd else { return Ok(()) };
         match std::fs::metadata(dir) {
@@ -310,6 +311,7 @@ impl SpawnSpec {
         })
     }
 
+    #[cfg(feature = "native")]
     pub(crate) fn program_lossy(&self) -> String {
         self.program.to_string_lossy().into_owned()
     }

@@ -89,8 +89,9 @@ pub trait RemoteLink: Send + Sync + std::fmt::Debug + 'static {
     /// This host's view of the program, when this host's `/proc` shows it
     /// (a container engine running here): asked once, at the first
     /// foreground refresh (the program runs by then). With a view, the
-    /// session reads the foreground here and reports its process ids as
-    /// local. `None` by default: the other side is asked instead.
+    /// session reads the foreground here (on Unix, with the feature
+    /// `native`, whose `/proc` readings these are) and reports its process
+    /// ids as local. `None` by default: the other side is asked instead.
     async fn local_view(&self, tag: &str) -> Option<LocalView> {
         let _ = tag;
         None

@@ -32,7 +32,8 @@ const LIMITS_WAIT: Duration = Duration::from_secs(10);
 /// [`PtySession::end`] (and dropping the session, in the background) and
 /// [`PtySession::signal_foreground`] run [`TREE_SCRIPT`] next to them; [`PtySession::put_scratch_file`] runs [`SCRATCH_SCRIPT`]; the
 /// foreground comes from this host's `/proc` when the link gives a
-/// [`LocalView`], else from [`FOREGROUND_SCRIPT`] kept running as a helper.
+/// [`LocalView`] (and the feature `native` is on), else from
+/// [`FOREGROUND_SCRIPT`] kept running as a helper.
 pub struct RemoteSession<L: RemoteLink> {
     link: Arc<L>,
     tag: String,
@@ -212,7 +213,8 @@ impl<L: RemoteLink> PtySession for RemoteSession<L> {
         {
             let _ = self.local.set(view);
         }
-        #[cfg(unix)]
+        // Reading this host's `/proc` is the native backend's part.
+        #[cfg(all(unix, feature = "native"))]
         if let Some(view) = self.local.get() {
             let (pid, tty) = (view.pid, view.tty.clone());
             return tokio::task::spawn_blocking(move || crate::foreground_of_leader(pid, &tty))

@@ -246,7 +246,7 @@ pub(crate) fn plan(
         Some(Err(why)) => Err(why.clone()),
         None => Err(String::new()),
     };
-    let report = crate::limits::report_with(limits, version.clone())?;
+    let report = crate::native_limits::report_with(limits, version.clone())?;
     Ok((report, placement.and_then(Result::ok)))
 }
 

@@ -168,14 +168,32 @@ impl SandboxedShell {
 
     /// Puts `owner`'s view back to the base and its shell back to a fresh
     /// one (its process tree ended; its next call starts a new shell).
+    ///
+    /// The old view's end does not hold up the next: the owner gets an
+    /// empty layer at once, while the old shell is killed and, once its
+    /// processes have all ended (its mounts with them), its layer removed
+    /// in the background.
     pub async fn reset_workspace(&self, owner: &str) -> Result<(), SandboxError> {
         let workspace = self.workspace()?;
         let mut turn = self.pool.turn(owner).await?;
-        end_shell(turn.parts().0).await;
+        let old = turn.parts().0.take();
         let _ = turn.set_live(None);
         *turn.state().start_state() = None;
         let owner = owner.to_owned();
-        blocking(move || workspace.reset(&owner)).await
+        let (retired, replaced) = match blocking(move || workspace.reset_retiring(&owner)).await {
+            Ok(retired) => (retired, Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        // The old shell is ended whether or not the layer was replaced.
+        tokio::spawn(async move {
+            end_shell(&mut { old }).await;
+            if let Some(retired) = retired
+                && let Err(e) = blocking(move || retired.remove()).await
+            {
+                tracing::warn!(error = %e, "removing a reset owner's former layer failed");
+            }
+        });
+        replaced
     }
 
     /// Makes `to` a copy of `from` now: its view a copy of `from`'s (its

@@ -607,10 +607,30 @@ async fn fork_snapshot_and_restore_keep_files_and_shell_state() {
     tool.delete_snapshot(&id).await.unwrap();
     assert!(tool.restore("a", &id).await.is_err());
     assert!(tool.delete_snapshot(&id).await.is_err());
-    // Reset: the base again, a fresh shell.
+    // Reset: the base again, a fresh shell. The old view ends in the
+    // background: its processes and its layer go.
+    let old = "(exec -a dsh-cow-reset-old sleep 600 &) ; echo started";
+    assert!(run(tool, "b", old).await.contains("started"));
     tool.reset_workspace("b").await.unwrap();
     let fresh = run(tool, "b", "test -e work || echo no-work; echo \"[$EXP]\"").await;
     assert!(fresh.contains("no-work") && fresh.contains("[]"), "{fresh}");
+    let staging = lab.cow.join("staging");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let old_alive = std::fs::read_dir("/proc").unwrap().any(|e| {
+            std::fs::read(e.unwrap().path().join("cmdline"))
+                .is_ok_and(|c| c.starts_with(b"dsh-cow-reset-old"))
+        });
+        let staged = std::fs::read_dir(&staging).unwrap().count();
+        if !old_alive && staged == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "30 s after a reset: old process alive {old_alive}, {staged} staged layers left"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     tool.close_all().await;
 }
 

@@ -105,7 +105,7 @@ mod walk;
 pub use change::{Change, ChangeKind, Entry, EntryKind};
 pub use error::WorkspaceError;
 pub use id::SnapshotId;
-pub use workspace::{Layer, Workspace};
+pub use workspace::{Layer, RetiredLayer, Workspace};
 
 /// The most bytes of one side of a file the diff reads; a larger file is
 /// reported as `Binary files ... differ`.

@@ -135,6 +135,23 @@ impl Workspace {
         imp::install_layer(self, &dir, None)
     }
 
+    /// [`reset`](Self::reset) for a layer that may still be mounted by a
+    /// view being torn down: the owner's layer is replaced with an empty
+    /// one at once (a new view may be mounted on it), and the old one is
+    /// moved aside, not removed: the caller removes it with
+    /// [`RetiredLayer::remove`] once no mount uses it (what is left is
+    /// removed by [`clear`](Self::clear)). `None` when the owner had no
+    /// layer.
+    pub fn reset_retiring(&self, owner: &str) -> Result<Option<RetiredLayer>, WorkspaceError> {
+        let dir = self.layer_dir(owner)?;
+        Ok(
+            imp::replace_layer(self, &dir, None)?.map(|name| RetiredLayer {
+                staging: self.cow_dir.join(STAGING),
+                name,
+            }),
+        )
+    }
+
     /// Makes `to`'s layer a copy of `from`'s upper layer now, replacing
     /// any layer `to` had (which must not be mounted). `from` may be
     /// mounted and in use: what it changes while the copy runs may or may
@@ -217,6 +234,23 @@ impl Workspace {
 
     fn snapshot_dir(&self, snapshot: &SnapshotId) -> PathBuf {
         self.cow_dir.join(SNAPSHOTS).join(snapshot.to_string())
+    }
+}
+
+/// An owner's former layer, moved aside by
+/// [`Workspace::reset_retiring`] while a view may still use it.
+#[derive(Debug)]
+#[must_use = "a retired layer stays on disk until removed"]
+pub struct RetiredLayer {
+    staging: PathBuf,
+    name: std::ffi::OsString,
+}
+
+impl RetiredLayer {
+    /// Removes the layer; call it once no mount uses it (the view's
+    /// processes have all ended).
+    pub fn remove(self) -> Result<(), WorkspaceError> {
+        imp::remove_staged(&self.staging, &self.name)
     }
 }
 
@@ -324,6 +358,19 @@ mod imp {
         dir: &Path,
         src: Option<&Path>,
     ) -> Result<(), WorkspaceError> {
+        match replace_layer(ws, dir, src)? {
+            Some(old) => remove_staged(&ws.cow_dir.join(STAGING), &old),
+            None => Ok(()),
+        }
+    }
+
+    /// [`install_layer`] without the removal: the old layer's name under
+    /// `staging` (`None`: `dir` had none).
+    pub(super) fn replace_layer(
+        ws: &Workspace,
+        dir: &Path,
+        src: Option<&Path>,
+    ) -> Result<Option<OsString>, WorkspaceError> {
         let (staging, name) = stage(ws)?;
         let staged = ws.cow_dir.join(STAGING).join(&name);
         let built = (|| {
@@ -348,10 +395,11 @@ mod imp {
             // Swapped: the old layer is now the staged name.
             Ok(()) => {
                 tracing::debug!(layer = %dir.display(), from = ?src, "layer replaced");
-                copy::remove_tree(&staging, &name, &staged)
+                Ok(Some(name))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 sys::rename2(&staging, &name, &parent_fd, target, false)
+                    .map(|()| None)
                     .map_err(|e| WorkspaceError::io("move into place", dir, e))
             }
             Err(e) => {
@@ -359,6 +407,11 @@ mod imp {
                 Err(WorkspaceError::io("move into place", dir, e))
             }
         }
+    }
+
+    /// Removes `name` under the `staging` directory.
+    pub(super) fn remove_staged(staging: &Path, name: &OsStr) -> Result<(), WorkspaceError> {
+        copy::remove_tree(&open(staging)?, name, &staging.join(name))
     }
 
     pub(super) fn snapshot(ws: &Workspace, src: &Path) -> Result<SnapshotId, WorkspaceError> {
@@ -462,6 +515,16 @@ mod imp {
         _: &Path,
         _: Option<&Path>,
     ) -> Result<(), WorkspaceError> {
+        Err(unsupported())
+    }
+    pub(super) fn replace_layer(
+        _: &Workspace,
+        _: &Path,
+        _: Option<&Path>,
+    ) -> Result<Option<std::ffi::OsString>, WorkspaceError> {
+        Err(unsupported())
+    }
+    pub(super) fn remove_staged(_: &Path, _: &std::ffi::OsStr) -> Result<(), WorkspaceError> {
         Err(unsupported())
     }
     pub(super) fn snapshot(_: &Workspace, _: &Path) -> Result<SnapshotId, WorkspaceError> {

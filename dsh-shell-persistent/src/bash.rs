@@ -469,7 +469,10 @@ case ${o}:${s} in *[xve]*|*:2) \\{settle};; esac\n",
 
     /// The rare path of [`Protocol::ended`], its own function because bash
     /// copies a function's body at every call: in POSIX mode (so `set` and
-    /// `eval` are the builtins), turns `set -x` and `set -v` off and notes
+    /// `eval` are the builtins; entered unless the tag says
+    /// `POSIXLY_CORRECT` is read-only, which means set, so bash is in POSIX
+    /// mode already, and assigning it would abandon the line before the
+    /// epilogue could report it), turns `set -x` and `set -v` off and notes
     /// them (`T`) and `set -e` (`E`) in the repair flags, adding `S` to the
     /// tag so that the epilogue takes its repair path, which shows the
     /// flags in the end prompt; after status 2 (a syntax error) parses an
@@ -477,7 +480,7 @@ case ${o}:${s} in *[xve]*|*:2) \\{settle};; esac\n",
     /// next prompt shows a stale `PS1`).
     fn settle(&self) -> String {
         format!(
-            "{enter}\ncase ${o} in *[xv]*) set +xv; {f}=T {k}=${{{k}}}S;; esac\ncase ${o} in *e*) {f}=${{{f}}}E {k}=${{{k}}}S;; esac\ncase ${s} in 2) \\eval '';; esac\n{leave}\n",
+            "case ${k} in *r*) ;; *) {enter};; esac\ncase ${o} in *[xv]*) set +xv; {f}=T {k}=${{{k}}}S;; esac\ncase ${o} in *e*) {f}=${{{f}}}E {k}=${{{k}}}S;; esac\ncase ${s} in 2) \\eval '';; esac\n{leave}\n",
             o = self.var(Var::Options),
             s = self.var(Var::Status),
             f = self.var(Var::Repaired),

@@ -3,6 +3,8 @@
 #![cfg(all(target_os = "linux", feature = "http"))]
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use dsh_mcp::dsh_sandbox::{SandboxMode, SandboxPolicy};
@@ -12,17 +14,6 @@ use serde_json::{Value, json};
 
 const BOUND: Duration = Duration::from_secs(60);
 const TOKEN: &str = "embed-token-0123456789abcdef";
-
-/// The last JSON-RPC message of an SSE or JSON body.
-fn message(body: &str) -> Value {
-    let data = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .rfind(|d| !d.is_empty())
-        .unwrap_or(body.trim());
-    serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {body:?}"))
-}
 
 /// A POST of `body` to `url` (with `session` when given).
 fn request(
@@ -68,6 +59,24 @@ async fn post(
     (status, id, text)
 }
 
+/// The task [`serve`] starts: the server back, with what `serve` returned.
+type Serving = tokio::task::JoinHandle<(dsh_mcp::Server, Result<(), dsh_mcp::ServeError>)>;
+
+/// Serves `server` on a task of its own until `stop` is sent; the task
+/// hands the server back with what `serve` returned.
+fn serve(mut server: dsh_mcp::Server) -> (tokio::sync::oneshot::Sender<()>, Serving) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(async move {
+        let served = server
+            .serve(async {
+                let _ = stopped.await;
+            })
+            .await;
+        (server, served)
+    });
+    (stop, serving)
+}
+
 /// The builder gives a host the binary's server: the workspace, the
 /// shell's variables and the sandbox it was given, on the address it
 /// bound; a `bash` call runs in a real shell of the session's own, and
@@ -77,7 +86,7 @@ async fn a_host_serves_bash_over_http_through_the_builder() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = std::fs::canonicalize(dir.path()).unwrap();
     let options = HttpOptions::new(Token::new(TOKEN, "in the test").unwrap());
-    let mut server = ServerBuilder::new()
+    let server = ServerBuilder::new()
         .workspace(&workspace)
         .policy(SandboxPolicy::default().mode(SandboxMode::DangerFullAccess))
         .env([("EMBEDDED".to_owned(), "by-the-host".to_owned())])
@@ -89,15 +98,7 @@ async fn a_host_serves_bash_over_http_through_the_builder() {
     assert!(!server.is_https());
     let addr = server.http_addr().expect("served over HTTP").unwrap();
     assert_ne!(addr.port(), 0);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(async move {
-        let served = server
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await;
-        (server, served)
-    });
+    let (stop, serving) = serve(server);
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
@@ -112,7 +113,10 @@ async fn a_host_serves_bash_over_http_through_the_builder() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(message(&body)["result"]["serverInfo"]["name"], "dsh-mcp");
+    assert_eq!(
+        common::last_message(&body)["result"]["serverInfo"]["name"],
+        "dsh-mcp"
+    );
     let session = session.expect("a session id");
     let (status, _, body) = post(
         &client,
@@ -131,7 +135,7 @@ async fn a_host_serves_bash_over_http_through_the_builder() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let answer = message(&body);
+    let answer = common::last_message(&body);
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     assert_eq!(
         answer["result"]["content"][0]["text"],
@@ -146,7 +150,10 @@ async fn a_host_serves_bash_over_http_through_the_builder() {
             "name": "bash", "arguments": {"command": "echo $PWD $X"}}}),
     )
     .await;
-    assert_eq!(message(&body)["result"]["content"][0]["text"], "/ 1");
+    assert_eq!(
+        common::last_message(&body)["result"]["content"][0]["text"],
+        "/ 1"
+    );
 
     stop.send(()).unwrap();
     let (server, served) = tokio::time::timeout(BOUND, serving)
@@ -191,7 +198,7 @@ async fn an_escalation_asks_the_client_of_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = std::fs::canonicalize(dir.path()).unwrap();
     let options = HttpOptions::new(Token::new(TOKEN, "in the test").unwrap());
-    let mut server = ServerBuilder::new()
+    let server = ServerBuilder::new()
         .workspace(&workspace)
         .policy(SandboxPolicy::default().mode(SandboxMode::ReadOnly))
         .approval(ApprovalMode::Elicit)
@@ -200,15 +207,7 @@ async fn an_escalation_asks_the_client_of_the_call() {
         .await
         .unwrap();
     let addr = server.http_addr().unwrap().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(async move {
-        let served = server
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await;
-        (server, served)
-    });
+    let (stop, serving) = serve(server);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/mcp");

@@ -190,14 +190,7 @@ struct Answer {
 impl Answer {
     /// The last JSON-RPC message of an SSE or JSON body.
     fn message(&self) -> Value {
-        let data = self
-            .body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .rfind(|d| !d.is_empty())
-            .unwrap_or(self.body.trim());
-        serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {:?}", self.body))
+        common::last_message(&self.body)
     }
 
     fn tool_text(&self) -> String {

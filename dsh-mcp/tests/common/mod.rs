@@ -359,3 +359,15 @@ pub(crate) fn visible_tmp() -> std::path::PathBuf {
     );
     var_tmp
 }
+
+/// The last JSON-RPC message of an SSE or JSON body (a Streamable HTTP
+/// answer).
+pub(crate) fn last_message(body: &str) -> Value {
+    let data = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .rfind(|d| !d.is_empty())
+        .unwrap_or(body.trim());
+    serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}

@@ -251,6 +251,45 @@ impl Default for ServerBuilder {
     }
 }
 
+dsh_pty::setters!(ServerBuilder {
+    /// Where the tools work (`--backend`).
+    backend: Backend,
+    /// The shell dialect; the tool is named after it (`--shell`).
+    dialect: Dialect,
+    /// How long a command may run before the shell is reset
+    /// (`--timeout-secs`).
+    timeout: Duration,
+    /// Offer the model a per-call `timeout` up to this
+    /// (`--max-timeout-secs`); `None`: not offered.
+    max_timeout: Option<Duration>,
+    /// Clip a tool's output past this many characters
+    /// (`--max-output-chars`).
+    max_output_chars: usize,
+    /// How a long shell result is clipped (`--clip`).
+    clip: ClipMode,
+    /// Without the sandbox, also hand the shell the server's variables
+    /// whose names look like credentials (`--pass-secrets`).
+    pass_secrets: bool,
+    /// The sandbox: its mode (`--sandbox`), network (`--network`), allowed
+    /// domains (`--allow-domain`), Unix sockets (`--allow-unix-socket`),
+    /// hidden paths (`--hide`), and the private `/tmp`'s bounds
+    /// (`--tmp-size`, `--tmp-inodes`; a container's `/tmp` with
+    /// [`Backend::Docker`]).
+    policy: SandboxPolicy,
+    /// In the restricted modes, a fresh confined shell per call
+    /// (`--one-shot`).
+    one_shot: bool,
+    /// Each shell's resource limits (`--memory`, `--pids-limit`, `--cpus`,
+    /// `--open-files`, `--file-size`, `--cgroup-parent`,
+    /// `--best-effort-limits`); with [`Backend::Docker`], the container's.
+    limits: ResourceLimits,
+    /// Give every owner a copy-on-write view of the workspace
+    /// (`--copy-on-write`; this machine only).
+    copy_on_write: bool,
+    /// Who approves a call's `sandbox_permissions` (`--approve`).
+    approval: ApprovalMode,
+});
+
 impl ServerBuilder {
     /// The binary's defaults: this machine, the current directory, bash,
     /// 300 s a call, 16,000 characters, no sandbox, no limits, stdio.
@@ -265,45 +304,6 @@ impl ServerBuilder {
         self
     }
 
-    /// Where the tools work (`--backend`).
-    pub fn backend(mut self, backend: Backend) -> Self {
-        self.backend = backend;
-        self
-    }
-
-    /// The shell dialect; the tool is named after it (`--shell`).
-    pub fn dialect(mut self, dialect: Dialect) -> Self {
-        self.dialect = dialect;
-        self
-    }
-
-    /// How long a command may run before the shell is reset
-    /// (`--timeout-secs`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Offer the model a per-call `timeout` up to this
-    /// (`--max-timeout-secs`); `None`: not offered.
-    pub fn max_timeout(mut self, max: Option<Duration>) -> Self {
-        self.max_timeout = max;
-        self
-    }
-
-    /// Clip a tool's output past this many characters
-    /// (`--max-output-chars`).
-    pub fn max_output_chars(mut self, max: usize) -> Self {
-        self.max_output_chars = max;
-        self
-    }
-
-    /// How a long shell result is clipped (`--clip`).
-    pub fn clip(mut self, clip: ClipMode) -> Self {
-        self.clip = clip;
-        self
-    }
-
     /// Variables for the shell, added to what it keeps of the server's
     /// environment (`--env`).
     pub fn env(mut self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
@@ -311,55 +311,10 @@ impl ServerBuilder {
         self
     }
 
-    /// Without the sandbox, also hand the shell the server's variables
-    /// whose names look like credentials (`--pass-secrets`).
-    pub fn pass_secrets(mut self, pass: bool) -> Self {
-        self.pass_secrets = pass;
-        self
-    }
-
-    /// The sandbox: its mode (`--sandbox`), network (`--network`), allowed
-    /// domains (`--allow-domain`), Unix sockets (`--allow-unix-socket`),
-    /// hidden paths (`--hide`), and the private `/tmp`'s bounds
-    /// (`--tmp-size`, `--tmp-inodes`; a container's `/tmp` with
-    /// [`Backend::Docker`]).
-    pub fn policy(mut self, policy: SandboxPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// In the restricted modes, a fresh confined shell per call
-    /// (`--one-shot`).
-    pub fn one_shot(mut self, one_shot: bool) -> Self {
-        self.one_shot = one_shot;
-        self
-    }
-
-    /// Each shell's resource limits (`--memory`, `--pids-limit`, `--cpus`,
-    /// `--open-files`, `--file-size`, `--cgroup-parent`,
-    /// `--best-effort-limits`); with [`Backend::Docker`], the container's.
-    pub fn limits(mut self, limits: ResourceLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Give every owner a copy-on-write view of the workspace
-    /// (`--copy-on-write`; this machine only).
-    pub fn copy_on_write(mut self, on: bool) -> Self {
-        self.copy_on_write = on;
-        self
-    }
-
     /// Where the copy-on-write layers and snapshots live (`--cow-dir`);
     /// default: a new directory under the system's temporary directory.
     pub fn cow_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cow_dir = Some(dir.into());
-        self
-    }
-
-    /// Who approves a call's `sandbox_permissions` (`--approve`).
-    pub fn approval(mut self, approval: ApprovalMode) -> Self {
-        self.approval = approval;
         self
     }
 

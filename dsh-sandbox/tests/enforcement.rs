@@ -1497,3 +1497,53 @@ async fn a_long_command_runs_in_the_restricted_modes() {
         tool.close_all().await;
     }
 }
+
+/// A job left running with `&` that prints to the terminal (not redirected)
+/// goes on between calls in a persistent workspace-write shell, its
+/// confinement and all: its counter (read on the host) passes 10,000 lines
+/// of 1 KiB while no call runs, more than every buffer between it and the
+/// tool holds; once it ended, the next call carries none of what it
+/// printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_printing_job_runs_between_calls_in_workspace_write() {
+    let d = dirs();
+    let s = SandboxedShell::new(SandboxConfig::new(ww(), ShellConfig::new(&d.ws))).unwrap();
+    let counter = r#"bash -c 'i=0; until [ -e stop ]; do i=$((i+1)); printf "tick %s %01000d\n" $i 0; echo $i > count.txt; done; echo done > done.txt' &"#;
+    let started = run(&s, counter).await;
+    assert!(started.lines().any(|l| l.starts_with("[1] ")), "{started}");
+    let count = || {
+        std::fs::read_to_string(d.ws.join("count.txt"))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut first = None;
+    loop {
+        match (first, count()) {
+            (None, Some(n)) => first = Some(n),
+            (Some(start), Some(n)) if n >= start + 10_000 => break,
+            _ => {}
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the counter stood still (from {first:?}) with no call running"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    std::fs::write(d.ws.join("stop"), "").unwrap();
+    while std::fs::read_to_string(d.ws.join("done.txt"))
+        .ok()
+        .as_deref()
+        != Some("done\n")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the counter never saw stop"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Ended: what it printed after the last call is not the next one's.
+    assert_eq!(run(&s, "echo next").await, "next");
+    outside_untouched(&d);
+    s.close_all().await;
+}

@@ -204,8 +204,13 @@ impl Answer {
 
 impl Raw {
     fn new(server: &Server) -> Raw {
+        Raw::with_client(server, http_client(None))
+    }
+
+    /// A session sent through `http` (a client that others may share).
+    fn with_client(server: &Server, http: reqwest::Client) -> Raw {
         Raw {
-            http: http_client(None),
+            http,
             url: server.mcp(),
             token: TOKEN.to_owned(),
             session: None,
@@ -1464,13 +1469,16 @@ async fn http_load(
     let before_pss = tree_pss_kib(server_pid);
     let before_server = rss_kib(server_pid);
 
-    // Open every session, then 5 calls in each.
+    // Open every session, then 5 calls in each: `at_once` clients, each
+    // made before the clock starts (making one loads the system's
+    // certificates: tens of milliseconds, which would bound the rate).
+    let clients: Vec<_> = (0..at_once).map(|_| http_client(None)).collect();
     let started = Instant::now();
     let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(at_once));
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..sessions {
         let semaphore = semaphore.clone();
-        let mut raw = Raw::new(&server);
+        let mut raw = Raw::with_client(&server, clients[s % at_once].clone());
         tasks.spawn(async move {
             let _permit = semaphore.acquire_owned().await.unwrap();
             let t = Instant::now();
@@ -1544,7 +1552,9 @@ async fn http_load(
 }
 
 /// Scale: `DSH_SCALE_SESSIONS` (default 1000) sessions on one server, 5
-/// `bash` calls each, 50 clients at a time; the same with
+/// `bash` calls each, 50 clients at a time (50 HTTP clients, made before
+/// the clock starts: one per session bounded the rate by the clients'
+/// own start, not the server); the same with
 /// `--copy-on-write` (each session its own view of the workspace); then
 /// the same load over stdio with one process per session. Prints calls/s,
 /// p99 and the RSS of an idle session (the copy-on-write figures beside

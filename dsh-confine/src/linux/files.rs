@@ -313,9 +313,14 @@ impl Opener {
 /// Makes every receive on `socket` wait at most `within` (`SO_RCVTIMEO`:
 /// then it fails with `EAGAIN`).
 fn receive_within(socket: BorrowedFd<'_>, within: Duration) -> io::Result<()> {
+    // The fields' types are inferred, not named: musl's `time_t` and
+    // `suseconds_t` aliases are deprecated (they change width in musl 1.2).
     let timeout = libc::timeval {
-        tv_sec: within.as_secs() as libc::time_t,
-        tv_usec: libc::suseconds_t::from(within.subsec_micros() as i32),
+        tv_sec: within.as_secs().try_into().unwrap_or(i32::MAX.into()),
+        // Below 1,000,000: an `i32`, which every width takes.
+        tv_usec: i32::try_from(within.subsec_micros())
+            .unwrap_or_default()
+            .into(),
     };
     // SAFETY: `timeout` is a timeval of this frame, its size passed.
     let rc = unsafe {

@@ -980,7 +980,10 @@ async fn python_sdk_client() {
     let (_cow_dir, cow_ws) = workspace();
     std::fs::write(cow_ws.join("base.txt"), "base\n").unwrap();
     let cow_before = tree(&cow_ws);
-    let cow = Server::start(&cow_ws, &["--copy-on-write"]).await;
+    // Its layers' default directory under a temporary directory of the
+    // test's: the server is killed at the end, which leaves it behind.
+    let cow_tmp = tempfile::tempdir().unwrap();
+    let cow = Server::start_env(&cow_ws, &["--copy-on-write"], &[("TMPDIR", cow_tmp.path())]).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/http_client.py");
     let out = tokio::time::timeout(
         Duration::from_secs(180),

@@ -67,6 +67,9 @@ fn the_tree_ends_with_the_host(engine: &str, test: &str) {
         return host_child();
     }
     let workspace = tempfile::tempdir().unwrap();
+    // The child's temporary directory: its shell's scratch directory,
+    // which the killed child cannot remove, goes with this one.
+    let tmp = tempfile::tempdir().unwrap();
     // An argument no other process has: this run's pid and the engine.
     let nonce = format!("{}.{}", 100_000 + std::process::id(), engine.len());
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -74,6 +77,7 @@ fn the_tree_ends_with_the_host(engine: &str, test: &str) {
         .env("DSH_HOST_CHILD_ENGINE", engine)
         .env("DSH_HOST_CHILD_SLEEP", &nonce)
         .env("DSH_HOST_CHILD_WORKSPACE", workspace.path())
+        .env("TMPDIR", tmp.path())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

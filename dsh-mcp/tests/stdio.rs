@@ -402,7 +402,14 @@ async fn sandbox_flags_confine_and_escalate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_leaves_no_confined_process() {
     let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
-    let mut c = Client::start(ws.path(), &["--sandbox", "workspace-write"]).await;
+    // The killed server's scratch directory goes with this one.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = Client::start_env(
+        ws.path(),
+        &["--sandbox", "workspace-write"],
+        &[("TMPDIR", tmp.path().to_str())],
+    )
+    .await;
     let mark = format!("dsh-orphan-{}", std::process::id());
     let (text, _) = c
         .call(
@@ -666,7 +673,14 @@ async fn one_shot_calls_and_the_editor_plant_no_repository() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_leaves_no_repository() {
     let (_dir, ws, marker) = plant_ground();
-    let mut c = Client::start(&ws, &["--sandbox", "workspace-write"]).await;
+    // The killed server's scratch directory goes with this one.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = Client::start_env(
+        &ws,
+        &["--sandbox", "workspace-write"],
+        &[("TMPDIR", tmp.path().to_str())],
+    )
+    .await;
     let tag = format!("dsh-crash-{}", std::process::id());
     let (text, _) = c
         .call(2, "bash", json!({"command": format!("(exec -a {tag} sleep 1000 &) ; {}", plant_command(&marker))}))
@@ -1237,10 +1251,13 @@ async fn tmp_bounds_say_on_stderr_what_holds_by_what() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limit_flags_reach_the_shell_and_unkeepable_ones_stop_the_server() {
     let ws = tempfile::tempdir_in(visible_tmp()).unwrap();
+    // The servers end killed: their scratch directories go with this one.
+    let tmp = tempfile::tempdir().unwrap();
     for mode in ["danger-full-access", "workspace-write"] {
-        let mut c = Client::start(
+        let mut c = Client::start_env(
             ws.path(),
             &["--sandbox", mode, "--open-files", "77", "--file-size", "1m"],
+            &[("TMPDIR", tmp.path().to_str())],
         )
         .await;
         let (text, _) = c
@@ -1273,9 +1290,10 @@ async fn limit_flags_reach_the_shell_and_unkeepable_ones_stop_the_server() {
         );
         assert!(!big.exists(), "{mode}");
     }
-    let mut c = Client::start(
+    let mut c = Client::start_env(
         ws.path(),
         &["--sandbox", "workspace-write", "--tmp-size", "16m"],
+        &[("TMPDIR", tmp.path().to_str())],
     )
     .await;
     let (text, _) = c
